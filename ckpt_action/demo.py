@@ -1,0 +1,94 @@
+"""The demo: the main job, end to end, on an embedded local Hub.
+
+A training run pushes three checkpoints, a fourth push dies half-way (as a preempted
+job would leave it), and a re-launched job asks for the latest complete checkpoint,
+pulls it at its pinned SHA and checks it byte for byte.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from .discover import latest
+from .manifest import MANIFEST_NAME, Manifest, digest_files, scan_dir
+from .pull import pull
+from .push import push
+from .remote import RemoteRepo
+from .settings import Settings
+
+REPO = "demo/tiny-llm"
+
+
+def make_checkpoint(root: Path, step: int, seed: int = 0) -> Path:
+    """A small fake Trainer checkpoint: weights, optimizer state, config, trainer state."""
+    rng = random.Random(seed * 1_000_003 + step)
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "model.safetensors").write_bytes(rng.randbytes(1_500_000))
+    (root / "optimizer.pt").write_bytes(rng.randbytes(700_000))
+    (root / "config.json").write_text(json.dumps({"model_type": "tiny", "hidden_size": 64}, indent=2))
+    (root / "trainer_state.json").write_text(json.dumps({"global_step": step, "loss": round(2.0 / (1 + step), 5)}))
+    return root
+
+
+def _tree_sha256(root: Path) -> str:
+    digests = digest_files(scan_dir(root))
+    return hashlib.sha256(json.dumps({p: d.sha256 for p, d in sorted(digests.items())}).encode()).hexdigest()
+
+
+def run_demo(keep: Path | None = None, echo: Callable[[str], None] = print) -> dict[str, object]:
+    from huggingface_hub import CommitOperationAdd
+
+    from huggingface_hub.utils import disable_progress_bars
+
+    from .localhub import LocalHub
+
+    disable_progress_bars()
+
+    work = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="ckpt-demo-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        with LocalHub(work / "hub") as hub:
+            settings = Settings(endpoint=hub.url, timeout=30, retries=2, retry_delay=0.2)
+            echo(f"local Hub listening at {hub.url} (data in {work / 'hub'})")
+            run = work / "run"
+            for step in (100, 200, 300):
+                res = push(settings, REPO, make_checkpoint(run / f"checkpoint-{step}", step), f"checkpoint-{step}",
+                           step=step)
+                echo(f"push   checkpoint-{step:<4} -> {res.handle.revision}  ({res.uploaded_files} files)")
+
+            # A job preempted mid-push leaves files and a manifest marked incomplete.
+            broken = make_checkpoint(run / "checkpoint-400", 400)
+            remote = RemoteRepo(settings, REPO)
+            files = digest_files(scan_dir(broken))
+            marker = Manifest(files=files, step=400, complete=False)
+            remote.api.create_commit(REPO, operations=[
+                CommitOperationAdd("checkpoint-400/model.safetensors", str(broken / "model.safetensors")),
+                CommitOperationAdd(f"checkpoint-400/{MANIFEST_NAME}", marker.to_json()),
+            ], commit_message="Push checkpoint-400 (part 1)")
+            echo("push   checkpoint-400  -> interrupted after part 1 (the job was preempted)")
+
+            found = latest(remote)
+            for name, why in found.skipped:
+                echo(f"latest skipped {name}: {why}")
+            assert found.handle is not None, "the demo pushed complete checkpoints; latest must find one"
+            echo(f"latest -> {found.handle.subfolder} at {found.handle.revision}")
+
+            dest = work / "resume" / found.handle.subfolder
+            got = pull(remote, found.handle.subfolder, None, dest, sha=found.handle.revision)
+            same = _tree_sha256(dest) == _tree_sha256(run / found.handle.subfolder)
+            echo(f"pull   -> {got.local_dir} ({got.files} files, {got.bytes} bytes, verified by {got.verified_by})")
+            if not same:
+                raise AssertionError("the pulled checkpoint differs from what was pushed")
+            echo("verify -> pulled bytes are identical to the pushed checkpoint-300")
+            outputs = got.handle.to_dict() | {"local_dir": str(got.local_dir), "found": True}
+            echo("outputs: " + json.dumps(outputs))
+            return outputs
+    finally:
+        if keep is None:
+            shutil.rmtree(work, ignore_errors=True)

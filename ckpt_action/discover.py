@@ -1,0 +1,101 @@
+"""latest and list: what checkpoints a repo holds, read at one pinned SHA."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from .errors import NotFoundError
+from .handle import CheckpointHandle, step_of
+from .remote import RemoteRepo, Snapshot
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LatestResult:
+    """The highest complete ``checkpoint-N`` at ``revision``, or none (``handle`` is None)."""
+
+    handle: CheckpointHandle | None
+    revision: str | None
+    skipped: list[tuple[str, str]]
+    """Higher checkpoints passed over, with why (incomplete push, files disagree)."""
+    has_manifest: bool = False
+
+
+def latest(remote: RemoteRepo, revision: str | None = None) -> LatestResult:
+    """Find the highest complete ``checkpoint-N`` folder at the head of ``revision``.
+
+    Lists only the top level, at a SHA resolved first, then checks candidates from the
+    highest down: one with a manifest must match it; one without (written by Trainer or
+    ``hf upload``) is taken as it is. A missing repo or branch is "none"; any other
+    failure raises, because "could not tell" must never look like "start from scratch".
+
+    >>> latest(RemoteRepo(settings, "org/run")).handle.subfolder  # doctest: +SKIP
+    'checkpoint-300'
+    """
+    try:
+        sha = remote.resolve(revision)
+    except NotFoundError:
+        if revision is not None:
+            raise
+        return LatestResult(None, None, [("(repo)", f"{remote.repo} does not exist, or this token cannot see it")])
+    if sha is None:
+        return LatestResult(None, None, [])
+    candidates = sorted(
+        ((s, name) for name in remote.top_level_folders(sha) if (s := step_of(name)) is not None), reverse=True
+    )
+    skipped: list[tuple[str, str]] = []
+    for stp, name in candidates:
+        snap = remote.snapshot(sha, name)
+        problems = snap.problems()
+        if not problems:
+            handle = CheckpointHandle(remote.repo, name, sha, stp, remote.settings.endpoint)
+            return LatestResult(handle, sha, skipped, snap.manifest is not None)
+        skipped.append((name, problems[0]))
+    return LatestResult(None, sha, skipped)
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    subfolder: str
+    step: int | None
+    complete: bool
+    status: str
+    """complete, foreign (no manifest), incomplete, mismatch."""
+    files: int
+    size: int
+    revision: str
+    source: dict[str, str] | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "subfolder": self.subfolder,
+            "step": self.step,
+            "complete": self.complete,
+            "status": self.status,
+            "files": self.files,
+            "size": self.size,
+            "revision": self.revision,
+            "source": self.source,
+        }
+
+
+def describe(snap: Snapshot) -> CheckpointInfo:
+    problems = snap.problems()
+    if snap.manifest is None:
+        status = "foreign" if not problems else "empty"
+    elif not snap.manifest.complete:
+        status = "incomplete"
+    else:
+        status = "complete" if not problems else "mismatch"
+    return CheckpointInfo(
+        subfolder=snap.subfolder,
+        step=snap.manifest.step if snap.manifest and snap.manifest.step is not None else step_of(snap.subfolder),
+        complete=not problems,
+        status=status,
+        files=len(snap.files),
+        size=sum(f.size for f in snap.files.values()),
+        revision=snap.revision,
+        source=snap.manifest.source if snap.manifest else None,
+    )

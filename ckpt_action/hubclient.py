@@ -1,0 +1,160 @@
+"""Configure huggingface_hub for one endpoint, and turn its errors into ours.
+
+huggingface_hub reads some switches at import time and has no timeout on plain API
+calls; this module is the one place that sets them, before the first request.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+from .errors import AuthError, CkptError, NotFoundError, RemoteError
+from .settings import Settings
+from .validate import is_public_hub
+
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi
+
+T = TypeVar("T")
+TRANSIENT_STATUS = {408, 429, 500, 502, 503, 504}
+
+
+def prepare(settings: Settings) -> None:
+    """Set the client's switches for this endpoint. Safe to call before or after import.
+
+    Only the public Hub speaks Xet; elsewhere (the local Hub, mirrors) uploads go through
+    plain LFS, which huggingface_hub only does with Xet disabled.
+    """
+    local = not is_public_hub(settings.endpoint)
+    if local:
+        os.environ.setdefault("HF_HUB_DISABLE_XET", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", str(settings.timeout))
+    os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", str(settings.timeout))
+    import huggingface_hub
+    from huggingface_hub import constants
+
+    if local and os.environ.get("HF_HUB_DISABLE_XET") == "1":
+        constants.HF_HUB_DISABLE_XET = True
+    constants.HF_HUB_ETAG_TIMEOUT = int(max(1, settings.timeout))
+    constants.HF_HUB_DOWNLOAD_TIMEOUT = int(max(1, settings.timeout))
+
+    def client_factory():  # type: ignore[no-untyped-def]
+        client = huggingface_hub.utils._http.default_client_factory()
+        client.timeout = settings.timeout  # type: ignore[assignment]
+        return client
+
+    huggingface_hub.set_client_factory(client_factory)
+
+
+def make_api(settings: Settings) -> HfApi:
+    prepare(settings)
+    from huggingface_hub import HfApi
+
+    return HfApi(endpoint=settings.endpoint, token=settings.token or None, library_name="ckpt-action")
+
+
+def _status(exc: BaseException) -> int | None:
+    response = getattr(exc, "response", None)
+    return getattr(response, "status_code", None)
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    response = getattr(exc, "response", None)
+    value = getattr(response, "headers", {}).get("Retry-After") if response is not None else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Worth retrying: rate limits, server errors, timeouts, dropped connections."""
+    import httpx2
+
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    if isinstance(exc, (httpx2.TimeoutException, httpx2.NetworkError, httpx2.RemoteProtocolError)):
+        return True
+    if isinstance(exc, LocalEntryNotFoundError):
+        # hf_hub_download wraps connection failures in this when nothing is cached.
+        return True
+    if isinstance(exc, (ConnectionError, TimeoutError)):
+        return True
+    status = _status(exc)
+    return status in TRANSIENT_STATUS
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def translate(exc: BaseException, what: str, settings: Settings, repo: str | None = None) -> CkptError:
+    """Our error for a client exception, with a one-line message that says what to do."""
+    from huggingface_hub.errors import (
+        HfHubHTTPError,
+        RemoteEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    if isinstance(exc, CkptError):
+        return exc
+    where = f" in {repo}" if repo else ""
+    status = _status(exc)
+    if isinstance(exc, RevisionNotFoundError):
+        return NotFoundError(f"{what}: revision not found{where}: check --revision (a SHA, branch or tag)")
+    if isinstance(exc, RepositoryNotFoundError) and status not in (401,):
+        return NotFoundError(
+            f"{what}: repo {repo or ''} not found at {settings.endpoint}, or not visible to this token:"
+            " check --repo and HF_TOKEN"
+        )
+    if isinstance(exc, RemoteEntryNotFoundError):
+        return NotFoundError(f"{what}: path not found{where}: check --subfolder")
+    if status == 401:
+        return AuthError(f"{what}: the Hub refused the credentials (401): check HF_TOKEN / --token")
+    if status == 403:
+        return AuthError(f"{what}: the token may not do this (403){where}: use a token with write access")
+    if isinstance(exc, HfHubHTTPError) and status is not None:
+        detail = _one_line(getattr(exc, "server_message", None) or str(exc).splitlines()[0], 200)
+        hint = "try again later" if status in TRANSIENT_STATUS else "see the message"
+        return RemoteError(f"{what}: the Hub answered {status} ({detail}): {hint}")
+    if is_transient(exc):
+        return RemoteError(
+            f"{what}: cannot reach {settings.endpoint} ({type(exc).__name__}: {_one_line(str(exc), 160)}):"
+            " check --endpoint and the network"
+        )
+    return RemoteError(f"{what}: {type(exc).__name__}: {_one_line(str(exc))}")
+
+
+def backoff_delays(settings: Settings) -> list[float]:
+    """The sleeps between attempts: exponential from retry_delay, capped, with jitter."""
+    delays, delay = [], settings.retry_delay
+    for _ in range(settings.retries):
+        delays.append(min(settings.retry_max_delay, delay) * random.uniform(0.8, 1.2))  # noqa: S311
+        delay *= 2
+    return delays
+
+
+def call(settings: Settings, what: str, fn: Callable[..., T], *args: object, repo: str | None = None,
+         **kwargs: object) -> T:
+    """Run one client call with bounded retries on transient failures.
+
+    Only for idempotent calls (reads, and writes that are safe to repeat); commits are
+    retried by the push loop, which first looks at what landed.
+    """
+    delays = backoff_delays(settings)
+    for attempt in range(len(delays) + 1):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - classified below, re-raised as ours
+            if attempt == len(delays) or not is_transient(exc):
+                raise translate(exc, what, settings, repo) from exc
+            wait = _retry_after(exc)
+            time.sleep(delays[attempt] if wait is None else min(max(wait, 0.0), 600.0))
+    raise AssertionError("unreachable")

@@ -1,0 +1,199 @@
+"""The checkpoint manifest: what a complete checkpoint holds, written last.
+
+A manifest lives at ``<subfolder>/ckpt-manifest.json``. It lists every file of the
+checkpoint (path relative to the subfolder, size, sha256, and for small files the git
+blob id the Hub reports for regular files), the step, the time and the tool version.
+Its presence with ``complete: true`` and files that match it is what makes a
+checkpoint complete; a multi-commit push writes ``complete: false`` first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import __version__
+from .errors import IntegrityError
+
+MANIFEST_NAME = "ckpt-manifest.json"
+FORMAT = "ckpt-action/manifest/v1"
+# The Hub stores files above 10 MB through LFS; below this we also record the git blob
+# id, so regular files can be checked against a tree listing without downloading them.
+GIT_OID_LIMIT = 20 * 1024 * 1024
+_CHUNK = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class FileDigest:
+    """A file's size and hashes. ``sha256`` is None only for expectations taken from a
+    tree listing of a regular (non-LFS) file, which the Hub identifies by git blob id."""
+
+    size: int
+    sha256: str | None
+    git_oid: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {"size": self.size, "sha256": self.sha256}
+        if self.git_oid:
+            out["git_oid"] = self.git_oid
+        return out
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """A file as a tree listing reports it (path relative to the subfolder)."""
+
+    size: int
+    git_oid: str | None
+    lfs_sha256: str | None
+
+
+def digest_file(path: str | os.PathLike[str]) -> FileDigest:
+    """sha256 (and git blob id for small files) in one read pass."""
+    size = os.path.getsize(path)
+    sha = hashlib.sha256()
+    git = hashlib.sha1(b"blob %d\x00" % size, usedforsecurity=False) if size <= GIT_OID_LIMIT else None
+    with open(path, "rb", buffering=0) as fh:
+        buf = bytearray(_CHUNK)
+        view = memoryview(buf)
+        while n := fh.readinto(buf):
+            sha.update(view[:n])
+            if git is not None:
+                git.update(view[:n])
+    return FileDigest(size, sha.hexdigest(), git.hexdigest() if git else None)
+
+
+def digest_files(paths: Mapping[str, Path], threads: int = 4) -> dict[str, FileDigest]:
+    """Digest many files; hashlib drops the GIL on big buffers, so threads overlap I/O."""
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        results = pool.map(digest_file, paths.values())
+        return dict(zip(paths.keys(), results, strict=True))
+
+
+def scan_dir(root: Path) -> dict[str, Path]:
+    """Every regular file under root, keyed by its posix path relative to root.
+
+    A manifest already in the dir (a pulled checkpoint being re-pushed) is left out:
+    push writes a fresh one.
+    """
+    files: dict[str, Path] = {}
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames.sort()
+        for name in sorted(filenames):
+            full = Path(dirpath) / name
+            rel = full.relative_to(root).as_posix()
+            if rel == MANIFEST_NAME:
+                continue
+            files[rel] = full
+    return files
+
+
+@dataclass
+class Manifest:
+    files: dict[str, FileDigest]
+    step: int | None = None
+    complete: bool = True
+    created_at: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    tool_version: str = __version__
+    source: dict[str, str] | None = None
+
+    def content_key(self) -> tuple[object, ...]:
+        """What makes two manifests describe the same checkpoint (time and tool aside)."""
+        return (
+            self.complete,
+            self.step,
+            tuple(sorted((p, d.size, d.sha256 or "") for p, d in self.files.items())),
+            tuple(sorted((self.source or {}).items())),
+        )
+
+    def to_json(self) -> bytes:
+        doc: dict[str, object] = {
+            "format": FORMAT,
+            "complete": self.complete,
+            "step": self.step,
+            "created_at": self.created_at,
+            "tool": f"ckpt-action {self.tool_version}",
+            "files": {p: self.files[p].to_dict() for p in sorted(self.files)},
+        }
+        if self.source:
+            doc["source"] = self.source
+        return (json.dumps(doc, indent=2, sort_keys=False) + "\n").encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> Manifest:
+        try:
+            doc = json.loads(data)
+            if doc.get("format") != FORMAT:
+                raise ValueError(f"unknown format {doc.get('format')!r}")
+            files = {
+                str(p): FileDigest(int(d["size"]), str(d["sha256"]), d.get("git_oid"))
+                for p, d in doc["files"].items()
+            }
+            tool = str(doc.get("tool", ""))
+            return cls(
+                files=files,
+                step=doc.get("step"),
+                complete=bool(doc.get("complete")),
+                created_at=str(doc.get("created_at", "")),
+                tool_version=tool.rpartition(" ")[2],
+                source=doc.get("source"),
+            )
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise IntegrityError(f"the checkpoint manifest is unreadable ({exc})") from exc
+
+    def mismatches(self, remote: Mapping[str, RemoteFile]) -> list[str]:
+        """Why the remote files (relative paths, manifest excluded) disagree with this manifest."""
+        problems = []
+        for path, want in self.files.items():
+            got = remote.get(path)
+            if got is None:
+                problems.append(f"{path} is missing")
+            elif got.size != want.size:
+                problems.append(f"{path} has {got.size} bytes, manifest says {want.size}")
+            elif got.lfs_sha256 is not None and got.lfs_sha256 != want.sha256:
+                problems.append(f"{path} has sha256 {got.lfs_sha256[:12]}…, manifest says {want.sha256}")
+            elif got.lfs_sha256 is None and want.git_oid and got.git_oid and got.git_oid != want.git_oid:
+                problems.append(f"{path} differs from the manifest (git blob id)")
+        problems.extend(f"{path} is not in the manifest" for path in remote if path not in self.files)
+        return problems
+
+
+def matches_remote(want: FileDigest, got: RemoteFile | None) -> bool:
+    """True when the remote file certainly holds these bytes (so it need not be uploaded)."""
+    if got is None or got.size != want.size:
+        return False
+    if got.lfs_sha256 is not None:
+        return got.lfs_sha256 == want.sha256
+    return want.git_oid is not None and got.git_oid == want.git_oid
+
+
+def expected_from_remote(remote: Mapping[str, RemoteFile]) -> dict[str, FileDigest]:
+    """Expectations for a checkpoint without a manifest: what the tree listing vouches for."""
+    return {p: FileDigest(r.size, r.lfs_sha256, None if r.lfs_sha256 else r.git_oid) for p, r in remote.items()}
+
+
+def verify_local(root: Path, expected: Mapping[str, FileDigest]) -> None:
+    """Check downloaded files under root against expected digests; raise on the first problem."""
+    paths = {p: root / p for p in expected}
+    for p, full in paths.items():
+        if not full.is_file():
+            raise IntegrityError(f"{p} is missing after download")
+    got = digest_files(paths)
+    for p, want in expected.items():
+        have = got[p]
+        ok = have.size == want.size
+        if ok and want.sha256 is not None:
+            ok = have.sha256 == want.sha256
+        elif ok and want.git_oid is not None:
+            ok = have.git_oid == want.git_oid
+        if not ok:
+            raise IntegrityError(
+                f"downloaded {p} does not match what the Hub vouches for ({have.size} bytes, sha256"
+                f" {(have.sha256 or '')[:12]}…; expected {want.size} bytes, sha256 {(want.sha256 or '?')[:12]}…)"
+            )

@@ -1,0 +1,130 @@
+"""pull: download one checkpoint at a pinned SHA, verify it, then move it into place.
+
+Files land in a temporary dir beside the target (same filesystem, so the final move is
+a rename). Every listed path is checked before any download starts, every file is
+verified against the manifest (or, for checkpoints without one, against the hashes the
+tree listing vouches for), and only then does the target appear. A failure at any
+point removes the temporary dir and leaves the target as it was.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import CkptError, IntegrityError, NotFoundError
+from .handle import CheckpointHandle, step_of
+from .hubclient import call
+from .manifest import MANIFEST_NAME, expected_from_remote, verify_local
+from .progress import Ticker
+from .remote import RemoteRepo
+from .validate import safe_relative
+
+DOWNLOAD_THREADS = 8
+
+
+@dataclass(frozen=True)
+class PullResult:
+    handle: CheckpointHandle
+    local_dir: Path
+    files: int
+    bytes: int
+    verified_by: str
+    """"manifest" or "tree" (a checkpoint without a manifest, checked against listed hashes)."""
+
+
+def _dir_size(root: Path) -> int:
+    total = 0
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(dirpath, name))
+            except OSError:
+                pass
+    return total
+
+
+def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path, *, force: bool = False,
+         sha: str | None = None) -> PullResult:
+    """Download ``subfolder`` at ``revision`` into ``target`` (its contents, not a nested folder).
+
+    >>> pull(RemoteRepo(settings, "org/run"), "checkpoint-300", None, Path("resume"))  # doctest: +SKIP
+    PullResult(handle=CheckpointHandle(..., revision='3f1c…'), local_dir=PosixPath('resume'), ...)
+    """
+    from huggingface_hub import hf_hub_download
+
+    sha = sha or remote.resolve(revision)
+    if sha is None:
+        raise NotFoundError(f"{remote.repo} has no commits yet: nothing to pull")
+    snap = remote.snapshot(sha, subfolder)
+    if not snap.exists:
+        raise NotFoundError(f"{subfolder}/ does not exist in {remote.repo} at {sha[:12]}: check --subfolder")
+    for rel in snap.files:
+        if not safe_relative(rel):
+            raise IntegrityError(f"the Hub listed an unsafe path {rel!r} in {subfolder}/: refusing to pull")
+    problems = snap.problems()
+    if problems:
+        raise IntegrityError(f"{subfolder}/ at {sha[:12]} is not a complete checkpoint: {problems[0]}")
+    if snap.manifest is not None:
+        expected = dict(snap.manifest.files)
+        verified_by = "manifest"
+    else:
+        expected = expected_from_remote(snap.files)
+        verified_by = "tree"
+    total = sum(f.size for f in snap.files.values())
+
+    target = Path(target)
+    parent = target.absolute().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.ckpt-", dir=parent))
+    try:
+        names = list(snap.files) + ([MANIFEST_NAME] if snap.manifest is not None else [])
+
+        def fetch(rel: str) -> None:
+            call(remote.settings, f"downloading {subfolder}/{rel}", hf_hub_download, remote.repo,
+                 f"{subfolder}/{rel}", revision=sha, local_dir=str(tmp), endpoint=remote.settings.endpoint,
+                 token=remote.settings.token or None, etag_timeout=remote.settings.timeout, repo=remote.repo)
+
+        with Ticker(f"pull {subfolder}", total, lambda: _dir_size(tmp)), \
+                ThreadPoolExecutor(max_workers=DOWNLOAD_THREADS) as pool:
+            for fut in [pool.submit(fetch, rel) for rel in names]:
+                fut.result()
+        got = tmp / subfolder
+        verify_local(got, expected)
+        extra = {p.relative_to(got).as_posix() for p in got.rglob("*") if p.is_file()} - set(expected) - {
+            MANIFEST_NAME}
+        if extra:
+            raise IntegrityError(f"unexpected files after download: {sorted(extra)[:3]}")
+        _move_into_place(got, target, force=force)
+    except CkptError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure: report it, leave the target alone
+        raise remote.error(exc, f"pulling {subfolder}") from exc
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    stp = snap.manifest.step if snap.manifest and snap.manifest.step is not None else step_of(subfolder)
+    handle = CheckpointHandle(remote.repo, subfolder, sha, stp, remote.settings.endpoint)
+    return PullResult(handle, target, len(snap.files), total, verified_by)
+
+
+def _move_into_place(src: Path, target: Path, *, force: bool) -> None:
+    if target.exists() and not any(target.iterdir()):
+        target.rmdir()
+    if not target.exists():
+        os.replace(src, target)
+        return
+    if not force:
+        raise CkptError(f"{target} appeared while pulling and is not empty: pass --force to replace it")
+    # Swap with two renames so there is never a moment with no complete target.
+    old = target.with_name(f".{target.name}.ckpt-old-{os.getpid()}")
+    os.replace(target, old)
+    try:
+        os.replace(src, target)
+    except OSError:
+        os.replace(old, target)
+        raise
+    shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,147 @@
+"""Reads of one Hub repo, always at a pinned commit SHA.
+
+Every listing and file read names a SHA, never a branch, so what a command looked at
+and the SHA it reports are the same snapshot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .errors import IntegrityError, NotFoundError
+from .handle import SHA_RE
+from .hubclient import call, make_api, translate
+from .manifest import MANIFEST_NAME, Manifest, RemoteFile
+from .settings import Settings
+
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi
+
+MAX_MANIFEST_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A subfolder's files at one SHA, and its manifest if it has one."""
+
+    revision: str
+    subfolder: str
+    files: dict[str, RemoteFile]
+    manifest: Manifest | None
+
+    @property
+    def exists(self) -> bool:
+        return bool(self.files) or self.manifest is not None
+
+    def problems(self) -> list[str]:
+        """Why this snapshot is not a complete checkpoint ([] when it is).
+
+        Without a manifest (a folder written by Trainer or ``hf upload``) there is nothing
+        to check against, and the folder counts as complete if it holds files.
+        """
+        if self.manifest is None:
+            return [] if self.files else ["the folder is empty"]
+        if not self.manifest.complete:
+            return ["its push has not finished (manifest marked incomplete)"]
+        return self.manifest.mismatches(self.files)
+
+
+class RemoteRepo:
+    """One model repo on one endpoint, read through the real client with retries.
+
+    >>> repo = RemoteRepo(Settings("http://127.0.0.1:8000"), "org/run")  # doctest: +SKIP
+    >>> sha = repo.resolve("main")  # doctest: +SKIP
+    >>> repo.snapshot(sha, "checkpoint-300").problems()  # doctest: +SKIP
+    []
+    """
+
+    def __init__(self, settings: Settings, repo: str, api: HfApi | None = None) -> None:
+        self.settings = settings
+        self.repo = repo
+        self.api = api or make_api(settings)
+
+    def _call(self, what: str, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+        return call(self.settings, what, fn, *args, repo=self.repo, **kwargs)
+
+    def resolve(self, revision: str | None) -> str | None:
+        """The 40-hex SHA a branch or tag points at (a SHA passes through).
+
+        None when the repo has no such branch yet (a new, empty repo and ``main``).
+        """
+        rev = revision or "main"
+        if SHA_RE.match(rev):
+            return rev
+        refs = self._call("reading branches and tags", self.api.list_repo_refs, self.repo)
+        for ref in list(refs.branches) + list(refs.tags):
+            if rev in (ref.name, ref.ref):
+                return str(ref.target_commit)
+        if revision is None:
+            return None
+        raise NotFoundError(f"revision {rev!r} is not a branch or tag of {self.repo}: check --revision")
+
+    def top_level_folders(self, sha: str) -> list[str]:
+        from huggingface_hub import RepoFolder
+
+        entries = self._call(
+            "listing the repo", lambda: list(self.api.list_repo_tree(self.repo, revision=sha, recursive=False))
+        )
+        return [e.path for e in entries if isinstance(e, RepoFolder)]
+
+    def files(self, sha: str, subfolder: str) -> dict[str, RemoteFile]:
+        """Files under subfolder at sha, keyed by path relative to it ({} when absent)."""
+        from huggingface_hub import RepoFile
+        from huggingface_hub.errors import RemoteEntryNotFoundError
+
+        def listing() -> list[object]:
+            try:
+                return list(self.api.list_repo_tree(self.repo, subfolder, revision=sha, recursive=True))
+            except RemoteEntryNotFoundError:
+                return []
+
+        prefix = subfolder.rstrip("/") + "/"
+        out: dict[str, RemoteFile] = {}
+        for entry in self._call(f"listing {subfolder}/", listing):
+            if not isinstance(entry, RepoFile):
+                continue
+            if not entry.path.startswith(prefix):
+                raise IntegrityError(
+                    f"the Hub listed {entry.path!r} under {subfolder}/: refusing a listing that escapes the folder"
+                )
+            lfs = entry.lfs
+            out[entry.path[len(prefix):]] = RemoteFile(
+                size=int(entry.size), git_oid=entry.blob_id, lfs_sha256=lfs.sha256 if lfs else None
+            )
+        return out
+
+    def read_small_file(self, sha: str, path: str) -> bytes:
+        """GET one small file at sha (the manifest), bounded in size."""
+        from huggingface_hub import hf_hub_url
+        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+
+        url = hf_hub_url(self.repo, path, revision=sha, endpoint=self.settings.endpoint)
+        headers = build_hf_headers(token=self.settings.token or None, library_name="ckpt-action")
+
+        def get() -> bytes:
+            with get_session().stream("GET", url, headers=headers) as response:
+                hf_raise_for_status(response)
+                chunks, total = [], 0
+                for chunk in response.iter_bytes():
+                    total += len(chunk)
+                    if total > MAX_MANIFEST_BYTES:
+                        raise IntegrityError(f"{path} is larger than {MAX_MANIFEST_BYTES} bytes: not a manifest")
+                    chunks.append(chunk)
+                return b"".join(chunks)
+
+        return self._call(f"reading {path}", get)  # type: ignore[no-any-return]
+
+    def snapshot(self, sha: str, subfolder: str) -> Snapshot:
+        files = self.files(sha, subfolder)
+        manifest = None
+        if MANIFEST_NAME in files:
+            manifest = Manifest.from_json(self.read_small_file(sha, f"{subfolder}/{MANIFEST_NAME}"))
+            del files[MANIFEST_NAME]
+        return Snapshot(sha, subfolder, files, manifest)
+
+    def error(self, exc: BaseException, what: str) -> Exception:
+        return translate(exc, what, self.settings, self.repo)

@@ -1,0 +1,68 @@
+"""Shared test plumbing: the local Hub fixtures and a runner for the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["tests.localhub_fixtures"]
+
+ROOT = Path(__file__).resolve().parent.parent
+ENTRYPOINT = ROOT / "entrypoint.py"
+
+
+@dataclass
+class Run:
+    code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def json(self) -> dict:
+        return json.loads(self.stdout.strip().splitlines()[-1])
+
+
+def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """A child environment with no ambient Hub, W&B or GitHub settings, plus fast retries."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("HF_", "HUGGINGFACE_", "WANDB_", "GITHUB_", "CKPT_", "RUNNER_"))}
+    env.update({
+        "HF_HOME": str(tmp_path / "hf-home"),
+        "CKPT_RETRY_DELAY": "0.05",
+        "CKPT_RETRY_MAX_DELAY": "0.5",
+        "CKPT_TIMEOUT": "20",
+        "PYTHONUNBUFFERED": "1",
+    })
+    env.update(extra)
+    return env
+
+
+@pytest.fixture
+def cli(tmp_path):
+    """Run ``python entrypoint.py ARGS`` as a user would; returns a Run."""
+
+    def run(*args: str, env: dict[str, str] | None = None, timeout: float = 300, **extra: str) -> Run:
+        full_env = clean_env(tmp_path, **extra) if env is None else env
+        proc = subprocess.run([sys.executable, str(ENTRYPOINT), *args], capture_output=True, text=True,
+                              env=full_env, timeout=timeout, cwd=tmp_path, stdin=subprocess.DEVNULL)
+        return Run(proc.returncode, proc.stdout, proc.stderr)
+
+    return run
+
+
+def write_checkpoint(root: Path, files: dict[str, bytes]) -> Path:
+    for rel, data in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return root
+
+
+def read_tree(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
