@@ -19,7 +19,7 @@ from typing import Any
 import click
 
 from ckpt_action import __version__, validate
-from ckpt_action.errors import CkptError, InputError, NoCheckpointError
+from ckpt_action.errors import CkptError, InputError, NoCheckpointError, NotFoundError
 from ckpt_action.outputs import append_summary, summary_markdown, write_dotenv, write_github_output, write_json
 from ckpt_action.settings import Settings
 
@@ -92,16 +92,25 @@ def settings_from(opts: dict[str, Any]) -> Settings:
                              timeout=opts.get("timeout"), retries=opts.get("retries"))
 
 
-def emit(command: str, result: dict[str, Any], opts: dict[str, Any]) -> None:
-    """Write the result everywhere it is wanted: stdout, GITHUB_OUTPUT, summary, dotenv."""
+def emit(command: str, result: dict[str, Any], opts: dict[str, Any],
+         human: Callable[[], None] | None = None) -> None:
+    """Write the result everywhere it is wanted: stdout, GITHUB_OUTPUT, job summary, dotenv.
+
+    ``summary_extra`` (markdown) goes to the job summary only; ``human`` prints the
+    terminal form when it is not a plain key: value list.
+    """
+    result = dict(result)
+    extra = result.pop("summary_extra", None)
     if os.environ.get("GITHUB_OUTPUT"):
         write_github_output(os.environ["GITHUB_OUTPUT"], result)
     if os.environ.get("GITHUB_STEP_SUMMARY"):
-        append_summary(os.environ["GITHUB_STEP_SUMMARY"], summary_markdown(command, result))
+        append_summary(os.environ["GITHUB_STEP_SUMMARY"], summary_markdown(command, result | {"summary_extra": extra}))
     if opts.get("dotenv"):
         write_dotenv(opts["dotenv"], result)
     if opts.get("as_json"):
         write_json(sys.stdout, result)
+    elif human is not None:
+        human()
     else:
         for key, value in result.items():
             if value is not None and not isinstance(value, (list, dict)):
@@ -119,6 +128,12 @@ def command(fn: Callable[..., Any]) -> Callable[..., Any]:
             fail(str(exc), exc.exit_code)
         except KeyboardInterrupt:
             fail("interrupted", 130)
+        except OSError as exc:
+            fail(f"{type(exc).__name__}: {exc}", EXIT_FAIL)
+        except Exception as exc:  # noqa: BLE001 - a bug must still end in one line, not a traceback
+            if os.environ.get("CKPT_DEBUG"):
+                raise
+            fail(f"unexpected {type(exc).__name__}: {exc} (set CKPT_DEBUG=1 for a traceback)", EXIT_FAIL)
 
     return wrapper
 
@@ -177,12 +192,19 @@ def push(**o: Any) -> None:
     emit("push", result, o)
 
 
-def _log_wandb(handle: Any, o: dict[str, Any]) -> dict[str, Any]:
-    from ckpt_action.wandb_pointer import log_pointer
+def _log_wandb(handle: Any, o: dict[str, Any], registry: str | None = None) -> dict[str, Any]:
+    from ckpt_action import wandb_pointer
 
     try:
-        pointer = log_pointer(handle, project=o["wandb_project"], entity=o["wandb_entity"] or None,
-                              run_id=o["wandb_run_id"] or None, artifact_name=o["wandb_artifact_name"] or None)
+        pointer = wandb_pointer.log_pointer(handle, project=o["wandb_project"], entity=o["wandb_entity"] or None,
+                                            run_id=o["wandb_run_id"] or None,
+                                            artifact_name=o["wandb_artifact_name"] or None)
+        if registry:
+            try:
+                ref = f"{pointer.entity}/{pointer.project}/{pointer.artifact_name}:latest"
+                wandb_pointer.link_to_registry(ref, registry, project=pointer.project, entity=pointer.entity)
+            except CkptError as exc:
+                warn(f"the pointer is logged, but linking it into {registry} failed: {exc}")
     except CkptError as exc:
         if o["wandb_fatal"]:
             raise
@@ -285,6 +307,131 @@ def pull(**o: Any) -> None:
     emit("pull", result, o)
 
 
+# --- promote, list, prune -----------------------------------------------------------------------
+
+@cli.command()
+@click.option("--repo", required=True, help="Hub model repo holding the checkpoint, OWNER/NAME.")
+@click.option("--subfolder", required=True, help="The checkpoint folder to promote.")
+@click.option("--revision", help="SHA, branch or tag the checkpoint is read at (default: main's head).")
+@click.option("--to", "to", required=True, help="Target folder, e.g. release.")
+@click.option("--to-repo", help="Promote into another repo (bytes stream through, verified).")
+@click.option("--tag", help="Tag the resulting commit; an existing tag elsewhere is refused.")
+@click.option("--branch", help="Commit the promotion on this branch (created from the source SHA).")
+@click.option("--wandb-project", envvar="WANDB_PROJECT", help="Log a W&B pointer artifact to this project.")
+@click.option("--wandb-entity", envvar="WANDB_ENTITY", help="W&B entity (team or user).")
+@click.option("--wandb-run-id", envvar="WANDB_RUN_ID", help="Attach the pointer to this run.")
+@click.option("--wandb-artifact-name", help="Artifact name (default: derived from repo and target).")
+@click.option("--wandb-registry", help="Link the pointer into this W&B registry collection (online only).")
+@click.option("--wandb-fatal", is_flag=True, help="Fail the command when W&B logging fails.")
+@common
+@command
+def promote(**o: Any) -> None:
+    """Copy a pinned checkpoint to a release folder (and/or branch, tag) in one commit, server-side."""
+    repo = validate.repo_id(o["repo"])
+    subfolder = validate.subfolder(o["subfolder"])
+    to = validate.subfolder(o["to"], flag="--to")
+    revision = validate.revision(o["revision"])
+    tag = validate.revision(o["tag"]) if o["tag"] else None
+    branch = validate.revision(o["branch"]) if o["branch"] else None
+    to_repo = validate.repo_id(o["to_repo"]) if o["to_repo"] else None
+    if to_repo and branch:
+        raise InputError("--branch does not go with --to-repo: promote into the other repo's main")
+    settings = settings_from(o)
+    validate.token_for_write(settings.token, settings.endpoint)
+
+    from ckpt_action.progress import quiet_client_bars
+    from ckpt_action.release import promote as do_promote
+    from ckpt_action.remote import RemoteRepo
+
+    quiet_client_bars()
+    remote = RemoteRepo(settings, repo)
+    target = RemoteRepo(settings, to_repo, api=remote.api) if to_repo else None
+    res = do_promote(remote, subfolder, revision, to, tag=tag, branch=branch, target=target)
+    result: dict[str, Any] = res.handle.to_dict() | {
+        "found": None, "source_subfolder": res.source.subfolder, "source_revision": res.source.revision,
+        "commits": res.commits, "tag": res.tag, "branch": res.branch}
+    if o["wandb_project"]:
+        result |= _log_wandb(res.handle, o, registry=o["wandb_registry"])
+    emit("promote", result, o)
+
+
+@cli.command("list")
+@click.option("--repo", required=True, help="Hub model repo, OWNER/NAME.")
+@click.option("--revision", help="Branch, tag or SHA to read (default: main).")
+@common
+@command
+def list_(**o: Any) -> None:
+    """Every checkpoint with its step, completeness, file count, size and the SHA it was read at."""
+    repo = validate.repo_id(o["repo"])
+    revision = validate.revision(o["revision"])
+    settings = settings_from(o)
+
+    from ckpt_action.discover import list_checkpoints
+    from ckpt_action.progress import human
+    from ckpt_action.remote import RemoteRepo
+
+    try:
+        sha, infos = list_checkpoints(RemoteRepo(settings, repo), revision)
+    except NotFoundError:
+        if revision:
+            raise
+        sha, infos = None, []
+    rows = [i.to_dict() for i in infos]
+    markdown = "| checkpoint | step | status | files | size |\n|---|---|---|---|---|\n" + "".join(
+        f"| `{i.subfolder}` | {'' if i.step is None else i.step} | {i.status} | {i.files} | {human(i.size)} |\n"
+        for i in infos)
+    newest = next((i for i in infos if i.complete and i.step is not None and i.subfolder.startswith("checkpoint-")),
+                  None)
+    result: dict[str, Any] = {
+        "repo": repo, "subfolder": newest.subfolder if newest else None, "revision": sha,
+        "step": newest.step if newest else None, "hub_url": None, "found": bool(infos), "count": len(infos),
+        "checkpoints": rows, "summary_extra": "\n" + markdown if infos else "\nNo checkpoints.\n"}
+
+    def table() -> None:
+        width = max([len(i.subfolder) for i in infos] + [10])
+        click.echo(f"{repo} at {sha or '(no commits)'}")
+        click.echo(f"{'checkpoint':<{width}}  {'step':>8}  {'status':<10}  {'files':>5}  {'size':>10}")
+        for i in infos:
+            step = "" if i.step is None else str(i.step)
+            click.echo(f"{i.subfolder:<{width}}  {step:>8}  {i.status:<10}  {i.files:>5}  {human(i.size):>10}")
+
+    emit("list", result, o, human=table)
+
+
+@cli.command()
+@click.option("--repo", required=True, help="Hub model repo, OWNER/NAME.")
+@click.option("--keep-last", required=True, type=int, help="How many of the newest checkpoint-N to keep.")
+@click.option("--dry-run", is_flag=True, help="Print what would be deleted; change nothing.")
+@common
+@command
+def prune(**o: Any) -> None:
+    """Delete older checkpoint-N folders in one commit; never the latest complete one, sft/,
+    promoted targets or their sources, or a checkpoint a tag points at."""
+    repo = validate.repo_id(o["repo"])
+    keep = validate.positive(o["keep_last"], "--keep-last")
+    assert keep is not None
+    settings = settings_from(o)
+    if not o["dry_run"]:
+        validate.token_for_write(settings.token, settings.endpoint)
+
+    from ckpt_action.release import prune as do_prune
+    from ckpt_action.remote import RemoteRepo
+
+    plan, sha = do_prune(RemoteRepo(settings, repo), keep, dry_run=o["dry_run"])
+    verb = "would delete" if o["dry_run"] else "deleted"
+    if not o["as_json"]:
+        for name in plan.delete:
+            click.echo(f"{verb}: {name}", err=True)
+        for name in plan.keep:
+            click.echo(f"kept: {name} ({plan.reasons.get(name, '')})", err=True)
+    result: dict[str, Any] = {
+        "repo": repo, "subfolder": None, "revision": sha, "step": None, "hub_url": None, "found": None,
+        "dry_run": o["dry_run"], "deleted": plan.delete, "kept": plan.keep,
+        "deleted_count": len(plan.delete), "summary_extra": "\n" + "".join(
+            f"- {verb} `{n}/`\n" for n in plan.delete) if plan.delete else "\nNothing to delete.\n"}
+    emit("prune", result, o)
+
+
 # --- local hub and demo -------------------------------------------------------------------------
 
 @cli.command("local-hub")
@@ -314,7 +461,9 @@ def demo(**o: Any) -> None:
     run_demo(keep=Path(o["keep"]) if o["keep"] else None, echo=click.echo)
 
 
-_NO_ARGS_IS_HELP: type[Exception] = getattr(click.exceptions, "NoArgsIsHelpError", type("_Never", (Exception,), {}))
+# click >= 8.2 raises this for a bare `ckpt-action`; older versions print help and exit 0.
+_NO_ARGS_IS_HELP: type[click.ClickException] = getattr(
+    click.exceptions, "NoArgsIsHelpError", type("_Never", (click.ClickException,), {}))
 
 
 def main(argv: list[str] | None = None) -> None:

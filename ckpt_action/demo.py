@@ -27,7 +27,7 @@ REPO = "demo/tiny-llm"
 
 def make_checkpoint(root: Path, step: int, seed: int = 0) -> Path:
     """A small fake Trainer checkpoint: weights, optimizer state, config, trainer state."""
-    rng = random.Random(seed * 1_000_003 + step)
+    rng = random.Random(seed * 1_000_003 + step)  # noqa: S311 - reproducible fake weights
     root.mkdir(parents=True, exist_ok=True)
     (root / "model.safetensors").write_bytes(rng.randbytes(1_500_000))
     (root / "optimizer.pt").write_bytes(rng.randbytes(700_000))
@@ -43,7 +43,6 @@ def _tree_sha256(root: Path) -> str:
 
 def run_demo(keep: Path | None = None, echo: Callable[[str], None] = print) -> dict[str, object]:
     from huggingface_hub import CommitOperationAdd
-
     from huggingface_hub.utils import disable_progress_bars
 
     from .localhub import LocalHub

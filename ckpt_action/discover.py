@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import logging
+import posixpath
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from .errors import NotFoundError
 from .handle import CheckpointHandle, step_of
+from .hubclient import call
+from .manifest import MANIFEST_NAME, Manifest, RemoteFile
 from .remote import RemoteRepo, Snapshot
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -99,3 +100,41 @@ def describe(snap: Snapshot) -> CheckpointInfo:
         revision=snap.revision,
         source=snap.manifest.source if snap.manifest else None,
     )
+
+
+def list_checkpoints(remote: RemoteRepo, revision: str | None = None) -> tuple[str | None, list[CheckpointInfo]]:
+    """Every checkpoint at one SHA: top-level ``checkpoint-N`` folders and any folder with a manifest.
+
+    One recursive listing of the repo (paged by the Hub), then one read per manifest.
+    """
+    from huggingface_hub import RepoFile
+
+    sha = remote.resolve(revision)
+    if sha is None:
+        return None, []
+    entries = call(remote.settings, "listing the repo",
+                   lambda: list(remote.api.list_repo_tree(remote.repo, revision=sha, recursive=True)),
+                   repo=remote.repo)
+    files = [e for e in entries if isinstance(e, RepoFile)]
+    roots = {p for e in files if (p := e.path.split("/", 1)[0]) and step_of(p) is not None and "/" in e.path}
+    roots |= {posixpath.dirname(e.path) for e in files if posixpath.basename(e.path) == MANIFEST_NAME
+              and posixpath.dirname(e.path)}
+    grouped: dict[str, dict[str, RemoteFile]] = {r: {} for r in roots}
+    for e in files:
+        owner = max((r for r in roots if e.path.startswith(r + "/")), key=len, default=None)
+        if owner is not None:
+            grouped[owner][e.path[len(owner) + 1:]] = RemoteFile(
+                int(e.size), e.blob_id, e.lfs.sha256 if e.lfs else None)
+
+    def snap(root: str) -> Snapshot:
+        found = dict(grouped[root])
+        manifest = None
+        if MANIFEST_NAME in found:
+            manifest = Manifest.from_json(remote.read_small_file(sha, f"{root}/{MANIFEST_NAME}"))
+            del found[MANIFEST_NAME]
+        return Snapshot(sha, root, found, manifest)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        infos = [describe(s) for s in pool.map(snap, sorted(grouped))]
+    infos.sort(key=lambda i: (i.step is None, -(i.step or 0), i.subfolder))
+    return sha, infos

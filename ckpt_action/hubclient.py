@@ -33,8 +33,8 @@ def prepare(settings: Settings) -> None:
     if local:
         os.environ.setdefault("HF_HUB_DISABLE_XET", "1")
         os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-    os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", str(settings.timeout))
-    os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", str(settings.timeout))
+    os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", str(int(max(1, settings.timeout))))
+    os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", str(int(max(1, settings.timeout))))
     import huggingface_hub
     from huggingface_hub import constants
 
@@ -43,9 +43,9 @@ def prepare(settings: Settings) -> None:
     constants.HF_HUB_ETAG_TIMEOUT = int(max(1, settings.timeout))
     constants.HF_HUB_DOWNLOAD_TIMEOUT = int(max(1, settings.timeout))
 
-    def client_factory():  # type: ignore[no-untyped-def]
+    def client_factory():  # type: ignore[no-untyped-def,unused-ignore]
         client = huggingface_hub.utils._http.default_client_factory()
-        client.timeout = settings.timeout  # type: ignore[assignment]
+        client.timeout = settings.timeout  # type: ignore[assignment,unused-ignore]
         return client
 
     huggingface_hub.set_client_factory(client_factory)
@@ -75,7 +75,6 @@ def _retry_after(exc: BaseException) -> float | None:
 def is_transient(exc: BaseException) -> bool:
     """Worth retrying: rate limits, server errors, timeouts, dropped connections."""
     import httpx2
-
     from huggingface_hub.errors import LocalEntryNotFoundError
 
     if isinstance(exc, (httpx2.TimeoutException, httpx2.NetworkError, httpx2.RemoteProtocolError)):
@@ -152,7 +151,7 @@ def call(settings: Settings, what: str, fn: Callable[..., T], *args: object, rep
     for attempt in range(len(delays) + 1):
         try:
             return fn(*args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - classified below, re-raised as ours
+        except Exception as exc:
             if attempt == len(delays) or not is_transient(exc):
                 raise translate(exc, what, settings, repo) from exc
             wait = _retry_after(exc)

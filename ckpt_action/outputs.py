@@ -11,6 +11,7 @@ import os
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TextIO
 
 from .errors import InputError
 
@@ -71,7 +72,7 @@ def write_dotenv(path: str | os.PathLike[str], result: Mapping[str, object]) -> 
     os.replace(tmp, target)
 
 
-def write_json(stream, result: Mapping[str, object]) -> None:  # type: ignore[no-untyped-def]
+def write_json(stream: TextIO, result: Mapping[str, object]) -> None:
     stream.write(json.dumps(dict(result), sort_keys=False) + "\n")
     stream.flush()
 

@@ -102,7 +102,7 @@ def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path,
         _move_into_place(got, target, force=force)
     except CkptError:
         raise
-    except Exception as exc:  # noqa: BLE001 - any failure: report it, leave the target alone
+    except Exception as exc:
         raise remote.error(exc, f"pulling {subfolder}") from exc
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -60,6 +60,7 @@ def push(
     private: bool = True,
     commit_message: str | None = None,
     branch: str = "main",
+    source: dict[str, str] | None = None,
 ) -> PushResult:
     """Push ``local_dir`` to ``repo/subfolder`` and return the SHA holding it complete.
 
@@ -74,24 +75,27 @@ def push(
     paths = scan_dir(local_dir)
     digests = digest_files(paths)
     adds = _ops_for(paths, digests, subfolder)
-    complete = Manifest(files=digests, step=step, complete=True)
-    partial = Manifest(files=digests, step=step, complete=False, created_at="", tool_version=complete.tool_version)
+    complete = Manifest(files=digests, step=step, complete=True, source=source)
+    partial = Manifest(files=digests, step=step, complete=False, created_at="", source=source)
     title = commit_message or f"Push {subfolder}" + (f" (step {step})" if step is not None else "")
 
     remote = RemoteRepo(settings, repo)
     api = remote.api
+    target = None if branch == "main" else branch
     try:
-        remote.resolve(None)
+        known_head = remote.resolve(target)
     except NotFoundError:
         # Only a missing repo gets created, so an existing one keeps its visibility.
         call(settings, "creating the repo", api.create_repo, repo, private=private, exist_ok=True, repo=repo)
+        known_head = remote.resolve(target)
     batch_size = settings.max_files_per_commit - 1  # room for the manifest
     max_rounds = -(-len(adds) // batch_size) + _EXTRA_ROUNDS
     delays = backoff_delays(settings) + [settings.retry_max_delay] * _EXTRA_ROUNDS
     commits = uploaded = deleted = failures = 0
 
     for _round in range(max_rounds):
-        head = remote.resolve(None if branch == "main" else branch)
+        head = known_head if known_head is not None else remote.resolve(target)
+        known_head = None
         state = remote.snapshot(head, subfolder) if head else None
         have = state.files if state else {}
         pending = [rel for rel in adds if not matches_remote(digests[rel], have.get(rel))]
@@ -133,7 +137,7 @@ def push(
             continue
         except CkptError:
             raise
-        except Exception as exc:  # noqa: BLE001 - classified: transient ones are re-checked
+        except Exception as exc:
             if not is_transient(exc):
                 raise remote.error(exc, f"committing {subfolder}") from exc
             failures = _ambiguous(settings, remote, exc, failures, delays, subfolder)

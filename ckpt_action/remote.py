@@ -7,7 +7,7 @@ and the SHA it reports are the same snapshot.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import IntegrityError, NotFoundError
 from .handle import SHA_RE
@@ -61,7 +61,7 @@ class RemoteRepo:
         self.repo = repo
         self.api = api or make_api(settings)
 
-    def _call(self, what: str, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         return call(self.settings, what, fn, *args, repo=self.repo, **kwargs)
 
     def resolve(self, revision: str | None) -> str | None:
@@ -133,7 +133,7 @@ class RemoteRepo:
                     chunks.append(chunk)
                 return b"".join(chunks)
 
-        return self._call(f"reading {path}", get)  # type: ignore[no-any-return]
+        return self._call(f"reading {path}", get)  # type: ignore[no-any-return,unused-ignore]
 
     def snapshot(self, sha: str, subfolder: str) -> Snapshot:
         files = self.files(sha, subfolder)

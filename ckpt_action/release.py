@@ -1,0 +1,236 @@
+"""promote and prune: checkpoints through a release pipeline.
+
+promote copies a pinned checkpoint to a target folder with the Hub's server-side
+copies (no LFS bytes move), in one commit that also writes the target's manifest,
+recording the source SHA. prune deletes old ``checkpoint-N`` folders in one commit,
+never the latest complete one, never a promoted checkpoint's source, never one a tag
+points at.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .discover import latest
+from .errors import ConflictError, InputError, IntegrityError, NotFoundError, RemoteError
+from .handle import CheckpointHandle, step_of
+from .hubclient import call, is_transient
+from .manifest import MANIFEST_NAME, Manifest, expected_from_remote, matches_remote
+from .pull import pull
+from .push import push
+from .remote import RemoteRepo
+
+_ROUNDS = 10
+
+
+@dataclass(frozen=True)
+class PromoteResult:
+    handle: CheckpointHandle
+    """The target: repo, target folder, and the commit that holds it."""
+    source: CheckpointHandle
+    commits: int
+    tag: str | None = None
+    branch: str | None = None
+
+
+def _commit_with_parent(remote: RemoteRepo, ops: list[object], title: str, parent: str, branch: str) -> str | None:
+    """One commit pinned to ``parent``; None when the branch moved (the caller re-plans)."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    try:
+        info = remote.api.create_commit(remote.repo, operations=ops, commit_message=title,  # type: ignore[arg-type]
+                                        parent_commit=parent, revision=branch)
+    except HfHubHTTPError as exc:
+        if getattr(exc.response, "status_code", None) == 412 or is_transient(exc):
+            return None
+        raise remote.error(exc, title) from exc
+    except Exception as exc:
+        if is_transient(exc):
+            return None
+        raise remote.error(exc, title) from exc
+    return str(info.oid)
+
+
+def _tag_target(remote: RemoteRepo, tag: str) -> str | None:
+    refs = call(remote.settings, "reading tags", remote.api.list_repo_refs, remote.repo, repo=remote.repo)
+    for ref in refs.tags:
+        if ref.name == tag:
+            return str(ref.target_commit)
+    return None
+
+
+def promote(remote: RemoteRepo, subfolder: str, revision: str | None, to: str, *, tag: str | None = None,
+            branch: str | None = None, target: RemoteRepo | None = None) -> PromoteResult:
+    """Copy ``subfolder`` at ``revision`` to ``to`` (in the same repo, or in ``target``).
+
+    >>> promote(RemoteRepo(settings, "org/run"), "checkpoint-900", None, "release", tag="v1.0")  # doctest: +SKIP
+    PromoteResult(handle=CheckpointHandle(repo='org/run', subfolder='release', revision='9ac0…'), ...)
+    """
+    if to == subfolder and (target is None or target.repo == remote.repo):
+        raise InputError(f"--to {to} is the checkpoint itself: name another folder")
+    sha = remote.resolve(revision)
+    if sha is None:
+        raise NotFoundError(f"{remote.repo} has no commits: nothing to promote")
+    snap = remote.snapshot(sha, subfolder)
+    if not snap.exists:
+        raise NotFoundError(f"{subfolder}/ does not exist in {remote.repo} at {sha[:12]}: check --subfolder")
+    problems = snap.problems()
+    if problems:
+        raise IntegrityError(f"{subfolder}/ at {sha[:12]} is not a complete checkpoint: {problems[0]}")
+    step = snap.manifest.step if snap.manifest and snap.manifest.step is not None else step_of(subfolder)
+    source = CheckpointHandle(remote.repo, subfolder, sha, step, remote.settings.endpoint)
+    if target is not None and target.repo != remote.repo:
+        return _promote_across(remote, source, target, to, tag=tag)
+    from huggingface_hub import CommitOperationAdd, CommitOperationCopy, CommitOperationDelete
+
+    digests = dict(snap.manifest.files) if snap.manifest else expected_from_remote(snap.files)
+    wanted = Manifest(files=digests, step=step, complete=True,
+                      source={"repo": remote.repo, "subfolder": subfolder, "revision": sha})
+    on = branch or "main"
+    if tag is not None:
+        tagged = _tag_target(remote, tag)
+        if tagged is not None:
+            at_tag = remote.snapshot(tagged, to)
+            if at_tag.manifest is None or at_tag.manifest.source != wanted.source or at_tag.problems():
+                raise ConflictError(f"tag {tag} already points at {tagged[:12]}, which does not hold this promotion:"
+                                    " choose another --tag")
+            return PromoteResult(CheckpointHandle(remote.repo, to, tagged, step, remote.settings.endpoint), source, 0,
+                                 tag, branch)
+    if branch is not None:
+        refs = call(remote.settings, "reading branches", remote.api.list_repo_refs, remote.repo, repo=remote.repo)
+        if not any(b.name == branch for b in refs.branches):
+            call(remote.settings, f"creating branch {branch}", remote.api.create_branch, remote.repo,
+                 branch=branch, revision=sha, exist_ok=True, repo=remote.repo)
+
+    commits = 0
+    result_sha: str | None = None
+    for attempt in range(_ROUNDS):
+        head = remote.resolve(on)
+        assert head is not None
+        have = remote.snapshot(head, to)
+        stale = [rel for rel in have.files if rel not in snap.files]
+        copies = [rel for rel in snap.files if not matches_remote(digests[rel], have.files.get(rel))]
+        if not stale and not copies and have.manifest is not None and \
+                have.manifest.content_key() == wanted.content_key():
+            result_sha = head
+            break
+        ops: list[object] = [CommitOperationDelete(f"{to}/{rel}") for rel in stale]
+        ops += [CommitOperationCopy(src_path_in_repo=f"{subfolder}/{rel}", path_in_repo=f"{to}/{rel}",
+                                    src_revision=sha) for rel in copies]
+        ops.append(CommitOperationAdd(f"{to}/{MANIFEST_NAME}", wanted.to_json()))
+        title = f"Promote {subfolder} @ {sha[:12]} to {to}"
+        result_sha = _commit_with_parent(remote, ops, title, head, on)
+        if result_sha is not None:
+            commits = 1
+            break
+        time.sleep(min(remote.settings.retry_max_delay, remote.settings.retry_delay * 2 ** attempt)
+                   * random.uniform(0.8, 1.2))  # noqa: S311
+    if result_sha is None:
+        raise RemoteError(f"promoting {subfolder}: the branch kept moving or failing: try again later")
+    if tag is not None:
+        call(remote.settings, f"creating tag {tag}", remote.api.create_tag, remote.repo, tag=tag,
+             revision=result_sha, tag_message=f"{to} from {subfolder} @ {sha}", repo=remote.repo)
+    return PromoteResult(CheckpointHandle(remote.repo, to, result_sha, step, remote.settings.endpoint), source,
+                         commits, tag, branch)
+
+
+def _promote_across(remote: RemoteRepo, source: CheckpointHandle, target: RemoteRepo, to: str, *,
+                    tag: str | None) -> PromoteResult:
+    """Into another repo: the bytes pass through this machine, verified on the way down."""
+    if tag is not None and (tagged := _tag_target(target, tag)) is not None:
+        at_tag = target.snapshot(tagged, to)
+        if at_tag.manifest is None or (at_tag.manifest.source or {}).get("revision") != source.revision:
+            raise ConflictError(f"tag {tag} already exists in {target.repo} at {tagged[:12]}: choose another --tag")
+        return PromoteResult(CheckpointHandle(target.repo, to, tagged, source.step, target.settings.endpoint),
+                             source, 0, tag)
+    staging = Path(tempfile.mkdtemp(prefix="ckpt-promote-"))
+    try:
+        pulled = pull(remote, source.subfolder, None, staging / "ckpt", sha=source.revision)
+        res = push(target.settings, target.repo, pulled.local_dir, to, step=source.step, private=True,
+                   commit_message=f"Promote {remote.repo}/{source.subfolder} @ {source.revision[:12]}",
+                   source={"repo": remote.repo, "subfolder": source.subfolder, "revision": source.revision})
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    if tag is not None:
+        call(target.settings, f"creating tag {tag}", target.api.create_tag, target.repo, tag=tag,
+             revision=res.handle.revision, repo=target.repo)
+    return PromoteResult(res.handle, source, res.commits, tag)
+
+
+@dataclass(frozen=True)
+class PrunePlan:
+    revision: str
+    delete: list[str]
+    keep: list[str]
+    reasons: dict[str, str] = field(default_factory=dict)
+    """Why each kept checkpoint is kept."""
+
+
+def plan_prune(remote: RemoteRepo, keep_last: int) -> PrunePlan:
+    """What prune would delete at the current head, and why everything else stays."""
+    if keep_last < 1:
+        raise InputError("--keep-last must be at least 1")
+    head = remote.resolve(None)
+    if head is None:
+        return PrunePlan("", [], [])
+    from huggingface_hub import RepoFolder
+
+    entries = call(remote.settings, "listing the repo",
+                   lambda: list(remote.api.list_repo_tree(remote.repo, revision=head, recursive=False)),
+                   repo=remote.repo)
+    folders = {e.path: e.tree_id for e in entries if isinstance(e, RepoFolder)}
+    ckpts = sorted((s, name) for name in folders if (s := step_of(name)) is not None)
+    reasons: dict[str, str] = {}
+    for _s, name in ckpts[-keep_last:]:
+        reasons[name] = f"among the last {keep_last}"
+    newest = latest(remote, head)
+    if newest.handle is not None:
+        reasons.setdefault(newest.handle.subfolder, "the latest complete checkpoint")
+    # Promoted targets name their source in the manifest; the source stays.
+    for name in folders:
+        if step_of(name) is None:
+            snap = remote.snapshot(head, name)
+            src = (snap.manifest.source or {}) if snap.manifest else {}
+            if src.get("repo") == remote.repo and src.get("subfolder") in folders:
+                reasons.setdefault(str(src["subfolder"]), f"source of promoted {name}/")
+    # A tag protects a checkpoint folder whose content at the tag equals the content at head.
+    refs = call(remote.settings, "reading tags", remote.api.list_repo_refs, remote.repo, repo=remote.repo)
+    for ref in refs.tags:
+        tagged = call(remote.settings, f"listing tag {ref.name}",
+                      lambda t=ref.target_commit: list(remote.api.list_repo_tree(remote.repo, revision=t)),
+                      repo=remote.repo)
+        for e in tagged:
+            if isinstance(e, RepoFolder) and folders.get(e.path) == e.tree_id and step_of(e.path) is not None:
+                reasons.setdefault(e.path, f"tagged {ref.name}")
+    delete = [name for _s, name in ckpts if name not in reasons]
+    keep = [name for _s, name in ckpts if name in reasons]
+    return PrunePlan(head, delete, keep, reasons)
+
+
+def prune(remote: RemoteRepo, keep_last: int, *, dry_run: bool = False) -> tuple[PrunePlan, str | None]:
+    """Delete what :func:`plan_prune` says, in one commit pinned to the head it planned at."""
+    from huggingface_hub import CommitOperationDelete
+
+    first: PrunePlan | None = None
+    for attempt in range(_ROUNDS):
+        plan = plan_prune(remote, keep_last)
+        if dry_run:
+            return plan, plan.revision or None
+        if not plan.delete:
+            # Nothing (left) to delete; if an earlier round's commit landed despite an error, report it.
+            done = [n for n in (first.delete if first else []) if n not in plan.keep]
+            return PrunePlan(plan.revision, done, plan.keep, plan.reasons), plan.revision or None
+        first = first or plan
+        ops: list[object] = [CommitOperationDelete(f"{name}/", is_folder=True) for name in plan.delete]
+        title = f"Prune {len(plan.delete)} checkpoint(s), keep {', '.join(plan.keep)}"
+        sha = _commit_with_parent(remote, ops, title[:200], plan.revision, "main")
+        if sha is not None:
+            return plan, sha
+        time.sleep(min(remote.settings.retry_max_delay, remote.settings.retry_delay * 2 ** attempt)
+                   * random.uniform(0.8, 1.2))  # noqa: S311
+    raise RemoteError("pruning: the branch kept moving or failing: try again later")
