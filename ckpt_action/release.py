@@ -13,7 +13,7 @@ import random
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .discover import latest
@@ -56,6 +56,19 @@ def _commit_with_parent(remote: RemoteRepo, ops: list[object], title: str, paren
     return str(info.oid)
 
 
+def _same_promotion(have: Manifest, wanted: Manifest) -> bool:
+    """The target already holds this checkpoint from this source folder.
+
+    The source SHA is left out: re-running a promote of the head reads the checkpoint at
+    a newer SHA (the previous promote's commit) with the very same bytes.
+    """
+    def key(m: Manifest) -> tuple[object, ...]:
+        src = m.source or {}
+        return (*replace(m, source=None).content_key(), src.get("repo"), src.get("subfolder"))
+
+    return key(have) == key(wanted)
+
+
 def _tag_target(remote: RemoteRepo, tag: str) -> str | None:
     refs = call(remote.settings, "reading tags", remote.api.list_repo_refs, remote.repo, repo=remote.repo)
     for ref in refs.tags:
@@ -96,7 +109,7 @@ def promote(remote: RemoteRepo, subfolder: str, revision: str | None, to: str, *
         tagged = _tag_target(remote, tag)
         if tagged is not None:
             at_tag = remote.snapshot(tagged, to)
-            if at_tag.manifest is None or at_tag.manifest.source != wanted.source or at_tag.problems():
+            if at_tag.manifest is None or not _same_promotion(at_tag.manifest, wanted) or at_tag.problems():
                 raise ConflictError(f"tag {tag} already points at {tagged[:12]}, which does not hold this promotion:"
                                     " choose another --tag")
             return PromoteResult(CheckpointHandle(remote.repo, to, tagged, step, remote.settings.endpoint), source, 0,
@@ -115,8 +128,7 @@ def promote(remote: RemoteRepo, subfolder: str, revision: str | None, to: str, *
         have = remote.snapshot(head, to)
         stale = [rel for rel in have.files if rel not in snap.files]
         copies = [rel for rel in snap.files if not matches_remote(digests[rel], have.files.get(rel))]
-        if not stale and not copies and have.manifest is not None and \
-                have.manifest.content_key() == wanted.content_key():
+        if not stale and not copies and have.manifest is not None and _same_promotion(have.manifest, wanted):
             result_sha = head
             break
         ops: list[object] = [CommitOperationDelete(f"{to}/{rel}") for rel in stale]
@@ -172,7 +184,11 @@ class PrunePlan:
 
 
 def plan_prune(remote: RemoteRepo, keep_last: int) -> PrunePlan:
-    """What prune would delete at the current head, and why everything else stays."""
+    """What prune would delete at the current head, and why everything else stays.
+
+    Only top-level ``checkpoint-N`` folders are candidates; ``sft/``, promoted targets and
+    any other folder are never touched.
+    """
     if keep_last < 1:
         raise InputError("--keep-last must be at least 1")
     head = remote.resolve(None)
@@ -192,24 +208,44 @@ def plan_prune(remote: RemoteRepo, keep_last: int) -> PrunePlan:
     if newest.handle is not None:
         reasons.setdefault(newest.handle.subfolder, "the latest complete checkpoint")
     # Promoted targets name their source in the manifest; the source stays.
-    for name in folders:
-        if step_of(name) is None:
-            snap = remote.snapshot(head, name)
-            src = (snap.manifest.source or {}) if snap.manifest else {}
-            if src.get("repo") == remote.repo and src.get("subfolder") in folders:
-                reasons.setdefault(str(src["subfolder"]), f"source of promoted {name}/")
-    # A tag protects a checkpoint folder whose content at the tag equals the content at head.
+    for name in sorted(_promoted_sources(remote, head, list(folders))):
+        if name in folders:
+            reasons.setdefault(name, "source of a promoted folder")
+    # A tag protects the checkpoint it was made for: the source of a promoted folder at the
+    # tagged commit, else the highest checkpoint-N there (the push-then-tag pattern).
     refs = call(remote.settings, "reading tags", remote.api.list_repo_refs, remote.repo, repo=remote.repo)
     for ref in refs.tags:
-        tagged = call(remote.settings, f"listing tag {ref.name}",
-                      lambda t=ref.target_commit: list(remote.api.list_repo_tree(remote.repo, revision=t)),
-                      repo=remote.repo)
-        for e in tagged:
-            if isinstance(e, RepoFolder) and folders.get(e.path) == e.tree_id and step_of(e.path) is not None:
-                reasons.setdefault(e.path, f"tagged {ref.name}")
+        for name in _tagged_checkpoints(remote, str(ref.target_commit)):
+            if name in folders:
+                reasons.setdefault(name, f"tagged {ref.name}")
     delete = [name for _s, name in ckpts if name not in reasons]
     keep = [name for _s, name in ckpts if name in reasons]
     return PrunePlan(head, delete, keep, reasons)
+
+
+def _promoted_sources(remote: RemoteRepo, sha: str, folders: list[str]) -> set[str]:
+    """Checkpoint folders that promoted (non checkpoint-N) folders at sha were copied from."""
+    out = set()
+    for name in folders:
+        if step_of(name) is None:
+            snap = remote.snapshot(sha, name)
+            src = (snap.manifest.source or {}) if snap.manifest else {}
+            if src.get("repo") == remote.repo and src.get("subfolder"):
+                out.add(str(src["subfolder"]))
+    return out
+
+
+def _tagged_checkpoints(remote: RemoteRepo, sha: str) -> set[str]:
+    from huggingface_hub import RepoFolder
+
+    entries = call(remote.settings, "listing a tagged commit",
+                   lambda: list(remote.api.list_repo_tree(remote.repo, revision=sha)), repo=remote.repo)
+    names = [e.path for e in entries if isinstance(e, RepoFolder)]
+    sources = _promoted_sources(remote, sha, names)
+    if sources:
+        return sources
+    steps = [(s, n) for n in names if (s := step_of(n)) is not None]
+    return {max(steps)[1]} if steps else set()
 
 
 def prune(remote: RemoteRepo, keep_last: int, *, dry_run: bool = False) -> tuple[PrunePlan, str | None]:
