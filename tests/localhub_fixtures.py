@@ -1,0 +1,174 @@
+"""Pytest fixtures that run the local Hub for tests that drive the real huggingface_hub client.
+
+Use them with ``pytest_plugins = ["tests.localhub_fixtures"]`` (conftest) or
+``from tests.localhub_fixtures import *``.
+
+- ``hub_server``: factory; ``hub_server(token=None, faults=None)`` starts
+  ``python -m ckpt_action.localhub`` as a subprocess on a free port and returns a
+  :class:`HubProcess` (``.url``, ``.port``, ``.data_dir``, ``.access_log``, ``.faults_path``,
+  ``.token``, ``.set_faults(list)``, ``.log_entries()``, ``.env()``, ``.stop()``, ``.restart()``).
+  Every server started is stopped at teardown.
+- ``hub_env``: ``hub_env(server, token=...)`` -> env dict for a client subprocess (``hf ...``).
+- ``local_hub``: an in-process :class:`~ckpt_action.localhub.LocalHub` (fast; no faults file).
+- ``hf_client``: configures the in-process huggingface_hub for a local Hub (no Xet, no
+  telemetry, cache and token files under tmp) and returns the cache dir to pass as ``cache_dir``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ckpt_action.localhub import LocalHub
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+__all__ = ["HubProcess", "hf_client", "hub_env", "hub_server", "local_hub", "make_hub_env"]
+
+
+def make_hub_env(url: str, home: Path, token: str | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE_"))}
+    env.update(
+        HF_ENDPOINT=url,
+        HF_HUB_DISABLE_XET="1",
+        HF_HUB_DISABLE_TELEMETRY="1",
+        HF_HUB_DISABLE_PROGRESS_BARS="1",
+        HF_HUB_DISABLE_UPDATE_CHECK="1",
+        HF_HOME=str(home),
+        PYTHONPATH=os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p),
+    )
+    if token is not None:
+        env["HF_TOKEN"] = token
+    return env
+
+
+class HubProcess:
+    """A local Hub running as a subprocess; survives ``restart()`` with the same data and port."""
+
+    def __init__(self, base: Path, token: str | None = None, faults: list[dict[str, Any]] | None = None) -> None:
+        self.base = base
+        self.data_dir = base / "data"
+        self.access_log = base / "access.log"
+        self.faults_path = base / "faults.json"
+        self.stderr_path = base / "server.stderr"
+        self.port_file = base / "port"
+        self.token = token
+        self.port = 0
+        self.url = ""
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.set_faults(faults or [])
+        self._start(0)
+
+    def _start(self, port: int) -> None:
+        self.port_file.unlink(missing_ok=True)
+        cmd = [
+            sys.executable, "-m", "ckpt_action.localhub",
+            "--data-dir", str(self.data_dir), "--port", str(port), "--port-file", str(self.port_file),
+            "--access-log", str(self.access_log), "--faults", str(self.faults_path),
+        ]
+        if self.token is not None:
+            cmd += ["--token", self.token]
+        env = dict(os.environ)
+        env.pop("LOCAL_HUB_TOKEN", None)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
+        with open(self.stderr_path, "ab") as stderr:
+            self.proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=stderr)
+        deadline = time.monotonic() + 20
+        while not self.port_file.exists():
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"local hub exited ({self.proc.returncode}): {self.stderr_path.read_text()}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("local hub did not start within 20 s")
+            time.sleep(0.02)
+        self.port = int(self.port_file.read_text())
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def set_faults(self, rules: list[dict[str, Any]]) -> None:
+        tmp = self.faults_path.with_name(f".{self.faults_path.name}.tmp")
+        tmp.write_text(json.dumps(rules))
+        os.replace(tmp, self.faults_path)
+
+    def log_entries(self) -> list[dict[str, Any]]:
+        if not self.access_log.exists():
+            return []
+        return [json.loads(line) for line in self.access_log.read_text().splitlines() if line.strip()]
+
+    def env(self, token: str | None = None, home: Path | None = None) -> dict[str, str]:
+        return make_hub_env(self.url, home or self.base / "hf_home", token if token is not None else self.token)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc is not None and self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+    def restart(self) -> None:
+        """Stop and start again on the same data dir, keeping the port (and so the URL) if it is free."""
+        self.stop()
+        try:
+            self._start(self.port)
+        except RuntimeError:
+            self._start(0)
+
+
+@pytest.fixture
+def hub_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., HubProcess]]:
+    started: list[HubProcess] = []
+
+    def start(token: str | None = None, faults: list[dict[str, Any]] | None = None) -> HubProcess:
+        server = HubProcess(tmp_path_factory.mktemp("hub"), token=token, faults=faults)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def hub_env(tmp_path: Path) -> Callable[..., dict[str, str]]:
+    def build(server: HubProcess | LocalHub, token: str | None = None) -> dict[str, str]:
+        if token is None and isinstance(server, HubProcess):
+            token = server.token
+        return make_hub_env(server.url, tmp_path / "hf_home", token)
+
+    return build
+
+
+@pytest.fixture
+def hf_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point the in-process huggingface_hub at tmp dirs and plain LFS; returns the cache dir."""
+    from huggingface_hub import constants
+
+    cache = tmp_path / "hf_cache"
+    for name in ("HF_TOKEN", "HF_ENDPOINT", "HUGGING_FACE_HUB_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
+    # These are read once at import, so configure the module too.
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True, raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "hf_home" / "token"))
+    monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(tmp_path / "hf_home" / "stored_tokens"))
+    return cache
+
+
+@pytest.fixture
+def local_hub(tmp_path: Path, hf_client: Path) -> Iterator[LocalHub]:
+    with LocalHub(tmp_path / "hub_data", access_log=tmp_path / "hub_access.log") as hub:
+        yield hub
