@@ -1,0 +1,93 @@
+# Sourced by action/run.sh: run the CLI in the ckpt-action image.
+command -v docker >/dev/null 2>&1 || err "runtime container needs docker on PATH"
+
+image_exists() { docker image inspect "$1" >/dev/null 2>&1; }
+
+image="${INPUT_IMAGE:-}"
+if [ -z "$image" ] && [ -n "${CKPT_ACTION_REF:-}" ] && [ -n "${CKPT_ACTION_REPOSITORY:-}" ]; then
+  # The published image for the action's own ref: ghcr.io/OWNER/ckpt-action:<ref>.
+  tag="$(printf '%s' "$CKPT_ACTION_REF" | tr -c 'A-Za-z0-9_.-' '-')"
+  candidate="ghcr.io/$(lower "$CKPT_ACTION_REPOSITORY"):$tag"
+  if image_exists "$candidate" || docker pull --quiet "$candidate" >/dev/null 2>&1; then
+    image="$candidate"
+  else
+    echo "ckpt-action: $candidate not available; building the action's Dockerfile"
+  fi
+elif [ -n "$image" ] && ! image_exists "$image"; then
+  docker pull --quiet "$image" >/dev/null || err "cannot pull image '$image'" 1
+fi
+
+if [ -z "$image" ]; then
+  # Build from the action's own source, tagged by a hash of what goes into the image.
+  digest="$(cd "$root" && {
+    cat Dockerfile requirements.lock entrypoint.py
+    find ckpt_action -name '*.py' -type f | LC_ALL=C sort | while IFS= read -r f; do
+      printf '%s\n' "$f"
+      cat "$f"
+    done
+  } | sha256sum | cut -c1-16)"
+  image="localhost/ckpt-action-local:$digest"
+  if image_exists "$image"; then
+    echo "ckpt-action: using locally built $image"
+  else
+    build=(build --tag "$image")
+    if [ -n "${CKPT_ACTION_BASE_IMAGE:-}" ]; then
+      build+=(--build-arg "BASE_IMAGE=$CKPT_ACTION_BASE_IMAGE")
+    fi
+    if [ -n "${CKPT_ACTION_EXTRA_CA:-}" ]; then
+      build+=(--secret "id=extra_ca,src=$CKPT_ACTION_EXTRA_CA")
+    fi
+    echo "::group::ckpt-action: docker build $image"
+    docker "${build[@]}" "$root" || err "building the ckpt-action image failed" 1
+    echo "::endgroup::"
+  fi
+fi
+
+name="ckpt-action-$$-${RANDOM}"
+run=(run --name "$name" --network host --user "$(id -u):$(id -g)" --workdir "$PWD"
+  --env HF_TOKEN --env HF_ENDPOINT --env CI --env GITHUB_ACTIONS --env GITHUB_OUTPUT
+  --env GITHUB_STEP_SUMMARY --env GITHUB_SERVER_URL --env GITHUB_REPOSITORY
+  --env GITHUB_RUN_ID --env GITHUB_SHA --env GITHUB_WORKFLOW --env GITHUB_JOB
+  --env WANDB_API_KEY --env WANDB_MODE --env WANDB_BASE_URL)
+if [ -t 1 ]; then run+=(--tty); fi
+
+self=""
+if [ -f /.dockerenv ] || [ -f /run/.containerenv ]; then
+  # This job itself runs in a container (container jobs, act): our paths are its
+  # mounts, so share them with the tool container at the same places.
+  # Our container id: from the engine's /etc/hostname bind mount (Docker and Podman),
+  # else the hostname (wrong with host networking, hence the check).
+  self="$(sed -n 's#.*/\([0-9a-f]\{64\}\)/\(userdata/\)\{0,1\}hostname /etc/hostname .*#\1#p' \
+    /proc/self/mountinfo 2>/dev/null | head -n1)"
+  if [ -z "$self" ]; then self="$(cat /etc/hostname 2>/dev/null || true)"; fi
+  if [ -z "$self" ] || ! docker inspect --type container "$self" >/dev/null 2>&1; then self=""; fi
+fi
+if [ -n "$self" ]; then
+  run+=(--volumes-from "$self")
+else
+  # Bind each path the CLI touches at the same path inside the container. local-dir goes
+  # in through its parent: pull renames a staged dir onto it, which a mount point refuses.
+  mounts=("$PWD")
+  if [ -n "${local_dir:-}" ]; then
+    case "$local_dir/" in
+      "$PWD"/*) ;;
+      *)
+        parent="$(dirname "$local_dir")"
+        if [ "$parent" = "/" ]; then mounts+=("$local_dir"); else mounts+=("$parent"); fi
+        ;;
+    esac
+  fi
+  mounts+=("${GITHUB_OUTPUT:-}" "${GITHUB_STEP_SUMMARY:-}")
+  for p in "${mounts[@]}"; do
+    if [ -n "$p" ] && [ -e "$p" ]; then run+=(--volume "$p:$p"); fi
+  done
+fi
+
+cleanup() { docker rm --force "$name" >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+# No --rm: exit codes must come through (Podman's Docker API loses them with --rm).
+set +e
+docker "${run[@]}" "$image" "${args[@]}"
+rc=$?
+set -e
+exit "$rc"

@@ -1,0 +1,42 @@
+# Sourced by action/run.sh: run the CLI from a venv built from requirements.lock
+# (pip --require-hashes), cached per lock hash, Python version and platform.
+py="${INPUT_PYTHON:-}"
+if [ -z "$py" ]; then
+  if command -v python3 >/dev/null 2>&1; then py=python3; else py=python; fi
+fi
+command -v "$py" >/dev/null 2>&1 || err "native runtime needs Python >= 3.10 ('$py' not found)"
+"$py" -c 'import sys; sys.exit(sys.version_info < (3, 10))' ||
+  err "native runtime needs Python >= 3.10; '$py' is $("$py" -V 2>&1)"
+
+key="$("$py" - "$root/requirements.lock" <<'PY'
+import hashlib, platform, sys
+lock = hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest()[:16]
+print("py%d%d-%s-%s-%s" % (sys.version_info[0], sys.version_info[1],
+      sys.platform, platform.machine().lower(), lock))
+PY
+)"
+key="$(printf '%s' "$key" | tr -d '\r')"
+cache_root="${CKPT_ACTION_CACHE:-${RUNNER_TOOL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}}/ckpt-action}"
+venv="$cache_root/venv-$key"
+venv_py() {
+  if [ -x "$1/bin/python" ]; then printf '%s' "$1/bin/python"; else printf '%s' "$1/Scripts/python.exe"; fi
+}
+
+if [ ! -f "$venv/.complete" ]; then
+  echo "::group::ckpt-action: creating Python environment ($venv)"
+  mkdir -p "$cache_root"
+  tmp="$venv.tmp.$$"
+  rm -rf "$tmp"
+  "$py" -m venv "$tmp"
+  "$(venv_py "$tmp")" -m pip install --disable-pip-version-check --no-input --no-deps \
+    --require-hashes --only-binary=:all: -r "$root/requirements.lock"
+  touch "$tmp/.complete"
+  # Another job may have won the race; either copy is fine.
+  if ! mv "$tmp" "$venv" 2>/dev/null; then rm -rf "$tmp"; fi
+  echo "::endgroup::"
+else
+  echo "ckpt-action: using cached environment $venv"
+fi
+
+cd "${GITHUB_WORKSPACE:-$PWD}"
+exec "$(venv_py "$venv")" "$root/entrypoint.py" "${args[@]}"

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Generate the README's inputs/outputs tables from action.yml.
+
+    python scripts/readme_tables.py            print both tables
+    python scripts/readme_tables.py --check    exit 1 when README.md differs from action.yml
+    python scripts/readme_tables.py --write    rewrite README.md between the markers
+
+Only the text between these marker pairs is generated:
+
+    <!-- action-inputs:start --> ... <!-- action-inputs:end -->
+    <!-- action-outputs:start --> ... <!-- action-outputs:end -->
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+MARKERS = {
+    "inputs": ("<!-- action-inputs:start -->", "<!-- action-inputs:end -->"),
+    "outputs": ("<!-- action-outputs:start -->", "<!-- action-outputs:end -->"),
+}
+
+
+def _cell(text: Any) -> str:
+    """One Markdown table cell: a single line, pipes escaped."""
+    s = " ".join(str(text).split())
+    return s.replace("|", "\\|")
+
+
+def _code(value: str) -> str:
+    if value == "":
+        return '`""`'
+    return "`" + value.replace("`", "") + "`"
+
+
+def load_action(path: Path) -> dict[str, Any]:
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise SystemExit(f"{path}: not a mapping")
+    return data
+
+
+def inputs_table(action: dict[str, Any]) -> str:
+    rows = ["| Input | Description | Required | Default |", "| --- | --- | --- | --- |"]
+    for name, spec in (action.get("inputs") or {}).items():
+        spec = spec or {}
+        required = "yes" if spec.get("required") else "no"
+        default = spec.get("default")
+        default_cell = "" if default is None else _code(str(default))
+        rows.append(f"| `{name}` | {_cell(spec.get('description', ''))} | {required} | {default_cell} |")
+    return "\n".join(rows)
+
+
+def outputs_table(action: dict[str, Any]) -> str:
+    rows = ["| Output | Description |", "| --- | --- |"]
+    for name, spec in (action.get("outputs") or {}).items():
+        rows.append(f"| `{name}` | {_cell((spec or {}).get('description', ''))} |")
+    return "\n".join(rows)
+
+
+def tables(action: dict[str, Any]) -> dict[str, str]:
+    return {"inputs": inputs_table(action), "outputs": outputs_table(action)}
+
+
+def render(readme: str, generated: dict[str, str]) -> str:
+    """README text with each marker pair's contents replaced; KeyError names a missing marker."""
+    out = readme
+    for key, (start, end) in MARKERS.items():
+        pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.DOTALL)
+        if not pattern.search(out):
+            raise KeyError(f"{start} ... {end}")
+        block = f"{start}\n{generated[key]}\n{end}"
+        out = pattern.sub(lambda _m, block=block: block, out, count=1)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    group = ap.add_mutually_exclusive_group()
+    group.add_argument("--check", action="store_true", help="exit 1 when README.md is out of date")
+    group.add_argument("--write", action="store_true", help="rewrite the tables in README.md")
+    ap.add_argument("--action", type=Path, default=ROOT / "action.yml")
+    ap.add_argument("--readme", type=Path, default=ROOT / "README.md")
+    args = ap.parse_args(argv)
+
+    generated = tables(load_action(args.action))
+    if not (args.check or args.write):
+        print("## Inputs\n")
+        print(MARKERS["inputs"][0], generated["inputs"], MARKERS["inputs"][1], sep="\n")
+        print("\n## Outputs\n")
+        print(MARKERS["outputs"][0], generated["outputs"], MARKERS["outputs"][1], sep="\n")
+        return 0
+
+    if not args.readme.is_file():
+        print(f"{args.readme}: missing", file=sys.stderr)
+        return 1
+    readme = args.readme.read_text(encoding="utf-8")
+    try:
+        new = render(readme, generated)
+    except KeyError as exc:
+        print(f"{args.readme}: marker pair not found: {exc.args[0]}", file=sys.stderr)
+        return 1
+    if args.write:
+        if new != readme:
+            args.readme.write_text(new, encoding="utf-8")
+            print(f"{args.readme}: tables updated")
+        return 0
+    if new != readme:
+        print(
+            f"{args.readme}: inputs/outputs tables differ from {args.action.name}; "
+            "run: python scripts/readme_tables.py --write",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
