@@ -130,7 +130,7 @@ def command(fn: Callable[..., Any]) -> Callable[..., Any]:
             fail("interrupted", 130)
         except OSError as exc:
             fail(f"{type(exc).__name__}: {exc}", EXIT_FAIL)
-        except Exception as exc:  # noqa: BLE001 - a bug must still end in one line, not a traceback
+        except Exception as exc:
             if os.environ.get("CKPT_DEBUG"):
                 raise
             fail(f"unexpected {type(exc).__name__}: {exc} (set CKPT_DEBUG=1 for a traceback)", EXIT_FAIL)

@@ -37,10 +37,13 @@ case "$mode" in
   push | latest | pull | promote | list | prune) ;;
   *) err "input 'mode' must be one of push, latest, pull, promote, list, prune; got '${INPUT_MODE:-}'" ;;
 esac
-[ -n "$repo" ] || err "input 'repo' is required"
-
-args=("$mode" --repo "$repo")
+args=("$mode")
 opt() { if [ -n "$2" ]; then args+=("$1" "$2"); fi; }
+if [ -n "$repo" ]; then
+  args+=(--repo "$repo")
+elif [ "$mode" != "pull" ] || [ -z "${INPUT_POINTER:-}" ]; then
+  err "input 'repo' is required"
+fi
 
 if [ -n "$local_dir" ]; then
   case "$local_dir" in
@@ -67,7 +70,13 @@ case "$mode" in
   pull)
     [ -n "$local_dir" ] || err "mode pull needs input 'local-dir'"
     mkdir -p "$local_dir"
-    if [ -n "${INPUT_SUBFOLDER:-}" ]; then args+=(--subfolder "$INPUT_SUBFOLDER"); else args+=(--latest); fi
+    if [ -n "${INPUT_POINTER:-}" ]; then
+      args+=(--pointer "$INPUT_POINTER")
+    elif [ -n "${INPUT_SUBFOLDER:-}" ]; then
+      args+=(--subfolder "$INPUT_SUBFOLDER")
+    else
+      args+=(--latest)
+    fi
     opt --revision "${INPUT_REVISION:-}"
     args+=(--local-dir "$local_dir")
     if truthy force "${INPUT_FORCE:-}"; then args+=(--force); fi
@@ -78,8 +87,10 @@ case "$mode" in
     args+=(--subfolder "$INPUT_SUBFOLDER")
     opt --revision "${INPUT_REVISION:-}"
     args+=(--to "$INPUT_TO")
+    opt --to-repo "${INPUT_TO_REPO:-}"
     opt --tag "${INPUT_TAG:-}"
     opt --branch "${INPUT_BRANCH:-}"
+    opt --wandb-registry "${INPUT_WANDB_REGISTRY:-}"
     ;;
   list) ;;
   prune)
@@ -93,9 +104,13 @@ case "$mode" in
     opt --wandb-project "${INPUT_WANDB_PROJECT:-}"
     opt --wandb-entity "${INPUT_WANDB_ENTITY:-}"
     opt --wandb-run-id "${INPUT_WANDB_RUN_ID:-}"
+    opt --wandb-artifact-name "${INPUT_WANDB_ARTIFACT_NAME:-}"
+    if truthy wandb-fatal "${INPUT_WANDB_FATAL:-}"; then args+=(--wandb-fatal); fi
     ;;
 esac
 opt --endpoint "${INPUT_ENDPOINT:-}"
+opt --timeout "${INPUT_TIMEOUT:-}"
+opt --retries "${INPUT_RETRIES:-}"
 
 runtime="$(lower "${INPUT_RUNTIME:-auto}")"
 case "$runtime" in

@@ -80,7 +80,7 @@ def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path,
     target = Path(target)
     parent = target.absolute().parent
     parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.ckpt-", dir=parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.ckpt-", dir=_staging_dir(target)))
     try:
         names = list(snap.files) + ([MANIFEST_NAME] if snap.manifest is not None else [])
 
@@ -111,7 +111,33 @@ def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path,
     return PullResult(handle, target, len(snap.files), total, verified_by)
 
 
+def _pinned(target: Path) -> bool:
+    """A target that cannot be renamed over: a mount point (``docker run -v DIR:/data``)."""
+    return target.is_dir() and os.path.ismount(target)
+
+
+def _staging_dir(target: Path) -> Path:
+    """Stage beside the target (same filesystem, final step is a rename); inside it when the
+    target is a mount point or its parent is not writable (a container's ``/``)."""
+    parent = target.absolute().parent
+    if _pinned(target) or (target.is_dir() and not os.access(parent, os.W_OK)):
+        return target
+    return parent
+
+
 def _move_into_place(src: Path, target: Path, *, force: bool) -> None:
+    staged_inside = target in src.parents
+    if staged_inside:
+        # Mount point: the directory itself stays; swap its contents, staging dir excepted.
+        keep = src.relative_to(target).parts[0]
+        old = [p for p in target.iterdir() if p.name != keep]
+        if old and not force:
+            raise CkptError(f"{target} is not empty: pass --force to replace it")
+        for p in old:
+            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+        for p in list(src.iterdir()):
+            os.replace(p, target / p.name)
+        return
     if target.exists() and not any(target.iterdir()):
         target.rmdir()
     if not target.exists():
@@ -120,11 +146,11 @@ def _move_into_place(src: Path, target: Path, *, force: bool) -> None:
     if not force:
         raise CkptError(f"{target} appeared while pulling and is not empty: pass --force to replace it")
     # Swap with two renames so there is never a moment with no complete target.
-    old = target.with_name(f".{target.name}.ckpt-old-{os.getpid()}")
-    os.replace(target, old)
+    old_dir = target.with_name(f".{target.name}.ckpt-old-{os.getpid()}")
+    os.replace(target, old_dir)
     try:
         os.replace(src, target)
     except OSError:
-        os.replace(old, target)
+        os.replace(old_dir, target)
         raise
-    shutil.rmtree(old, ignore_errors=True)
+    shutil.rmtree(old_dir, ignore_errors=True)
