@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 from .errors import InputError
 from .validate import endpoint as check_endpoint
+
+
+def _knob(default: float | int, env: str, doc: str) -> Any:
+    return field(default=default, metadata={"env": env, "doc": doc})
 
 
 @dataclass(frozen=True)
@@ -24,15 +29,22 @@ class Settings:
 
     endpoint: str
     token: str | None = None
-    timeout: float = 60.0
-    """Seconds one request may stay silent (connect, or between bytes) before it is retried."""
-    retries: int = 5
-    """Retries after the first attempt, for transient failures (408, 429, 5xx, timeouts, resets)."""
-    retry_delay: float = 1.0
-    """First backoff delay; doubles per retry, capped by retry_max_delay, jittered."""
-    retry_max_delay: float = 30.0
-    max_files_per_commit: int = 100
-    """The Hub recommends under 100 files a commit; bigger checkpoints go in several."""
+    timeout: float = _knob(60.0, "CKPT_TIMEOUT",
+                           "Seconds one request may stay silent (connect, or between bytes) before it is retried.")
+    retries: int = _knob(5, "CKPT_RETRIES",
+                         "Retries after the first attempt, for 408, 429, 5xx, timeouts and dropped connections.")
+    retry_delay: float = _knob(1.0, "CKPT_RETRY_DELAY",
+                               "First backoff delay in seconds; doubles per retry, jittered ±20%.")
+    retry_max_delay: float = _knob(30.0, "CKPT_RETRY_MAX_DELAY",
+                                   "Cap on one backoff delay (a `Retry-After` from the Hub is honoured up to 600 s).")
+    max_files_per_commit: int = _knob(100, "CKPT_MAX_FILES_PER_COMMIT",
+                                      "Files per commit (the Hub recommends under 100); bigger checkpoints go in "
+                                      "several, the manifest in the last.")
+
+    @classmethod
+    def knobs(cls) -> list[tuple[str, str, object, str]]:
+        """(field, environment variable, default, meaning) for every tunable bound."""
+        return [(f.name, f.metadata["env"], f.default, f.metadata["doc"]) for f in fields(cls) if f.metadata]
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **given: object) -> Settings:
@@ -41,17 +53,12 @@ class Settings:
         values.setdefault("endpoint", env.get("HF_ENDPOINT"))
         values["endpoint"] = check_endpoint(values.get("endpoint"))  # type: ignore[arg-type]
         values.setdefault("token", env.get("HF_TOKEN") or None)
-        numbers = {
-            "timeout": ("CKPT_TIMEOUT", float),
-            "retries": ("CKPT_RETRIES", int),
-            "retry_delay": ("CKPT_RETRY_DELAY", float),
-            "retry_max_delay": ("CKPT_RETRY_MAX_DELAY", float),
-            "max_files_per_commit": ("CKPT_MAX_FILES_PER_COMMIT", int),
-        }
-        for name, (var, kind) in numbers.items():
-            if name not in values and env.get(var):
+        for f in fields(cls):
+            var = f.metadata.get("env")
+            if var and f.name not in values and env.get(var):
+                kind = int if isinstance(f.default, int) else float
                 try:
-                    values[name] = kind(env[var])
+                    values[f.name] = kind(env[var])
                 except ValueError:
                     raise InputError(f"{var}={env[var]!r} is not a number") from None
         settings = cls(**values)  # type: ignore[arg-type]

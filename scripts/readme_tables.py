@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""Generate the README's inputs/outputs tables from action.yml.
+"""Generate the README's reference sections from the code: action.yml and the CLI.
 
-    python scripts/readme_tables.py            print both tables
-    python scripts/readme_tables.py --check    exit 1 when README.md differs from action.yml
+    python scripts/readme_tables.py            print every generated section
+    python scripts/readme_tables.py --check    exit 1 when README.md differs from the code
     python scripts/readme_tables.py --write    rewrite README.md between the markers
 
 Only the text between these marker pairs is generated:
 
-    <!-- action-inputs:start --> ... <!-- action-inputs:end -->
-    <!-- action-outputs:start --> ... <!-- action-outputs:end -->
+    <!-- action-inputs:start --> ... <!-- action-inputs:end -->      action.yml inputs
+    <!-- action-outputs:start --> ... <!-- action-outputs:end -->    action.yml outputs
+    <!-- cli-reference:start --> ... <!-- cli-reference:end -->      each command's --help
+    <!-- settings:start --> ... <!-- settings:end -->                the retry/timeout knobs
 """
 
 from __future__ import annotations
@@ -25,7 +27,11 @@ ROOT = Path(__file__).resolve().parent.parent
 MARKERS = {
     "inputs": ("<!-- action-inputs:start -->", "<!-- action-inputs:end -->"),
     "outputs": ("<!-- action-outputs:start -->", "<!-- action-outputs:end -->"),
+    "cli": ("<!-- cli-reference:start -->", "<!-- cli-reference:end -->"),
+    "settings": ("<!-- settings:start -->", "<!-- settings:end -->"),
 }
+# The order a reader meets the commands in: the main job first, then release, then tools.
+COMMAND_ORDER = ("push", "latest", "pull", "promote", "list", "prune", "local-hub", "demo")
 
 
 def _cell(text: Any) -> str:
@@ -65,8 +71,39 @@ def outputs_table(action: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
+def cli_reference() -> str:
+    """Each command's --help, as click renders it at a fixed width."""
+    import click
+
+    sys.path.insert(0, str(ROOT))
+    import entrypoint
+
+    parts = []
+    for name in COMMAND_ORDER:
+        cmd = entrypoint.cli.commands[name]
+        ctx = click.Context(cmd, info_name=f"python entrypoint.py {name}", max_content_width=100,
+                            terminal_width=100)
+        parts.append(f"#### `{name}`\n\n```text\n{cmd.get_help(ctx)}\n```")
+    missing = set(entrypoint.cli.commands) - set(COMMAND_ORDER)
+    if missing:
+        raise SystemExit(f"commands missing from COMMAND_ORDER: {sorted(missing)}")
+    return "\n\n".join(parts)
+
+
+def settings_table() -> str:
+    sys.path.insert(0, str(ROOT))
+    from ckpt_action.settings import Settings
+
+    rows = ["| Setting | Flag / variable | Default | Meaning |", "| --- | --- | --- | --- |"]
+    flags = {"timeout": "--timeout / ", "retries": "--retries / "}
+    for name, env, default, doc in Settings.knobs():
+        rows.append(f"| `{name}` | {flags.get(name, '')}`{env}` | `{default}` | {_cell(doc)} |")
+    return "\n".join(rows)
+
+
 def tables(action: dict[str, Any]) -> dict[str, str]:
-    return {"inputs": inputs_table(action), "outputs": outputs_table(action)}
+    return {"inputs": inputs_table(action), "outputs": outputs_table(action), "cli": cli_reference(),
+            "settings": settings_table()}
 
 
 def render(readme: str, generated: dict[str, str]) -> str:
@@ -92,10 +129,8 @@ def main(argv: list[str] | None = None) -> int:
 
     generated = tables(load_action(args.action))
     if not (args.check or args.write):
-        print("## Inputs\n")
-        print(MARKERS["inputs"][0], generated["inputs"], MARKERS["inputs"][1], sep="\n")
-        print("\n## Outputs\n")
-        print(MARKERS["outputs"][0], generated["outputs"], MARKERS["outputs"][1], sep="\n")
+        for key, (start, end) in MARKERS.items():
+            print(start, generated[key], end, "", sep="\n")
         return 0
 
     if not args.readme.is_file():
@@ -114,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if new != readme:
         print(
-            f"{args.readme}: inputs/outputs tables differ from {args.action.name}; "
+            f"{args.readme}: generated sections differ from {args.action.name} or the CLI; "
             "run: python scripts/readme_tables.py --write",
             file=sys.stderr,
         )
