@@ -1,0 +1,90 @@
+"""``python -m bench [--quick] [--out DIR] [--only N,...]``: run, print the table, write JSON.
+
+A full run (no ``--quick``, no ``--only``) also rewrites BENCHMARKS.md at the repo root.
+Exits 1 when a deterministic check fails (request or commit counts, bytes uploaded),
+never because of a timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+from .context import Context, configure_client_env
+from .hubproc import REPO_ROOT, HubProcess
+from .report import Section, benchmarks_md, machine, table
+
+TITLES = {1: "latest on many checkpoints", 2: "push and pull throughput", 3: "re-push of unchanged content",
+          4: "promote", 5: "CLI cold start", 6: "container image"}
+
+
+def _sections() -> dict[int, Callable[[Context], Section]]:
+    # Imported here, after configure_client_env(), because huggingface_hub reads its
+    # switches at import time.
+    from . import coldstart_bench, image_bench, latest_bench, promote_bench, repush_bench, transfer_bench
+
+    return {1: latest_bench.run_section, 2: transfer_bench.run_section, 3: repush_bench.run_section,
+            4: promote_bench.run_section, 5: coldstart_bench.run_section, 6: image_bench.run_section}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small data, < 2 min; for CI")
+    parser.add_argument("--out", default=str(REPO_ROOT / "bench" / "out"), help="dir for results.json")
+    parser.add_argument("--only", help="comma-separated section numbers, e.g. 1,3")
+    parser.add_argument("--work", help="scratch dir (default: a temp dir under /tmp, removed at the end)")
+    args = parser.parse_args(argv)
+    only = sorted({int(n) for n in args.only.split(",")}) if args.only else sorted(TITLES)
+    configure_client_env()
+    sections = _sections()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="ckpt-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    results: list[Section] = []
+    hub = HubProcess(work / "hub")
+    try:
+        ctx = Context(quick=args.quick, work=work, hub=hub)
+        for n in only:
+            print(f"[bench] {n}. {TITLES[n]} ...", file=sys.stderr, flush=True)
+            t = time.perf_counter()
+            try:
+                sec = sections[n](ctx)
+            except Exception as exc:  # noqa: BLE001 - one broken section is reported, the rest still run
+                traceback.print_exc()
+                sec = Section(n, TITLES[n])
+                sec.check("section ran", False, f"{type(exc).__name__}: {exc}")
+            sec.data["section_seconds"] = round(time.perf_counter() - t, 2)
+            results.append(sec)
+    finally:
+        hub.stop()
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+    seconds = time.perf_counter() - started
+    info = machine()
+    text = table(results)
+    print(text)
+    failed = [c for s in results for c in s.checks if not c["ok"]]
+    doc = {"quick": args.quick, "machine": info, "seconds": round(seconds, 1),
+           "sections": {str(s.number): s.to_dict() for s in results}, "failed_checks": failed}
+    (out / "results.json").write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"results: {out / 'results.json'} ({seconds:.0f} s)")
+    if not args.quick and not args.only:
+        (REPO_ROOT / "BENCHMARKS.md").write_text(benchmarks_md(results, info, seconds))
+        print(f"wrote {REPO_ROOT / 'BENCHMARKS.md'}")
+    if failed:
+        print(f"{len(failed)} check(s) failed", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,46 @@
+"""Timed subprocess runs and medians: every wall time in the report comes from here."""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .hubproc import REPO_ROOT
+
+PY_CLI = [sys.executable, str(REPO_ROOT / "entrypoint.py")]
+
+
+@dataclass
+class Run:
+    seconds: float
+    stdout: str
+    stderr: str
+
+
+class BenchCommandError(RuntimeError):
+    pass
+
+
+def run(cmd: Sequence[str], env: dict[str, str], *, cwd: Path | None = None, check: bool = True,
+        timeout: float = 1800) -> Run:
+    """Run one process and time it end to end (interpreter start and exit included)."""
+    started = time.perf_counter()
+    proc = subprocess.run(list(cmd), env=env, cwd=cwd or REPO_ROOT, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+    seconds = time.perf_counter() - started
+    if check and proc.returncode != 0:
+        raise BenchCommandError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr.strip()[-2000:]}")
+    return Run(seconds, proc.stdout, proc.stderr)
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def ratio(numerator: float, denominator: float) -> float | None:
+    return round(numerator / denominator, 2) if denominator else None
