@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from .errors import NotFoundError
 from .handle import CheckpointHandle, step_of
 from .hubclient import call
-from .manifest import MANIFEST_NAME, Manifest, RemoteFile
+from .manifest import MANIFEST_NAME, Manifest, RemoteFile, folder_tree_oid
 from .remote import RemoteRepo, Snapshot
 
 
@@ -43,18 +43,34 @@ def latest(remote: RemoteRepo, revision: str | None = None) -> LatestResult:
         return LatestResult(None, None, [("(repo)", f"{remote.repo} does not exist, or this token cannot see it")])
     if sha is None:
         return LatestResult(None, None, [])
-    candidates = sorted(
-        ((s, name) for name in remote.top_level_folders(sha) if (s := step_of(name)) is not None), reverse=True
-    )
+    folders = remote.top_level_folders(sha)
+    candidates = sorted(((s, name) for name in folders if (s := step_of(name)) is not None), reverse=True)
     skipped: list[tuple[str, str]] = []
     for stp, name in candidates:
-        snap = remote.snapshot(sha, name)
-        problems = snap.problems()
+        problems, has_manifest = _check(remote, sha, name, folders[name])
         if not problems:
             handle = CheckpointHandle(remote.repo, name, sha, stp, remote.settings.endpoint)
-            return LatestResult(handle, sha, skipped, snap.manifest is not None)
+            return LatestResult(handle, sha, skipped, has_manifest)
         skipped.append((name, problems[0]))
     return LatestResult(None, sha, skipped)
+
+
+def _check(remote: RemoteRepo, sha: str, name: str, tree_id: str) -> tuple[list[str], bool]:
+    """Is ``name`` at ``sha`` a complete checkpoint? (problems, whether it has a manifest).
+
+    Fast path, one request: read the manifest and recompute the folder's git tree id from
+    it; equal to the id the listing gave, the folder holds exactly the manifest's files.
+    A folder without a manifest (Trainer, ``hf upload``) is taken as it is: git has no
+    empty folders. Otherwise list the folder and compare file by file.
+    """
+    data = remote.read_small_file(sha, f"{name}/{MANIFEST_NAME}", missing_ok=True)
+    if data is None:
+        return [], False
+    manifest = Manifest.from_json(data)
+    if folder_tree_oid(manifest.files, data) == tree_id:
+        return ([] if manifest.complete else ["its push has not finished (manifest marked incomplete)"]), True
+    snap = remote.snapshot(sha, name)
+    return snap.problems(), snap.manifest is not None
 
 
 @dataclass(frozen=True)
@@ -130,7 +146,9 @@ def list_checkpoints(remote: RemoteRepo, revision: str | None = None) -> tuple[s
         found = dict(grouped[root])
         manifest = None
         if MANIFEST_NAME in found:
-            manifest = Manifest.from_json(remote.read_small_file(sha, f"{root}/{MANIFEST_NAME}"))
+            data = remote.read_small_file(sha, f"{root}/{MANIFEST_NAME}")
+            assert data is not None
+            manifest = Manifest.from_json(data)
             del found[MANIFEST_NAME]
         return Snapshot(sha, root, found, manifest)
 

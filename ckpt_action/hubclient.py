@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 TRANSIENT_STATUS = {408, 429, 500, 502, 503, 504}
+_client_timeout: float | None = None
 
 
 def prepare(settings: Settings) -> None:
@@ -43,12 +44,17 @@ def prepare(settings: Settings) -> None:
     constants.HF_HUB_ETAG_TIMEOUT = int(max(1, settings.timeout))
     constants.HF_HUB_DOWNLOAD_TIMEOUT = int(max(1, settings.timeout))
 
+    global _client_timeout
+    if _client_timeout == settings.timeout:
+        return  # the shared client (and its TLS context and connections) already fits
+
     def client_factory():  # type: ignore[no-untyped-def,unused-ignore]
         client = huggingface_hub.utils._http.default_client_factory()
         client.timeout = settings.timeout  # type: ignore[assignment,unused-ignore]
         return client
 
     huggingface_hub.set_client_factory(client_factory)
+    _client_timeout = settings.timeout
 
 
 def make_api(settings: Settings) -> HfApi:

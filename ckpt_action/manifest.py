@@ -9,6 +9,7 @@ checkpoint complete; a multi-commit push writes ``complete: false`` first.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import os
@@ -27,6 +28,24 @@ FORMAT = "ckpt-action/manifest/v1"
 # id, so regular files can be checked against a tree listing without downloading them.
 GIT_OID_LIMIT = 20 * 1024 * 1024
 _CHUNK = 8 * 1024 * 1024
+# How the Hub decides that an upload goes through LFS: the patterns of the .gitattributes
+# every new repo starts with, files of 10 MiB or more, and binary files (a NUL byte in the
+# first 512 bytes the client sends as a sample).
+LFS_MIN_SIZE = 10 * 1024 * 1024
+HUB_LFS_PATTERNS = (
+    "*.7z", "*.arrow", "*.bin", "*.bz2", "*.ckpt", "*.ftz", "*.gz", "*.h5", "*.joblib", "*.lfs.*",
+    "*.mlmodel", "*.model", "*.msgpack", "*.npy", "*.npz", "*.onnx", "*.ot", "*.parquet", "*.pb",
+    "*.pickle", "*.pkl", "*.pt", "*.pth", "*.rar", "*.safetensors", "saved_model/**/*", "*.tar.*",
+    "*.tar", "*.tflite", "*.tgz", "*.wasm", "*.xz", "*.zip", "*.zst", "*tfevents*",
+)
+
+
+def predict_lfs(path: str, size: int, sample: bytes) -> bool:
+    """Whether the Hub will store this file through LFS (a prediction: a repo's own
+    .gitattributes can say otherwise, which only costs latest its fast path)."""
+    name = path.rsplit("/", 1)[-1]
+    return size >= LFS_MIN_SIZE or b"\x00" in sample[:512] or any(
+        fnmatch.fnmatchcase(name, pat) or fnmatch.fnmatchcase(path, pat) for pat in HUB_LFS_PATTERNS)
 
 
 @dataclass(frozen=True)
@@ -37,11 +56,16 @@ class FileDigest:
     size: int
     sha256: str | None
     git_oid: str | None = None
+    lfs: bool | None = None
+    """Predicted at push time (see :func:`predict_lfs`); lets latest check a folder's tree
+    id from the manifest alone."""
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"size": self.size, "sha256": self.sha256}
         if self.git_oid:
             out["git_oid"] = self.git_oid
+        if self.lfs is not None:
+            out["lfs"] = self.lfs
         return out
 
 
@@ -54,25 +78,30 @@ class RemoteFile:
     lfs_sha256: str | None
 
 
-def digest_file(path: str | os.PathLike[str]) -> FileDigest:
-    """sha256 (and git blob id for small files) in one read pass."""
+def digest_file(path: str | os.PathLike[str], rel: str | None = None) -> FileDigest:
+    """sha256 (and git blob id for small files) in one read pass; with ``rel`` (the path in
+    the checkpoint) also the predicted LFS flag."""
     size = os.path.getsize(path)
     sha = hashlib.sha256()
     git = hashlib.sha1(b"blob %d\x00" % size, usedforsecurity=False) if size <= GIT_OID_LIMIT else None
+    sample = b""
     with open(path, "rb", buffering=0) as fh:
         buf = bytearray(_CHUNK)
         view = memoryview(buf)
         while n := fh.readinto(buf):
+            if not sample:
+                sample = bytes(view[: min(n, 512)])
             sha.update(view[:n])
             if git is not None:
                 git.update(view[:n])
-    return FileDigest(size, sha.hexdigest(), git.hexdigest() if git else None)
+    lfs = predict_lfs(rel, size, sample) if rel is not None else None
+    return FileDigest(size, sha.hexdigest(), git.hexdigest() if git else None, lfs)
 
 
 def digest_files(paths: Mapping[str, Path], threads: int = 4) -> dict[str, FileDigest]:
     """Digest many files; hashlib drops the GIL on big buffers, so threads overlap I/O."""
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        results = pool.map(digest_file, paths.values())
+        results = pool.map(digest_file, paths.values(), paths.keys())
         return dict(zip(paths.keys(), results, strict=True))
 
 
@@ -132,7 +161,7 @@ class Manifest:
             if doc.get("format") != FORMAT:
                 raise ValueError(f"unknown format {doc.get('format')!r}")
             files = {
-                str(p): FileDigest(int(d["size"]), str(d["sha256"]), d.get("git_oid"))
+                str(p): FileDigest(int(d["size"]), str(d["sha256"]), d.get("git_oid"), d.get("lfs"))
                 for p, d in doc["files"].items()
             }
             tool = str(doc.get("tool", ""))
@@ -164,6 +193,56 @@ class Manifest:
         return problems
 
 
+def _blob_oid(data: bytes) -> bytes:
+    return hashlib.sha1(b"blob %d\x00" % len(data) + data, usedforsecurity=False).digest()
+
+
+def lfs_pointer(sha256: str, size: int) -> bytes:
+    return f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n".encode()
+
+
+def folder_tree_oid(files: Mapping[str, FileDigest], manifest_bytes: bytes) -> str | None:
+    """The git tree id a folder holding exactly these files and this manifest must have.
+
+    Compared with the folder's id in a top-level listing, it proves the folder is this
+    checkpoint, complete, without listing its files. None when the manifest lacks what
+    the computation needs (older manifests, large regular files).
+    """
+    tree: dict[str, object] = {}
+    leaves: list[tuple[str, bytes]] = [(MANIFEST_NAME, _blob_oid(manifest_bytes))]
+    for path, d in files.items():
+        if d.lfs is None or d.sha256 is None:
+            return None
+        if d.lfs:
+            leaves.append((path, _blob_oid(lfs_pointer(d.sha256, d.size))))
+        elif d.git_oid:
+            leaves.append((path, bytes.fromhex(d.git_oid)))
+        else:
+            return None
+    for path, oid in leaves:
+        node = tree
+        *dirs, name = path.split("/")
+        for part in dirs:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                return None
+            node = child
+        node[name] = oid
+
+    def oid_of(node: dict[str, object]) -> bytes:
+        entries = []
+        for name, value in node.items():
+            if isinstance(value, dict):
+                entries.append(((name + "/").encode(), b"40000 " + name.encode() + b"\x00" + oid_of(value)))
+            else:
+                assert isinstance(value, bytes)
+                entries.append((name.encode(), b"100644 " + name.encode() + b"\x00" + value))
+        body = b"".join(entry for _key, entry in sorted(entries))
+        return hashlib.sha1(b"tree %d\x00" % len(body) + body, usedforsecurity=False).digest()
+
+    return oid_of(tree).hex()
+
+
 def matches_remote(want: FileDigest, got: RemoteFile | None) -> bool:
     """True when the remote file certainly holds these bytes (so it need not be uploaded)."""
     if got is None or got.size != want.size:
@@ -178,22 +257,19 @@ def expected_from_remote(remote: Mapping[str, RemoteFile]) -> dict[str, FileDige
     return {p: FileDigest(r.size, r.lfs_sha256, None if r.lfs_sha256 else r.git_oid) for p, r in remote.items()}
 
 
-def verify_local(root: Path, expected: Mapping[str, FileDigest]) -> None:
-    """Check downloaded files under root against expected digests; raise on the first problem."""
-    paths = {p: root / p for p in expected}
-    for p, full in paths.items():
-        if not full.is_file():
-            raise IntegrityError(f"{p} is missing after download")
-    got = digest_files(paths)
-    for p, want in expected.items():
-        have = got[p]
-        ok = have.size == want.size
-        if ok and want.sha256 is not None:
-            ok = have.sha256 == want.sha256
-        elif ok and want.git_oid is not None:
-            ok = have.git_oid == want.git_oid
-        if not ok:
-            raise IntegrityError(
-                f"downloaded {p} does not match what the Hub vouches for ({have.size} bytes, sha256"
-                f" {(have.sha256 or '')[:12]}…; expected {want.size} bytes, sha256 {(want.sha256 or '?')[:12]}…)"
-            )
+def verify_file(path: Path, rel: str, want: FileDigest) -> None:
+    """Check one downloaded file against what the manifest (or the Hub's listing) vouches for."""
+    if not path.is_file():
+        raise IntegrityError(f"{rel} is missing after download")
+    have = digest_file(path)
+    ok = have.size == want.size
+    if ok and want.sha256 is not None:
+        ok = have.sha256 == want.sha256
+    elif ok and want.git_oid is not None:
+        ok = have.git_oid == want.git_oid
+    if not ok:
+        raise IntegrityError(
+            f"downloaded {rel} does not match what the Hub vouches for ({have.size} bytes, sha256"
+            f" {(have.sha256 or '')[:12]}…; expected {want.size} bytes, sha256 {(want.sha256 or '?')[:12]}…)"
+        )
+

@@ -19,7 +19,7 @@ from pathlib import Path
 from .errors import CkptError, IntegrityError, NotFoundError
 from .handle import CheckpointHandle, step_of
 from .hubclient import call
-from .manifest import MANIFEST_NAME, expected_from_remote, verify_local
+from .manifest import MANIFEST_NAME, expected_from_remote, verify_file
 from .progress import Ticker
 from .remote import RemoteRepo
 from .validate import safe_relative
@@ -88,13 +88,18 @@ def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path,
             call(remote.settings, f"downloading {subfolder}/{rel}", hf_hub_download, remote.repo,
                  f"{subfolder}/{rel}", revision=sha, local_dir=str(tmp), endpoint=remote.settings.endpoint,
                  token=remote.settings.token or None, etag_timeout=remote.settings.timeout, repo=remote.repo)
+            if rel in expected:
+                # Verified as soon as it lands, while other files still download.
+                verify_file(tmp / subfolder / rel, rel, expected[rel])
 
         with Ticker(f"pull {subfolder}", total, lambda: _dir_size(tmp)), \
                 ThreadPoolExecutor(max_workers=DOWNLOAD_THREADS) as pool:
             for fut in [pool.submit(fetch, rel) for rel in names]:
                 fut.result()
         got = tmp / subfolder
-        verify_local(got, expected)
+        missing = [rel for rel in expected if not (got / rel).is_file()]
+        if missing:
+            raise IntegrityError(f"{missing[0]} is in the manifest but not in the folder on the Hub")
         extra = {p.relative_to(got).as_posix() for p in got.rglob("*") if p.is_file()} - set(expected) - {
             MANIFEST_NAME}
         if extra:

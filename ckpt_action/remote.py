@@ -80,13 +80,14 @@ class RemoteRepo:
             return None
         raise NotFoundError(f"revision {rev!r} is not a branch or tag of {self.repo}: check --revision")
 
-    def top_level_folders(self, sha: str) -> list[str]:
+    def top_level_folders(self, sha: str) -> dict[str, str]:
+        """Top-level folders at sha, with their git tree ids."""
         from huggingface_hub import RepoFolder
 
         entries = self._call(
             "listing the repo", lambda: list(self.api.list_repo_tree(self.repo, revision=sha, recursive=False))
         )
-        return [e.path for e in entries if isinstance(e, RepoFolder)]
+        return {e.path: e.tree_id for e in entries if isinstance(e, RepoFolder)}
 
     def files(self, sha: str, subfolder: str) -> dict[str, RemoteFile]:
         """Files under subfolder at sha, keyed by path relative to it ({} when absent)."""
@@ -114,8 +115,8 @@ class RemoteRepo:
             )
         return out
 
-    def read_small_file(self, sha: str, path: str) -> bytes:
-        """GET one small file at sha (the manifest), bounded in size."""
+    def read_small_file(self, sha: str, path: str, *, missing_ok: bool = False) -> bytes | None:
+        """GET one small file at sha (the manifest), bounded in size; None if absent and missing_ok."""
         from huggingface_hub import hf_hub_url
         from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
@@ -133,13 +134,25 @@ class RemoteRepo:
                     chunks.append(chunk)
                 return b"".join(chunks)
 
-        return self._call(f"reading {path}", get)  # type: ignore[no-any-return,unused-ignore]
+        from huggingface_hub.errors import RemoteEntryNotFoundError
+
+        def get_or_none() -> bytes | None:
+            try:
+                return get()
+            except RemoteEntryNotFoundError:
+                if missing_ok:
+                    return None
+                raise
+
+        return self._call(f"reading {path}", get_or_none)  # type: ignore[no-any-return,unused-ignore]
 
     def snapshot(self, sha: str, subfolder: str) -> Snapshot:
         files = self.files(sha, subfolder)
         manifest = None
         if MANIFEST_NAME in files:
-            manifest = Manifest.from_json(self.read_small_file(sha, f"{subfolder}/{MANIFEST_NAME}"))
+            data = self.read_small_file(sha, f"{subfolder}/{MANIFEST_NAME}")
+            assert data is not None
+            manifest = Manifest.from_json(data)
             del files[MANIFEST_NAME]
         return Snapshot(sha, subfolder, files, manifest)
 
