@@ -8,11 +8,10 @@ what ckpt-action pushes: Trainer's files plus a manifest, so ``latest`` verifies
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
-from ckpt_action.manifest import MANIFEST_NAME, FileDigest, Manifest
+from ckpt_action.manifest import MANIFEST_NAME, Manifest, digest_bytes
 
 # Trainer's checkpoint files (11) + our manifest = 12 per folder. Three match the Hub's
 # LFS patterns, as in real checkpoints; their tiny contents repeat across folders, so the
@@ -24,16 +23,14 @@ FILES_PER_FOLDER = len(REGULAR_FILES) + len(LFS_FILES) + 1
 BLOCK = 64 * 1024 * 1024
 
 
-def _digest(data: bytes) -> FileDigest:
-    git = hashlib.sha1(b"blob %d\x00" % len(data) + data, usedforsecurity=False).hexdigest()
-    return FileDigest(len(data), hashlib.sha256(data).hexdigest(), git)
+
 
 
 def folder_files(step: int) -> dict[str, bytes]:
     """The 12 files of ``checkpoint-<step>``: small, distinct per step except the LFS ones."""
     files = {name: f'{{"step": {step}, "file": "{name}"}}\n'.encode() for name in REGULAR_FILES}
     files |= {name: f"lfs payload {name}\n".encode() for name in LFS_FILES}
-    manifest = Manifest(files={n: _digest(d) for n, d in files.items()}, step=step, complete=True,
+    manifest = Manifest(files={n: digest_bytes(n, d) for n, d in files.items()}, step=step, complete=True,
                         created_at="2026-01-01T00:00:00Z")
     files[MANIFEST_NAME] = manifest.to_json()
     return files

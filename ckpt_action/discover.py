@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 from .errors import NotFoundError
 from .handle import CheckpointHandle, step_of
-from .hubclient import call
 from .manifest import MANIFEST_NAME, Manifest, RemoteFile, folder_tree_oid
 from .remote import RemoteRepo, Snapshot
 
@@ -69,7 +68,7 @@ def _check(remote: RemoteRepo, sha: str, name: str, tree_id: str) -> tuple[list[
     manifest = Manifest.from_json(data)
     if folder_tree_oid(manifest.files, data) == tree_id:
         return ([] if manifest.complete else ["its push has not finished (manifest marked incomplete)"]), True
-    snap = remote.snapshot(sha, name)
+    snap = remote.snapshot(sha, name, manifest_bytes=data)
     return snap.problems(), snap.manifest is not None
 
 
@@ -128,9 +127,7 @@ def list_checkpoints(remote: RemoteRepo, revision: str | None = None) -> tuple[s
     sha = remote.resolve(revision)
     if sha is None:
         return None, []
-    entries = call(remote.settings, "listing the repo",
-                   lambda: list(remote.api.list_repo_tree(remote.repo, revision=sha, recursive=True)),
-                   repo=remote.repo)
+    entries = remote.list_tree(sha, recursive=True)
     files = [e for e in entries if isinstance(e, RepoFile)]
     roots = {p for e in files if (p := e.path.split("/", 1)[0]) and step_of(p) is not None and "/" in e.path}
     roots |= {posixpath.dirname(e.path) for e in files if posixpath.basename(e.path) == MANIFEST_NAME

@@ -31,6 +31,10 @@ def prepare(settings: Settings) -> None:
     plain LFS, which huggingface_hub only does with Xet disabled.
     """
     local = not is_public_hub(settings.endpoint)
+    # The client's own default endpoint (telemetry, helpers that take no endpoint) must be
+    # the one given, also when it came from --endpoint rather than HF_ENDPOINT. It is read
+    # at import, which in the CLI comes after this; in-process callers pass endpoints.
+    os.environ["HF_ENDPOINT"] = settings.endpoint
     if local:
         os.environ.setdefault("HF_HUB_DISABLE_XET", "1")
         os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
@@ -147,13 +151,15 @@ def backoff_delays(settings: Settings) -> list[float]:
 
 
 def call(settings: Settings, what: str, fn: Callable[..., T], *args: object, repo: str | None = None,
-         **kwargs: object) -> T:
+         client_retries: bool = False, **kwargs: object) -> T:
     """Run one client call with bounded retries on transient failures.
 
     Only for idempotent calls (reads, and writes that are safe to repeat); commits are
-    retried by the push loop, which first looks at what landed.
+    retried by the push loop, which first looks at what landed. ``client_retries`` marks
+    calls huggingface_hub already retries itself (6 attempts, 23 s of sleeps): one more
+    round of those after a pause is enough, more would multiply the wait.
     """
-    delays = backoff_delays(settings)
+    delays = backoff_delays(settings)[:1] if client_retries else backoff_delays(settings)
     for attempt in range(len(delays) + 1):
         try:
             return fn(*args, **kwargs)

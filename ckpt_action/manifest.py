@@ -98,6 +98,13 @@ def digest_file(path: str | os.PathLike[str], rel: str | None = None) -> FileDig
     return FileDigest(size, sha.hexdigest(), git.hexdigest() if git else None, lfs)
 
 
+def digest_bytes(rel: str, data: bytes) -> FileDigest:
+    """The digest push would record for a file with this path and content."""
+    git = hashlib.sha1(b"blob %d\x00" % len(data) + data, usedforsecurity=False).hexdigest()
+    return FileDigest(len(data), hashlib.sha256(data).hexdigest(), git if len(data) <= GIT_OID_LIMIT else None,
+                      predict_lfs(rel, len(data), data[:512]))
+
+
 def digest_files(paths: Mapping[str, Path], threads: int = 4) -> dict[str, FileDigest]:
     """Digest many files; hashlib drops the GIL on big buffers, so threads overlap I/O."""
     with ThreadPoolExecutor(max_workers=threads) as pool:

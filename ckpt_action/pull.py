@@ -87,7 +87,8 @@ def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path,
         def fetch(rel: str) -> None:
             call(remote.settings, f"downloading {subfolder}/{rel}", hf_hub_download, remote.repo,
                  f"{subfolder}/{rel}", revision=sha, local_dir=str(tmp), endpoint=remote.settings.endpoint,
-                 token=remote.settings.token or None, etag_timeout=remote.settings.timeout, repo=remote.repo)
+                 token=remote.settings.token or None, etag_timeout=remote.settings.timeout, repo=remote.repo,
+                 client_retries=True)
             if rel in expected:
                 # Verified as soon as it lands, while other files still download.
                 verify_file(tmp / subfolder / rel, rel, expected[rel])

@@ -194,12 +194,8 @@ def plan_prune(remote: RemoteRepo, keep_last: int) -> PrunePlan:
     head = remote.resolve(None)
     if head is None:
         return PrunePlan("", [], [])
-    from huggingface_hub import RepoFolder
 
-    entries = call(remote.settings, "listing the repo",
-                   lambda: list(remote.api.list_repo_tree(remote.repo, revision=head, recursive=False)),
-                   repo=remote.repo)
-    folders = {e.path: e.tree_id for e in entries if isinstance(e, RepoFolder)}
+    folders = remote.top_level_folders(head)
     ckpts = sorted((s, name) for name in folders if (s := step_of(name)) is not None)
     reasons: dict[str, str] = {}
     for _s, name in ckpts[-keep_last:]:
@@ -236,11 +232,8 @@ def _promoted_sources(remote: RemoteRepo, sha: str, folders: list[str]) -> set[s
 
 
 def _tagged_checkpoints(remote: RemoteRepo, sha: str) -> set[str]:
-    from huggingface_hub import RepoFolder
 
-    entries = call(remote.settings, "listing a tagged commit",
-                   lambda: list(remote.api.list_repo_tree(remote.repo, revision=sha)), repo=remote.repo)
-    names = [e.path for e in entries if isinstance(e, RepoFolder)]
+    names = list(remote.top_level_folders(sha))
     sources = _promoted_sources(remote, sha, names)
     if sources:
         return sources

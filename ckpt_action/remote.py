@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from .errors import IntegrityError, NotFoundError
 from .handle import SHA_RE
@@ -80,14 +81,18 @@ class RemoteRepo:
             return None
         raise NotFoundError(f"revision {rev!r} is not a branch or tag of {self.repo}: check --revision")
 
+    def list_tree(self, sha: str, path: str | None = None, *, recursive: bool = False,
+                  what: str = "listing the repo") -> list[Any]:
+        """Tree entries at sha (all pages); the client retries each page itself."""
+        return self._call(what, lambda: list(self.api.list_repo_tree(self.repo, path, revision=sha,  # type: ignore[no-any-return,unused-ignore]
+                                                                    recursive=recursive)),
+                          client_retries=True)
+
     def top_level_folders(self, sha: str) -> dict[str, str]:
         """Top-level folders at sha, with their git tree ids."""
         from huggingface_hub import RepoFolder
 
-        entries = self._call(
-            "listing the repo", lambda: list(self.api.list_repo_tree(self.repo, revision=sha, recursive=False))
-        )
-        return {e.path: e.tree_id for e in entries if isinstance(e, RepoFolder)}
+        return {e.path: e.tree_id for e in self.list_tree(sha) if isinstance(e, RepoFolder)}
 
     def files(self, sha: str, subfolder: str) -> dict[str, RemoteFile]:
         """Files under subfolder at sha, keyed by path relative to it ({} when absent)."""
@@ -102,7 +107,7 @@ class RemoteRepo:
 
         prefix = subfolder.rstrip("/") + "/"
         out: dict[str, RemoteFile] = {}
-        for entry in self._call(f"listing {subfolder}/", listing):
+        for entry in self._call(f"listing {subfolder}/", listing, client_retries=True):
             if not isinstance(entry, RepoFile):
                 continue
             if not entry.path.startswith(prefix):
@@ -117,10 +122,9 @@ class RemoteRepo:
 
     def read_small_file(self, sha: str, path: str, *, missing_ok: bool = False) -> bytes | None:
         """GET one small file at sha (the manifest), bounded in size; None if absent and missing_ok."""
-        from huggingface_hub import hf_hub_url
         from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
-        url = hf_hub_url(self.repo, path, revision=sha, endpoint=self.settings.endpoint)
+        url = f"{self.settings.endpoint}/{self.repo}/resolve/{quote(sha, safe='')}/{quote(path)}"
         headers = build_hf_headers(token=self.settings.token or None, library_name="ckpt-action")
 
         def get() -> bytes:
@@ -146,11 +150,12 @@ class RemoteRepo:
 
         return self._call(f"reading {path}", get_or_none)  # type: ignore[no-any-return,unused-ignore]
 
-    def snapshot(self, sha: str, subfolder: str) -> Snapshot:
+    def snapshot(self, sha: str, subfolder: str, manifest_bytes: bytes | None = None) -> Snapshot:
+        """The subfolder's files at sha and its manifest (pass ``manifest_bytes`` if already read)."""
         files = self.files(sha, subfolder)
         manifest = None
         if MANIFEST_NAME in files:
-            data = self.read_small_file(sha, f"{subfolder}/{MANIFEST_NAME}")
+            data = manifest_bytes or self.read_small_file(sha, f"{subfolder}/{MANIFEST_NAME}")
             assert data is not None
             manifest = Manifest.from_json(data)
             del files[MANIFEST_NAME]

@@ -31,8 +31,8 @@ def test_bench_quick(tmp_path: Path) -> None:
     s = doc["sections"]
     assert set(s) == {"1", "2", "3", "4", "5", "6"}
     latest = s["1"]["data"]
-    assert latest["latest_requests"] <= 4  # refs, top-level tree, folder listing, manifest
-    assert latest["latest_request_budget"] == 4
+    assert latest["latest_requests"] == 3  # refs, top-level tree, the winner's manifest
+    assert latest["latest_request_budget"] == 3
     assert latest["process_requests"]["ckpt-action latest"] == latest["latest_requests"]
     assert latest["process_telemetry_requests"]["ckpt-action latest"] == 0
     # every file and folder listed, 1000 a page, then repo_info
