@@ -1,0 +1,127 @@
+"""Bad input, table-driven: each case exits 2 with one line that says what to change,
+makes no network call (the local Hub's access log stays empty), and creates nothing."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.chaos_helpers import env_for, listing, one_line_error
+from tests.conftest import write_checkpoint
+
+# (id, args, extra env, words the error line must contain). "{x}" names a path under tmp_path.
+CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
+    # repo ids
+    ("repo-no-owner", ["push", "--repo", "run", "--local-dir", "{good}", "--step", "1"], {}, ["--repo", "OWNER/NAME"]),
+    ("repo-three-parts", ["push", "--repo", "a/b/c", "--local-dir", "{good}", "--step", "1"], {}, ["--repo"]),
+    ("repo-leading-dash", ["latest", "--repo", "-org/run"], {}, ["--repo"]),
+    ("repo-trailing-dash", ["latest", "--repo", "org/run-"], {}, ["--repo"]),
+    ("repo-space", ["latest", "--repo", "org/ru n"], {}, ["--repo"]),
+    ("repo-dotdot", ["pull", "--repo", "org/run..x", "--subfolder", "s", "--local-dir", "{new}"], {}, ["'..'"]),
+    ("repo-double-dash", ["list", "--repo", "org--x/run"], {}, ["'--'"]),
+    ("repo-dot-git", ["latest", "--repo", "org/run.git"], {}, [".git"]),
+    ("repo-empty", ["latest", "--repo", ""], {}, ["--repo"]),
+    ("repo-too-long", ["latest", "--repo", "o/" + "x" * 97], {}, ["--repo"]),
+    # subfolders
+    ("sub-dotdot", ["push", "--repo", "o/r", "--local-dir", "{good}", "--subfolder", "../up"], {}, ["'..'"]),
+    ("sub-inner-dotdot", ["push", "--repo", "o/r", "--local-dir", "{good}", "--subfolder", "a/../b"], {}, ["'..'"]),
+    ("sub-absolute", ["push", "--repo", "o/r", "--local-dir", "{good}", "--subfolder", "/abs"], {}, ["absolute"]),
+    ("sub-backslash", ["push", "--repo", "o/r", "--local-dir", "{good}", "--subfolder", "a\\b"], {}, ["backslash"]),
+    ("sub-empty", ["push", "--repo", "o/r", "--local-dir", "{good}", "--subfolder", ""], {}, ["empty"]),
+    ("sub-blank", ["push", "--repo", "o/r", "--local-dir", "{good}", "--subfolder", "   "], {}, ["empty"]),
+    ("sub-dot-git", ["push", "--repo", "o/r", "--local-dir", "{good}", "--subfolder", ".git"], {}, ["reserved"]),
+    ("sub-cache", ["push", "--repo", "o/r", "--local-dir", "{good}", "--subfolder", "c/.cache"], {}, ["reserved"]),
+    ("sub-gitattributes", ["push", "--repo", "o/r", "--local-dir", "{good}", "--subfolder", ".gitattributes"], {},
+     ["reserved"]),
+    ("sub-double-slash", ["push", "--repo", "o/r", "--local-dir", "{good}", "--subfolder", "a//b"], {}, ["empty"]),
+    ("sub-leading-dash", ["push", "--repo", "o/r", "--local-dir", "{good}", "--subfolder", "-x"], {}, ["segment"]),
+    ("pull-sub-dotdot", ["pull", "--repo", "o/r", "--subfolder", "../x", "--local-dir", "{new}"], {}, ["'..'"]),
+    ("promote-to-dotdot", ["promote", "--repo", "o/r", "--subfolder", "checkpoint-1", "--to", "../x"], {}, ["--to"]),
+    # steps
+    ("step-negative", ["push", "--repo", "o/r", "--local-dir", "{good}", "--step", "-1"], {}, ["negative"]),
+    ("step-float", ["push", "--repo", "o/r", "--local-dir", "{good}", "--step", "1.5"], {}, ["--step"]),
+    ("step-word", ["push", "--repo", "o/r", "--local-dir", "{good}", "--step", "abc"], {}, ["--step"]),
+    ("step-disagrees", ["push", "--repo", "o/r", "--local-dir", "{good}", "--step", "5", "--subfolder",
+                        "checkpoint-6"], {}, ["disagrees"]),
+    ("no-step-no-subfolder", ["push", "--repo", "o/r", "--local-dir", "{good}"], {}, ["--subfolder or --step"]),
+    # local dirs
+    ("dir-missing", ["push", "--repo", "o/r", "--local-dir", "{missing}", "--step", "1"], {}, ["does not exist"]),
+    ("dir-empty", ["push", "--repo", "o/r", "--local-dir", "{empty}", "--step", "1"], {}, ["no files"]),
+    ("dir-is-file", ["push", "--repo", "o/r", "--local-dir", "{afile}", "--step", "1"], {}, ["is a file"]),
+    ("symlink-file-out", ["push", "--repo", "o/r", "--local-dir", "{linkfile}", "--step", "1"], {}, ["symlink"]),
+    ("symlink-dir-out", ["push", "--repo", "o/r", "--local-dir", "{linkdir}", "--step", "1"], {}, ["symlink"]),
+    ("symlink-dotdot", ["push", "--repo", "o/r", "--local-dir", "{linkrel}", "--step", "1"], {}, ["symlink"]),
+    # modes and flags
+    ("unknown-mode", ["pushh", "--repo", "o/r"], {}, ["pushh"]),
+    ("unknown-flag", ["latest", "--repo", "o/r", "--bogus"], {}, ["--bogus"]),
+    ("pull-two-sources", ["pull", "--repo", "o/r", "--subfolder", "s", "--latest", "--local-dir", "{new}"], {},
+     ["exactly one"]),
+    ("pull-no-source", ["pull", "--repo", "o/r", "--local-dir", "{new}"], {}, ["exactly one"]),
+    ("revision-dotdot", ["latest", "--repo", "o/r", "--revision", "a..b"], {}, ["--revision"]),
+    ("prune-keep-zero", ["prune", "--repo", "o/r", "--keep-last", "0"], {}, ["--keep-last"]),
+    ("timeout-zero", ["latest", "--repo", "o/r", "--timeout", "0"], {}, ["timeout"]),
+    ("timeout-env-word", ["latest", "--repo", "o/r"], {"CKPT_TIMEOUT": "soon"}, ["CKPT_TIMEOUT"]),
+    ("endpoint-ftp", ["latest", "--repo", "o/r", "--endpoint", "ftp://example.com"], {}, ["--endpoint"]),
+    ("endpoint-creds", ["latest", "--repo", "o/r", "--endpoint", "http://u:p@127.0.0.1:9"], {}, ["credentials"]),
+    # the real Hub without a token
+    ("hub-push-no-token", ["push", "--repo", "o/r", "--local-dir", "{good}", "--step", "1", "--endpoint",
+                           "https://huggingface.co"], {}, ["HF_TOKEN"]),
+    ("hub-promote-no-token", ["promote", "--repo", "o/r", "--subfolder", "checkpoint-1", "--to", "release",
+                              "--endpoint", "https://huggingface.co"], {}, ["HF_TOKEN"]),
+    ("hub-prune-no-token", ["prune", "--repo", "o/r", "--keep-last", "2", "--endpoint", "https://huggingface.co"],
+     {}, ["HF_TOKEN"]),
+    # pull targets
+    ("pull-nonempty-no-force", ["pull", "--repo", "o/r", "--subfolder", "s", "--local-dir", "{full}"], {},
+     ["--force"]),
+    ("pull-latest-nonempty", ["pull", "--repo", "o/r", "--latest", "--local-dir", "{full}"], {}, ["--force"]),
+    ("pull-target-is-file", ["pull", "--repo", "o/r", "--subfolder", "s", "--local-dir", "{afile}"], {},
+     ["not a directory"]),
+]
+
+
+def _layout(tmp_path):
+    root = tmp_path / "in"
+    paths = {
+        "good": write_checkpoint(root / "good", {"w.bin": b"w"}),
+        "empty": root / "empty",
+        "afile": root / "afile.bin",
+        "missing": root / "missing",
+        "new": root / "new-target",
+        "full": write_checkpoint(root / "full", {"old.txt": b"old"}),
+        "linkfile": write_checkpoint(root / "linkfile", {"w.bin": b"w"}),
+        "linkdir": write_checkpoint(root / "linkdir", {"w.bin": b"w"}),
+        "linkrel": write_checkpoint(root / "linkrel", {"w.bin": b"w"}),
+    }
+    paths["empty"].mkdir(parents=True)
+    (paths["empty"] / "sub").mkdir()  # only directories: still nothing to push
+    paths["afile"].write_bytes(b"x")
+    outside = write_checkpoint(tmp_path / "outside", {"secret.txt": b"secret"})
+    os.symlink(outside / "secret.txt", paths["linkfile"] / "leak.txt")
+    os.symlink(outside, paths["linkdir"] / "leakdir", target_is_directory=True)
+    os.symlink("../../outside/secret.txt", paths["linkrel"] / "rel.txt")
+    return paths
+
+
+@pytest.mark.parametrize(("args", "extra", "words"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_input_exits_2_without_network_or_files(args, extra, words, hub_server, cli, tmp_path):
+    hub = hub_server()
+    paths = _layout(tmp_path)
+    # Any request to the real Hub would go through this proxy, i.e. to the local Hub's log.
+    env = env_for(hub, tmp_path, HTTPS_PROXY=hub.url, HTTP_PROXY=hub.url, NO_PROXY="", **extra)
+    argv = [a.format(**{k: str(v) for k, v in paths.items()}) for a in args]
+    before = listing(tmp_path)
+    run = cli(*argv, env=env)
+    assert run.code == 2, f"exit {run.code}\n{run.stdout}\n{run.stderr}"
+    line = one_line_error(run.stderr)
+    assert len(run.stderr.strip().splitlines()) == 1, run.stderr
+    for word in words:
+        assert word in line, line
+    assert run.stdout == ""
+    assert hub.log_entries() == [], "bad input reached the network"
+    assert listing(tmp_path) == before, "bad input created files"
+    assert (tmp_path / "outside" / "secret.txt").read_bytes() == b"secret"
+
+
+def test_case_table_is_big_enough():
+    assert len(CASES) >= 30 and len({c[0] for c in CASES}) == len(CASES)

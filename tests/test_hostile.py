@@ -1,0 +1,100 @@
+"""A hostile or broken server: corrupted bytes, tree paths and ETags that try to escape.
+
+Every case must fail the pull (exit 1, one ``error:`` line), leave the target exactly as it
+was, and write nothing outside it: the parent dir and HF_HOME are listed before and after.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.chaos_helpers import ckpt, env_for, listing, one_line_error, seed
+from tests.conftest import read_tree, write_checkpoint
+
+FILE = r"/resolve/[0-9a-f]{40}/checkpoint-1/model\.safetensors$"
+MANIFEST = r"/resolve/[0-9a-f]{40}/checkpoint-1/ckpt-manifest\.json$"
+
+
+@pytest.fixture
+def seeded(hub_server, hf_client, tmp_path):
+    hub = hub_server()
+    seed(hub.url, "o/r", "checkpoint-1", ckpt(1), tmp_path / "seed", step=1)
+    return hub
+
+
+def _pull(cli, hub, tmp_path, *extra):
+    work = tmp_path / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    env = env_for(hub, tmp_path, HF_HOME=str(tmp_path / "hf-home"))
+    (tmp_path / "hf-home").mkdir(parents=True, exist_ok=True)
+    return cli("pull", "--repo", "o/r", "--subfolder", "checkpoint-1", "--local-dir", str(work / "dest"),
+               *extra, env=env)
+
+
+def _snapshot(tmp_path):
+    """This test's whole dir (target's parent, HF_HOME, cwd), and any stray "escaped*" further up."""
+    root = tmp_path.parent.parent  # the session's base temp dir, above every worker's dirs
+    strays = sorted(str(p) for p in root.rglob("escaped*"))
+    return listing(tmp_path / "work"), listing(tmp_path / "hf-home"), listing(tmp_path), strays
+
+
+CASES = {
+    "corrupt-lfs-file": [{"method": "GET", "path": FILE, "corrupt": True, "times": -1}],
+    "corrupt-small-file": [{"method": "GET", "path": r"/checkpoint-1/config\.json$", "corrupt": True,
+                            "times": -1}],
+    "corrupt-manifest": [{"method": "GET", "path": MANIFEST, "corrupt": True, "times": -1}],
+    "tree-parent-escape": [{"method": "GET", "path": "/tree/", "tree_escape": "../../escaped.txt", "times": -1}],
+    "tree-inner-dotdot": [{"method": "GET", "path": "/tree/", "tree_escape": "checkpoint-1/../../../escaped.txt",
+                           "times": -1}],
+    "tree-absolute": [{"method": "GET", "path": "/tree/", "tree_escape": "/tmp/escaped.txt", "times": -1}],
+    "tree-backslash": [{"method": "GET", "path": "/tree/", "tree_escape": "checkpoint-1/..\\..\\escaped.txt",
+                        "times": -1}],
+    "tree-sibling-folder": [{"method": "GET", "path": "/tree/", "tree_escape": "checkpoint-1-evil/x.bin",
+                             "times": -1}],
+    "etag-escape-file": [{"path": FILE, "etag": '"../../../../escaped"', "times": -1}],
+    "etag-escape-all": [{"path": r"/resolve/", "etag": '"../../../../../../escaped-all"', "times": -1}],
+    "etag-absolute": [{"path": FILE, "etag": '"/tmp/escaped-abs"', "times": -1}],
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("existing", [False, True], ids=["fresh", "force-over-existing"])
+def test_hostile_server_fails_the_pull_and_writes_nothing(case, existing, seeded, cli, tmp_path):
+    hub = seeded
+    (tmp_path / "work").mkdir()
+    (tmp_path / "hf-home").mkdir()
+    old = {"keep.txt": b"previous checkpoint"}
+    dest = tmp_path / "work" / "dest"
+    if existing:
+        write_checkpoint(dest, old)
+    # A clean pull works first, so the failure below is the fault's doing.
+    probe = _pull(cli, hub, tmp_path / "probe")
+    assert probe.code == 0, probe.stderr
+    before = _snapshot(tmp_path)
+    hub.set_faults(CASES[case])
+    start = len(hub.log_entries())
+    run = _pull(cli, hub, tmp_path, *(["--force"] if existing else []))
+    hub.set_faults([])
+    assert len(hub.log_entries()) > start
+    assert run.code == 1, f"{case}: exit {run.code}\n{run.stdout}\n{run.stderr}"
+    line = one_line_error(run.stderr)
+    assert run.stdout == ""
+    after = _snapshot(tmp_path)
+    diff = [sorted(set(a) ^ set(b)) for a, b in zip(before, after, strict=True)]
+    assert after == before, f"{case}: something was written ({diff}): {line}"
+    if existing:
+        assert read_tree(dest) == old
+    else:
+        assert not dest.exists()
+    import glob
+
+    assert not glob.glob("/tmp/escaped*"), "a file escaped to /tmp"
+
+
+def test_hostile_tree_fails_latest_too(seeded, cli, tmp_path):
+    hub = seeded
+    hub.set_faults([{"method": "GET", "path": "/tree/[0-9a-f]{40}/checkpoint-1", "tree_escape": "../x",
+                     "times": -1}])
+    run = cli("latest", "--repo", "o/r", "--json", env=env_for(hub, tmp_path))
+    assert run.code == 1, run.stdout + run.stderr
+    assert "escapes" in one_line_error(run.stderr) and run.stdout == ""
