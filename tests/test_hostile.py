@@ -91,10 +91,24 @@ def test_hostile_server_fails_the_pull_and_writes_nothing(case, existing, seeded
     assert not glob.glob("/tmp/escaped*"), "a file escaped to /tmp"
 
 
-def test_hostile_tree_fails_latest_too(seeded, cli, tmp_path):
+def test_hostile_listings_never_make_latest_pick_or_pull_an_escape(seeded, cli, tmp_path):
     hub = seeded
+    env = env_for(hub, tmp_path)
+    good = cli("latest", "--repo", "o/r", "--json", env=env)
+    assert good.code == 0 and good.json["subfolder"] == "checkpoint-1"
+    # Escaping names at the top level are not checkpoint-N folders: latest ignores them.
+    hub.set_faults([{"method": "GET", "path": "/tree/[0-9a-f]{40}$", "tree_escape": "../checkpoint-9",
+                     "times": -1}])
+    top = cli("latest", "--repo", "o/r", "--json", env=env)
+    assert top.code == 0 and top.json["subfolder"] == "checkpoint-1", top.stdout + top.stderr
+    # A lying listing of the folder itself: latest proves the folder from its manifest and
+    # git tree id without reading that listing; the pull that does read it refuses.
     hub.set_faults([{"method": "GET", "path": "/tree/[0-9a-f]{40}/checkpoint-1", "tree_escape": "../x",
                      "times": -1}])
-    run = cli("latest", "--repo", "o/r", "--json", env=env_for(hub, tmp_path))
+    found = cli("latest", "--repo", "o/r", "--json", env=env)
+    assert found.code == 0 and found.json["revision"] == good.json["revision"], found.stderr
+    dest = tmp_path / "dest"
+    run = cli("pull", "--repo", "o/r", "--subfolder", found.json["subfolder"], "--revision",
+              found.json["revision"], "--local-dir", str(dest), env=env)
     assert run.code == 1, run.stdout + run.stderr
-    assert "escapes" in one_line_error(run.stderr) and run.stdout == ""
+    assert "escapes" in one_line_error(run.stderr) and run.stdout == "" and not dest.exists()
