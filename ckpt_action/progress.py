@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import TextIO
 
@@ -37,8 +38,29 @@ def quiet_client_bars() -> None:
             pass
 
 
+def bytes_read_since_now() -> Callable[[], int]:
+    """Bytes this process has read since the call (Linux ``/proc/self/io``), for progress
+    of uploads the client performs out of our sight; 0 where the counter is missing."""
+
+    def rchar() -> int | None:
+        try:
+            with open("/proc/self/io", encoding="ascii") as fh:
+                for line in fh:
+                    if line.startswith("rchar:"):
+                        return int(line.split()[1])
+        except OSError:
+            return None
+        return None
+
+    start = rchar()
+    if start is None:
+        return lambda: 0
+    return lambda: max(0, (rchar() or start) - start)
+
+
 class Ticker:
-    """Print ``label: done / total (pct)`` every ``interval`` seconds while a transfer runs.
+    """Print ``label: done / total (pct), Ns`` every ``interval`` seconds while a transfer
+    runs, and a closing line, in CI logs; in a terminal the client's own bars show instead.
 
     ``measure`` returns the bytes done so far; it runs on a background thread.
     """
@@ -49,22 +71,30 @@ class Ticker:
         self.interval = interval if interval is not None else float(os.environ.get("CKPT_PROGRESS_INTERVAL", "10"))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+        self._started = 0.0
+        self._active = False
 
     def _line(self) -> str:
         done = min(self.measure(), self.total)
         pct = 100.0 * done / self.total if self.total else 100.0
-        return f"{self.label}: {human(done)} / {human(self.total)} ({pct:.0f}%)"
+        elapsed = time.monotonic() - self._started
+        return f"{self.label}: {human(done)} / {human(self.total)} ({pct:.0f}%), {elapsed:.0f} s"
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             print(self._line(), file=self.stream, flush=True)
 
     def __enter__(self) -> Ticker:
-        if not interactive(self.stream) and self.interval > 0:
+        self._started = time.monotonic()
+        self._active = not interactive(self.stream) and self.interval > 0
+        if self._active:
             self._thread.start()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, *exc: object) -> None:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
+        if self._active and exc_type is None:
+            elapsed = time.monotonic() - self._started
+            print(f"{self.label}: done, {human(self.total)} in {elapsed:.1f} s", file=self.stream, flush=True)

@@ -19,6 +19,7 @@ from .errors import CkptError, NotFoundError, RemoteError
 from .handle import CheckpointHandle
 from .hubclient import backoff_delays, call, is_transient
 from .manifest import MANIFEST_NAME, FileDigest, Manifest, digest_files, matches_remote, scan_dir
+from .progress import Ticker, bytes_read_since_now
 from .remote import RemoteRepo
 from .settings import Settings
 
@@ -73,7 +74,9 @@ def push(
     from huggingface_hub.errors import HfHubHTTPError
 
     paths = scan_dir(local_dir)
-    digests = digest_files(paths)
+    sizes = {rel: full.stat().st_size for rel, full in paths.items()}
+    with Ticker(f"push {subfolder}: hashing", sum(sizes.values()), bytes_read_since_now()):
+        digests = digest_files(paths)
     adds = _ops_for(paths, digests, subfolder)
     complete = Manifest(files=digests, step=step, complete=True, source=source)
     partial = Manifest(files=digests, step=step, complete=False, created_at="", source=source)
@@ -117,14 +120,15 @@ def push(
         ops.append(CommitOperationAdd(f"{subfolder}/{MANIFEST_NAME}", marker.to_json()))
         part = "" if final and commits == 0 else f" (part {commits + 1})"
         try:
-            info = api.create_commit(
-                repo,
-                operations=ops,  # type: ignore[arg-type]
-                commit_message=title + part,
-                commit_description="Written by ckpt-action; the manifest is committed with the last part.",
-                parent_commit=head,
-                revision=branch,
-            )
+            with Ticker(f"push {subfolder}: uploading", sum(sizes[rel] for rel in batch), bytes_read_since_now()):
+                info = api.create_commit(
+                    repo,
+                    operations=ops,  # type: ignore[arg-type]
+                    commit_message=title + part,
+                    commit_description="Written by ckpt-action; the manifest is committed with the last part.",
+                    parent_commit=head,
+                    revision=branch,
+                )
         except HfHubHTTPError as exc:
             status = getattr(exc.response, "status_code", None)
             if status == 412:

@@ -317,3 +317,16 @@ def test_demo_runs(cli, tmp_path):
     assert "latest -> checkpoint-300" in run.stdout
     assert "skipped checkpoint-400" in run.stdout
     assert "identical" in run.stdout
+
+
+def test_ci_logs_get_progress_lines_not_bars(hub, cli, tmp_path):
+    env = env_for(hub, tmp_path, CI="true", CKPT_PROGRESS_INTERVAL="0.01")
+    src = write_checkpoint(tmp_path / "c", ckpt_files(8, big=20_000_000))
+    push = cli("push", "--repo", "o/r", "--local-dir", str(src), "--step", "8", env=env)
+    assert push.code == 0, push.stderr
+    assert "push checkpoint-8: uploading: done, 19.1 MiB in" in push.stderr
+    pull = cli("pull", "--repo", "o/r", "--latest", "--local-dir", str(tmp_path / "d"), env=env)
+    assert pull.code == 0, pull.stderr
+    lines = pull.stderr.splitlines()
+    assert any(line.startswith("pull checkpoint-8: done, 19.1 MiB in") for line in lines), lines
+    assert not any("\r" in line or "it/s" in line for line in push.stderr.splitlines() + lines), "no tqdm bars in CI"
