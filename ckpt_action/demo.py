@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import shutil
 import tempfile
@@ -48,6 +49,7 @@ def run_demo(keep: Path | None = None, echo: Callable[[str], None] = print) -> d
     from .localhub import LocalHub
 
     disable_progress_bars()
+    os.environ.setdefault("CKPT_PROGRESS_INTERVAL", "0")  # the demo narrates its own steps
 
     work = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="ckpt-demo-"))
     work.mkdir(parents=True, exist_ok=True)

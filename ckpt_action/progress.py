@@ -95,6 +95,6 @@ class Ticker:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
-        if self._active and exc_type is None:
+        if self._active and exc_type is None:  # interval 0 (the demo) prints nothing
             elapsed = time.monotonic() - self._started
             print(f"{self.label}: done, {human(self.total)} in {elapsed:.1f} s", file=self.stream, flush=True)
