@@ -117,6 +117,17 @@ class HubProcess:
             data = fh.read()
         return Requests([json.loads(line) for line in data.splitlines() if line.strip()])
 
+    def peak_rss(self) -> int:
+        """The server's peak resident memory so far, in bytes (Linux; 0 elsewhere)."""
+        try:
+            with open(f"/proc/{self.proc.pid}/status", encoding="ascii") as fh:
+                for line in fh:
+                    if line.startswith("VmHWM:"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+        return 0
+
     def stop(self, remove: bool = False) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()

@@ -1,7 +1,7 @@
 """Section 6: the container image's size and the cold start of ``--help`` in it (Podman).
 
-Another job builds the image; this only measures one that exists, tagged like
-``ckpt-action:*``, and says "skipped" otherwise.
+The image tests build it (``localhost/ckpt-action:test``); this only measures one that
+exists, tagged like ``ckpt-action:*``, and says "skipped" otherwise.
 """
 
 from __future__ import annotations
@@ -16,8 +16,16 @@ from .report import Section, fmt_s
 from .timing import median, run
 
 
-def _find_image() -> dict[str, object] | None:
-    out = subprocess.run(["podman", "images", "--format", "json"], capture_output=True, text=True, check=False)
+def _podman() -> str | None:
+    """The project's Podman (``.ci/podman.sh`` wraps it with its own storage), else plain podman."""
+    wrapped = os.environ.get("CKPT_PODMAN") or "/var/tmp/ckpt-action-podman/bin/podman"
+    if os.access(wrapped, os.X_OK):
+        return wrapped
+    return shutil.which("podman")
+
+
+def _find_image(podman: str) -> dict[str, object] | None:
+    out = subprocess.run([podman, "images", "--format", "json"], capture_output=True, text=True, check=False)
     if out.returncode != 0:
         return None
     for image in json.loads(out.stdout or "[]"):
@@ -29,17 +37,18 @@ def _find_image() -> dict[str, object] | None:
 
 def run_section(ctx: Context) -> Section:
     sec = Section(6, "container image")
-    if shutil.which("podman") is None:
+    podman = _podman()
+    if podman is None:
         sec.skipped = "no podman"
         return sec
-    image = _find_image()
+    image = _find_image(podman)
     if image is None:
         sec.skipped = "no podman image"
         return sec
     name = str(image["name"])
     reps = 2 if ctx.quick else 5
     env = dict(os.environ)
-    times = [run(["podman", "run", "--rm", name, "--help"], env).seconds for _ in range(reps)]
+    times = [run([podman, "run", "--rm", name, "--help"], env).seconds for _ in range(reps)]
     sec.row(f"image {name}", f"{int(image['size']) / 1e6:.0f} MB")
     sec.row("podman run --rm IMAGE --help", f"median {fmt_s(median(times))} of {reps}")
     sec.data = {"image": name, "size_bytes": image["size"], "help_seconds": times}

@@ -29,7 +29,7 @@ def _curl_rate(url: str) -> float:
 
 def run_section(ctx: Context) -> Section:
     sizes = QUICK_CHECKPOINT_MIB if ctx.quick else BIG_CHECKPOINT_MIB
-    reps = 1 if ctx.quick else 2
+    reps = 1 if ctx.quick else 4  # ratios swing ±0.2 between single runs here; the median of 4 settles
     src = ctx.work / "big-checkpoint"
     total = write_checkpoint(src, sizes)
     biggest = max(sizes, key=lambda k: sizes[k])
@@ -38,6 +38,7 @@ def run_section(ctx: Context) -> Section:
     pull_s: dict[str, list[float]] = {"ckpt-action pull": [], "hf download": []}
     curl: list[float] = []
     lfs_up: dict[str, int] = {}
+    peak_rss: list[int] = []
     for rep in range(reps):
         hubs = {name: HubProcess(ctx.work / f"hub-{rep}-{i}") for i, name in enumerate(push_s)}
         try:
@@ -60,6 +61,7 @@ def run_section(ctx: Context) -> Section:
                 pull_s[name].append(run(cmd, ctx.env(hub)).seconds)
                 shutil.rmtree(target, ignore_errors=True)
                 curl.append(_curl_rate(f"{hub.url}/{REPO}/resolve/main/{SUBFOLDER}/{biggest}"))
+            peak_rss.append(max(h.peak_rss() for h in hubs.values()))
         finally:
             for hub in hubs.values():
                 hub.stop(remove=True)
@@ -71,6 +73,9 @@ def run_section(ctx: Context) -> Section:
         sec.row(name, f"median {fmt_s(median(times))} = {fmt_rate(total, median(times))} "
                 f"({ratio(rates[name], limit)}x the loopback limit)")
     sec.row(f"loopback limit: curl GET {biggest}", f"{limit / 1e6:.0f} MB/s (median of {len(curl)})")
+    rss = max(peak_rss) if peak_rss else 0
+    sec.row("local Hub peak memory (RSS) over the trials", f"{rss / 2**20:.0f} MiB for {total / 2**30:.2f} GiB moved"
+            " (streams to and from disk)")
     push_ratio = ratio(rates["ckpt-action push"], rates["hf upload"]) or 0.0
     pull_ratio = ratio(rates["ckpt-action pull"], rates["hf download"]) or 0.0
     sec.row("ckpt-action / hf CLI", f"push {push_ratio}x, pull {pull_ratio}x")
@@ -85,5 +90,6 @@ def run_section(ctx: Context) -> Section:
     sec.data = {"bytes": total, "files": dict(sizes), "repetitions": reps,
                 "seconds": push_s | pull_s, "seconds_median": {k: median(v) for k, v in (push_s | pull_s).items()},
                 "bytes_per_second": rates, "loopback_bytes_per_second": limit, "curl_all": curl,
-                "lfs_bytes_uploaded": lfs_up, "push_ratio_vs_hf": push_ratio, "pull_ratio_vs_hf": pull_ratio}
+                "lfs_bytes_uploaded": lfs_up, "hub_peak_rss_bytes": rss,
+                "push_ratio_vs_hf": push_ratio, "pull_ratio_vs_hf": pull_ratio}
     return sec

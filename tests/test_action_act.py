@@ -201,9 +201,6 @@ def test_example_resume_twice(hub_server, tool_cache: Path, cli) -> None:
 
 
 def test_example_release(hub_server, tool_cache: Path, cli, tmp_path: Path) -> None:
-    probe = cli("promote", "--help")
-    if probe.code != 0:
-        pytest.skip("the CLI has no promote command yet")
     hub = hub_server(token=TOKEN)
     ckpt = tmp_path / "ck"
     ckpt.mkdir()
@@ -213,9 +210,14 @@ def test_example_release(hub_server, tool_cache: Path, cli, tmp_path: Path) -> N
     assert pushed.code == 0, pushed.stderr
     proc = run_act(WORKFLOWS / "example-release.yml", "workflow_dispatch",
                    *host_args(hub, tool_cache, "act/release"),
-                   "--input", "to=act/released", "--input", "tag=v1.0")
+                   "--input", "to=release", "--input", "tag=v1.0")
     log = assert_ok(proc)
     assert "promoted step 5" in log
+    listed = cli("list", "--repo", "act/release", "--revision", "v1.0", "--json", HF_ENDPOINT=hub.url,
+                 HF_TOKEN=TOKEN)
+    assert listed.code == 0, listed.stderr
+    rows = {r["subfolder"]: r for r in listed.json["checkpoints"]}
+    assert rows["release"]["complete"] and rows["release"]["source"]["revision"] == pushed.json["revision"]
 
 
 CONTAINER_WORKFLOW = """
