@@ -262,21 +262,3 @@ def matches_remote(want: FileDigest, got: RemoteFile | None) -> bool:
 def expected_from_remote(remote: Mapping[str, RemoteFile]) -> dict[str, FileDigest]:
     """Expectations for a checkpoint without a manifest: what the tree listing vouches for."""
     return {p: FileDigest(r.size, r.lfs_sha256, None if r.lfs_sha256 else r.git_oid) for p, r in remote.items()}
-
-
-def verify_file(path: Path, rel: str, want: FileDigest) -> None:
-    """Check one downloaded file against what the manifest (or the Hub's listing) vouches for."""
-    if not path.is_file():
-        raise IntegrityError(f"{rel} is missing after download")
-    have = digest_file(path)
-    ok = have.size == want.size
-    if ok and want.sha256 is not None:
-        ok = have.sha256 == want.sha256
-    elif ok and want.git_oid is not None:
-        ok = have.git_oid == want.git_oid
-    if not ok:
-        raise IntegrityError(
-            f"downloaded {rel} does not match what the Hub vouches for ({have.size} bytes, sha256"
-            f" {(have.sha256 or '')[:12]}…; expected {want.size} bytes, sha256 {(want.sha256 or '?')[:12]}…)"
-        )
-

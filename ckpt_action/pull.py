@@ -9,22 +9,95 @@ point removes the temporary dir and leaves the target as it was.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 from .errors import CkptError, IntegrityError, NotFoundError
 from .handle import CheckpointHandle, step_of
 from .hubclient import call
-from .manifest import MANIFEST_NAME, expected_from_remote, verify_file
+from .manifest import GIT_OID_LIMIT, MANIFEST_NAME, FileDigest, expected_from_remote
 from .progress import Ticker
 from .remote import RemoteRepo
 from .validate import safe_relative
 
 DOWNLOAD_THREADS = 8
+# What a Hub ETag is: a git blob id or an LFS sha256, maybe weak or quoted. Anything else
+# (a path, "../x") is a hostile or broken server; huggingface_hub itself does not check.
+_ETAG_RE = re.compile(r'^(W/)?"?[0-9A-Za-z_.:+=-]{1,128}"?$')
+
+
+class _Hashes:
+    """sha256, and the git blob id for small files, of the bytes written so far."""
+
+    def __init__(self, size: int | None) -> None:
+        self.size = size
+        self.reset()
+
+    def reset(self) -> None:
+        size = self.size
+        self.sha = hashlib.sha256()
+        self.git = (hashlib.sha1(b"blob %d\x00" % size, usedforsecurity=False)
+                    if size is not None and size <= GIT_OID_LIMIT else None)
+        self.done = 0
+
+    def update(self, chunk: bytes) -> None:
+        self.sha.update(chunk)
+        if self.git is not None:
+            self.git.update(chunk)
+        self.done += len(chunk)
+
+
+def download(remote: RemoteRepo, sha: str, path: str, dest: Path, want: FileDigest | None) -> None:
+    """GET one file at sha into dest, hashing as it streams; resume with Range after a drop.
+
+    One request per file (no HEAD), verification in the same pass as the write, and a
+    retry picks up where the bytes stopped rather than starting over.
+    """
+    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+
+    url = f"{remote.settings.endpoint}/{remote.repo}/resolve/{quote(sha, safe='')}/{quote(path)}"
+    base = build_hf_headers(token=remote.settings.token or None, library_name="ckpt-action")
+    base["Accept-Encoding"] = "identity"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    state = _Hashes(want.size if want else None)
+
+    def attempt() -> None:
+        headers = dict(base)
+        if state.done:
+            headers["Range"] = f"bytes={state.done}-"
+        with get_session().stream("GET", url, headers=headers) as response:
+            hf_raise_for_status(response)
+            for name in ("ETag", "X-Linked-Etag"):
+                tag = response.headers.get(name)
+                if tag is not None and not _ETAG_RE.match(tag):
+                    raise IntegrityError(f"the Hub sent a malformed {name} for {path}: refusing the download")
+            if state.done and response.status_code != 206:
+                state.reset()  # the server ignored Range: start the file over
+            with open(dest, "ab" if state.done else "wb") as fh:
+                # Chunks as they arrive (a buffered chunk size would lose what came before a drop).
+                for chunk in response.iter_bytes():
+                    fh.write(chunk)
+                    state.update(chunk)
+
+    call(remote.settings, f"downloading {path}", attempt, repo=remote.repo)
+    if want is None:
+        return
+    ok = state.done == want.size
+    if ok and want.sha256 is not None:
+        ok = state.sha.hexdigest() == want.sha256
+    elif ok and want.git_oid is not None:
+        ok = state.git is not None and state.git.hexdigest() == want.git_oid
+    if not ok:
+        raise IntegrityError(
+            f"downloaded {path} does not match what the Hub vouches for ({state.done} bytes, sha256"
+            f" {state.sha.hexdigest()[:12]}…; expected {want.size} bytes, sha256 {(want.sha256 or '?')[:12]}…)")
 
 
 @dataclass(frozen=True)
@@ -55,8 +128,6 @@ def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path,
     >>> pull(RemoteRepo(settings, "org/run"), "checkpoint-300", None, Path("resume"))  # doctest: +SKIP
     PullResult(handle=CheckpointHandle(..., revision='3f1c…'), local_dir=PosixPath('resume'), ...)
     """
-    from huggingface_hub import hf_hub_download
-
     sha = sha or remote.resolve(revision)
     if sha is None:
         raise NotFoundError(f"{remote.repo} has no commits yet: nothing to pull")
@@ -82,16 +153,13 @@ def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path,
     parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.ckpt-", dir=_staging_dir(target)))
     try:
-        names = list(snap.files) + ([MANIFEST_NAME] if snap.manifest is not None else [])
+        names = list(snap.files)
+        if snap.manifest_bytes is not None:
+            (tmp / subfolder).mkdir(parents=True, exist_ok=True)
+            (tmp / subfolder / MANIFEST_NAME).write_bytes(snap.manifest_bytes)
 
         def fetch(rel: str) -> None:
-            call(remote.settings, f"downloading {subfolder}/{rel}", hf_hub_download, remote.repo,
-                 f"{subfolder}/{rel}", revision=sha, local_dir=str(tmp), endpoint=remote.settings.endpoint,
-                 token=remote.settings.token or None, etag_timeout=remote.settings.timeout, repo=remote.repo,
-                 client_retries=True)
-            if rel in expected:
-                # Verified as soon as it lands, while other files still download.
-                verify_file(tmp / subfolder / rel, rel, expected[rel])
+            download(remote, sha, f"{subfolder}/{rel}", tmp / subfolder / rel, expected.get(rel))
 
         with Ticker(f"pull {subfolder}", total, lambda: _dir_size(tmp)), \
                 ThreadPoolExecutor(max_workers=DOWNLOAD_THREADS) as pool:

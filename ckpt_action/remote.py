@@ -30,6 +30,7 @@ class Snapshot:
     subfolder: str
     files: dict[str, RemoteFile]
     manifest: Manifest | None
+    manifest_bytes: bytes | None = None
 
     @property
     def exists(self) -> bool:
@@ -159,7 +160,7 @@ class RemoteRepo:
             assert data is not None
             manifest = Manifest.from_json(data)
             del files[MANIFEST_NAME]
-        return Snapshot(sha, subfolder, files, manifest)
+        return Snapshot(sha, subfolder, files, manifest, data if manifest else None)
 
     def error(self, exc: BaseException, what: str) -> Exception:
         return translate(exc, what, self.settings, self.repo)

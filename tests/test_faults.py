@@ -42,13 +42,12 @@ ENDPOINTS = {
     "lfs-batch": ("POST", r"\.git/info/lfs/objects/batch$"),
     "lfs-put": ("PUT", r"^/localhub-lfs/"),
     "commit": ("POST", r"/api/models/[^/]+/[^/]+/commit/"),
-    "file-head": ("HEAD", r"/resolve/[0-9a-f]{40}/.*model\.safetensors$"),
     "file-get": ("GET", r"/resolve/[0-9a-f]{40}/.*model\.safetensors$"),
 }
 MODE_ENDPOINTS = {
     "push": ["refs", "create", "tree", "manifest", "preupload", "lfs-batch", "lfs-put", "commit"],
     "latest": ["refs", "tree", "manifest"],
-    "pull": ["refs", "tree", "manifest", "file-head", "file-get"],
+    "pull": ["refs", "tree", "manifest", "file-get"],  # one GET a file: no HEAD
 }
 FAULTS: dict[str, dict[str, object]] = {
     "500": {"status": 500},
@@ -144,9 +143,7 @@ GIVE_UP: list[tuple[str, str, dict[str, object]]] = [
     ("latest", "refs", {"delay_s": SLOW}),
     ("latest", "manifest", {"reset": 5}),
     ("pull", "refs", {"status": 429, "retry_after": 0}),
-    # huggingface_hub itself retries this HEAD (sleeping 1+2+4+8+8 s); with CKPT_RETRIES=2 on top
-    # the give-up takes ~70 s, so this cell uses CKPT_RETRIES=0 (see the README's retry budget).
-    ("pull", "file-head", {"status": 503, "_retries": "0"}),
+    ("pull", "file-get", {"status": 503}),
     ("pull", "manifest", {"delay_s": SLOW}),
 ]
 
@@ -255,3 +252,20 @@ def test_timeout_is_configurable_by_flag(hub_server, hf_client, cli, tmp_path):
     assert run.code == 1 and "cannot reach" in one_line_error(run.stderr)
     assert elapsed < 5.5, f"{elapsed:.1f}s: --timeout 1 --retries 1 should give up after about 2 s"
     hub.set_faults([])
+
+
+def test_a_download_cut_mid_body_resumes_with_range(hub_server, hf_client, cli, tmp_path):
+    """A dropped connection costs the rest of the file, not the whole file: the retry asks for a Range."""
+    hub = hub_server()
+    files = ckpt(1)
+    seed(hub.url, "o/r", "checkpoint-1", files, tmp_path, step=1)
+    size = len(files["model.safetensors"])
+    hub.set_faults([{"method": "GET", "path": ENDPOINTS["file-get"][1], "times": 1, "reset": size // 2}])
+    start = len(hub.log_entries())
+    dest = tmp_path / "dest"
+    run = cli("pull", "--repo", "o/r", "--latest", "--local-dir", str(dest), env=env_for(hub, tmp_path))
+    assert run.code == 0, run.stderr
+    assert (dest / "model.safetensors").read_bytes() == files["model.safetensors"]
+    gets = [e for e in hub.log_entries()[start:] if e["method"] == "GET" and "model.safetensors" in e["path"]]
+    assert [e["status"] for e in gets] == ["reset", 206], gets
+    assert gets[1]["bytes_out"] == size - size // 2

@@ -81,6 +81,13 @@ def _apply_env(mp: pytest.MonkeyPatch, tmp: Path) -> None:
     (tmp / "wandb-dir").mkdir(parents=True, exist_ok=True)
 
 
+def decode_flushed(tmp: Path) -> RunFile:
+    """Decode the test's run file once wandb-core has shut down: finish() can return while
+    it still writes records, and a decode in between sees a run without its artifact."""
+    _teardown_wandb()
+    return decode_single_run(tmp / "wandb-dir")
+
+
 @pytest.fixture
 def wandb_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     _apply_env(monkeypatch, tmp_path)
@@ -174,7 +181,7 @@ def test_read_pointer_round_trip(logged: tuple[PointerResult, RunFile, Path]) ->
 
 def test_given_run_id_is_used(wandb_tmp: Path) -> None:
     result = log_pointer(HANDLE, project="ckpt-tests", run_id="trainrun0001")
-    decoded = decode_single_run(wandb_tmp / "wandb-dir")
+    decoded = decode_flushed(wandb_tmp)
     assert decoded.run_id == "trainrun0001" == result.run_id
     assert decoded.artifacts[0].run_id == "trainrun0001"
     # The training run keeps its own job type: none is imposed when attaching.
@@ -187,7 +194,7 @@ def test_no_step_custom_name_and_extra(wandb_tmp: Path) -> None:
     result = log_pointer(
         handle, project="ckpt-tests", artifact_name="sft.pointer_v1", extra={"epoch": 3, "note": "ok"}
     )
-    art = decode_single_run(wandb_tmp / "wandb-dir").artifacts[0]
+    art = decode_flushed(wandb_tmp).artifacts[0]
     assert art.name == result.artifact_name == "sft.pointer_v1"
     assert art.aliases == ["latest"]
     assert art.metadata["epoch"] == 3 and art.metadata["step"] is None
@@ -215,7 +222,7 @@ def test_tokens_land_nowhere(wandb_tmp: Path, monkeypatch: pytest.MonkeyPatch) -
     (cwd / "config-defaults.yaml").write_text(f"hf_token:\n  value: {FAKE_HF}\n")
     monkeypatch.chdir(cwd)
     log_pointer(HANDLE, project="ckpt-tests")
-    decoded = decode_single_run(wandb_tmp / "wandb-dir")
+    decoded = decode_flushed(wandb_tmp)
     assert "hf_token" not in decoded.config_json
     wandb_dir = wandb_tmp / "wandb-dir"
     files = list(_all_bytes_under(wandb_dir))
