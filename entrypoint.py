@@ -70,6 +70,14 @@ def _setup_logging() -> None:
     root.setLevel(logging.WARNING)
 
 
+def _route_client_logs() -> None:
+    """huggingface_hub adds its own stderr handler when imported, which would print each
+    warning twice and skip the token scrubbing: send its records through ours only."""
+    import huggingface_hub  # noqa: F401 - its import is what installs the handler
+
+    logging.getLogger("huggingface_hub").handlers[:] = []
+
+
 def common(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Options every Hub command takes."""
     options = [
@@ -88,8 +96,13 @@ def common(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def settings_from(opts: dict[str, Any]) -> Settings:
     _Secret.value = opts.get("token") or _Secret.value
-    return Settings.from_env(endpoint=opts.get("endpoint"), token=opts.get("token") or None,
+    settings = Settings.from_env(endpoint=opts.get("endpoint"), token=opts.get("token") or None,
                              timeout=opts.get("timeout"), retries=opts.get("retries"))
+    from ckpt_action.hubclient import prepare
+
+    prepare(settings)  # before the client's import, so its import-time switches fit the endpoint
+    _route_client_logs()
+    return settings
 
 
 def emit(command: str, result: dict[str, Any], opts: dict[str, Any],
@@ -234,8 +247,7 @@ def latest(**o: Any) -> None:
     from ckpt_action.remote import RemoteRepo
 
     res = find_latest(RemoteRepo(settings, repo), revision)
-    for name, why in res.skipped:
-        warn(f"skipped {name}: {why}")
+    _report_skipped(res, repo)
     if res.handle is None:
         result: dict[str, Any] = {"repo": repo, "subfolder": None, "revision": res.revision, "step": None,
                                   "hub_url": None, "found": False}
@@ -245,6 +257,13 @@ def latest(**o: Any) -> None:
         return
     result = res.handle.to_dict() | {"found": True, "verified": res.has_manifest}
     emit("latest", result, o)
+
+
+def _report_skipped(res: Any, repo: str) -> None:
+    if res.repo_missing:
+        warn(f"{repo} does not exist, or this token cannot see it: no checkpoint")
+    for name, why in res.skipped:
+        warn(f"skipped {name}: {why}")
 
 
 # --- pull ---------------------------------------------------------------------------------------
@@ -296,8 +315,7 @@ def pull(**o: Any) -> None:
         from ckpt_action.discover import latest as find_latest
 
         found = find_latest(remote, revision)
-        for name, why in found.skipped:
-            warn(f"skipped {name}: {why}")
+        _report_skipped(found, repo)
         if found.handle is None:
             raise NoCheckpointError(f"no complete checkpoint-N in {repo} to pull")
         subfolder, sha = found.handle.subfolder, found.handle.revision
@@ -366,16 +384,20 @@ def list_(**o: Any) -> None:
     revision = validate.revision(o["revision"])
     settings = settings_from(o)
 
-    from ckpt_action.discover import list_checkpoints
+    from ckpt_action.discover import CheckpointInfo, list_checkpoints
     from ckpt_action.progress import human
     from ckpt_action.remote import RemoteRepo
 
+    remote = RemoteRepo(settings, repo)
     try:
-        sha, infos = list_checkpoints(RemoteRepo(settings, repo), revision)
+        remote.resolve(revision)
     except NotFoundError:
         if revision:
             raise
-        sha, infos = None, []
+        warn(f"{repo} does not exist, or this token cannot see it: no checkpoints")
+        sha, infos = None, list[CheckpointInfo]()
+    else:
+        sha, infos = list_checkpoints(remote, revision)
     rows = [i.to_dict() for i in infos]
     markdown = "| checkpoint | step | status | files | size |\n|---|---|---|---|---|\n" + "".join(
         f"| `{i.subfolder}` | {'' if i.step is None else i.step} | {i.status} | {i.files} | {human(i.size)} |\n"

@@ -48,7 +48,10 @@ run=(run --name "$name" --network host --user "$(id -u):$(id -g)" --workdir "$PW
   --env HF_TOKEN --env HF_ENDPOINT --env CI --env GITHUB_ACTIONS --env GITHUB_OUTPUT
   --env GITHUB_STEP_SUMMARY --env GITHUB_SERVER_URL --env GITHUB_REPOSITORY
   --env GITHUB_RUN_ID --env GITHUB_SHA --env GITHUB_WORKFLOW --env GITHUB_JOB
-  --env WANDB_API_KEY --env WANDB_MODE --env WANDB_BASE_URL)
+  --env WANDB_API_KEY --env WANDB_MODE --env WANDB_BASE_URL --env WANDB_PROJECT --env WANDB_ENTITY
+  --env WANDB_RUN_ID --env CKPT_TIMEOUT --env CKPT_RETRIES --env CKPT_RETRY_DELAY --env CKPT_RETRY_MAX_DELAY
+  --env CKPT_MAX_FILES_PER_COMMIT --env CKPT_PROGRESS_INTERVAL --env CKPT_DEBUG --env HF_HUB_DISABLE_XET
+  --env HF_HUB_DISABLE_TELEMETRY)
 if [ -t 1 ]; then run+=(--tty); fi
 
 self=""
@@ -73,8 +76,15 @@ else
       "$PWD"/*) ;;
       *)
         parent="$(dirname "$local_dir")"
+        mkdir -p "$parent"  # or nothing would be mounted and the files would stay in the container
         if [ "$parent" = "/" ]; then mounts+=("$local_dir"); else mounts+=("$parent"); fi
         ;;
+    esac
+  fi
+  if [ -n "${pointer:-}" ]; then
+    case "$pointer/" in
+      "$PWD"/*) ;;
+      *) mounts+=("$(dirname "$pointer")") ;;
     esac
   fi
   mounts+=("${GITHUB_OUTPUT:-}" "${GITHUB_STEP_SUMMARY:-}")

@@ -31,8 +31,10 @@ if [ ! -f "$venv/.complete" ]; then
   "$(venv_py "$tmp")" -m pip install --disable-pip-version-check --no-input --no-deps \
     --require-hashes --only-binary=:all: -r "$root/requirements.lock"
   touch "$tmp/.complete"
-  # Another job may have won the race; either copy is fine.
-  if ! mv "$tmp" "$venv" 2>/dev/null; then rm -rf "$tmp"; fi
+  # Another job may have won the race; either copy is fine. (A plain mv onto an existing
+  # dir would move ours inside it, so look first and clean up if we still lost.)
+  if [ -e "$venv" ] || ! mv "$tmp" "$venv" 2>/dev/null; then rm -rf "$tmp"; fi
+  rm -rf "${venv:?}/$(basename "$tmp")"
   echo "::endgroup::"
 else
   echo "ckpt-action: using cached environment $venv"

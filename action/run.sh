@@ -8,7 +8,13 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 err() { # err MSG [CODE]: error annotation on Actions, plain message elsewhere
   if [ "${GITHUB_ACTIONS:-}" = "true" ]; then
-    printf '::error title=ckpt-action::%s\n' "$1"
+    # Escape as the runner expects, so an input value cannot end the annotation and start
+    # another workflow command.
+    local msg="$1"
+    msg="${msg//'%'/'%25'}"
+    msg="${msg//$'\r'/'%0D'}"
+    msg="${msg//$'\n'/'%0A'}"
+    printf '::error title=ckpt-action::%s\n' "$msg"
   else
     printf 'ckpt-action: error: %s\n' "$1" >&2
   fi
@@ -69,9 +75,13 @@ case "$mode" in
     ;;
   pull)
     [ -n "$local_dir" ] || err "mode pull needs input 'local-dir'"
-    mkdir -p "$local_dir"
     if [ -n "${INPUT_POINTER:-}" ]; then
-      args+=(--pointer "$INPUT_POINTER")
+      pointer="$INPUT_POINTER"
+      case "$pointer" in
+        /* | [A-Za-z]:[\\/]*) ;;
+        *) pointer="$PWD/$pointer" ;;
+      esac
+      args+=(--pointer "$pointer")
     elif [ -n "${INPUT_SUBFOLDER:-}" ]; then
       args+=(--subfolder "$INPUT_SUBFOLDER")
     else

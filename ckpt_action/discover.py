@@ -21,6 +21,8 @@ class LatestResult:
     skipped: list[tuple[str, str]]
     """Higher checkpoints passed over, with why (incomplete push, files disagree)."""
     has_manifest: bool = False
+    repo_missing: bool = False
+    """The Hub said 404 for the repo: it does not exist, or the token cannot see it."""
 
 
 def latest(remote: RemoteRepo, revision: str | None = None) -> LatestResult:
@@ -39,7 +41,7 @@ def latest(remote: RemoteRepo, revision: str | None = None) -> LatestResult:
     except NotFoundError:
         if revision is not None:
             raise
-        return LatestResult(None, None, [("(repo)", f"{remote.repo} does not exist, or this token cannot see it")])
+        return LatestResult(None, None, [], repo_missing=True)
     if sha is None:
         return LatestResult(None, None, [])
     folders = remote.top_level_folders(sha)
@@ -100,7 +102,7 @@ class CheckpointInfo:
 def describe(snap: Snapshot) -> CheckpointInfo:
     problems = snap.problems()
     if snap.manifest is None:
-        status = "foreign" if not problems else "empty"
+        status = "foreign"
     elif not snap.manifest.complete:
         status = "incomplete"
     else:

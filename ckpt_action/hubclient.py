@@ -130,7 +130,7 @@ def translate(exc: BaseException, what: str, settings: Settings, repo: str | Non
     if status == 403:
         return AuthError(f"{what}: the token may not do this (403){where}: use a token with write access")
     if isinstance(exc, HfHubHTTPError) and status is not None:
-        detail = _one_line(getattr(exc, "server_message", None) or str(exc).splitlines()[0], 200)
+        detail = _one_line(getattr(exc, "server_message", None) or (str(exc).splitlines() or [""])[0], 200)
         hint = "try again later" if status in TRANSIENT_STATUS else "see the message"
         return RemoteError(f"{what}: the Hub answered {status} ({detail}): {hint}")
     if is_transient(exc):
@@ -141,13 +141,16 @@ def translate(exc: BaseException, what: str, settings: Settings, repo: str | Non
     return RemoteError(f"{what}: {type(exc).__name__}: {_one_line(str(exc))}")
 
 
+def backoff(settings: Settings, attempt: int) -> float:
+    """The sleep before retry number ``attempt`` (0-based): exponential from retry_delay,
+    capped at retry_max_delay, jittered so concurrent jobs spread out."""
+    base = min(settings.retry_max_delay, settings.retry_delay * 2 ** min(attempt, 32))
+    return base * random.uniform(0.8, 1.2)  # noqa: S311 - jitter, not a secret
+
+
 def backoff_delays(settings: Settings) -> list[float]:
-    """The sleeps between attempts: exponential from retry_delay, capped, with jitter."""
-    delays, delay = [], settings.retry_delay
-    for _ in range(settings.retries):
-        delays.append(min(settings.retry_max_delay, delay) * random.uniform(0.8, 1.2))  # noqa: S311
-        delay *= 2
-    return delays
+    """The sleeps between the attempts of one call."""
+    return [backoff(settings, n) for n in range(settings.retries)]
 
 
 def call(settings: Settings, what: str, fn: Callable[..., T], *args: object, repo: str | None = None,

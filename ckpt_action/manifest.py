@@ -168,17 +168,23 @@ class Manifest:
             if doc.get("format") != FORMAT:
                 raise ValueError(f"unknown format {doc.get('format')!r}")
             files = {
-                str(p): FileDigest(int(d["size"]), str(d["sha256"]), d.get("git_oid"), d.get("lfs"))
+                str(p): FileDigest(int(d["size"]), None if d.get("sha256") is None else str(d["sha256"]),
+                                   d.get("git_oid"), d.get("lfs") if isinstance(d.get("lfs"), bool) else None)
                 for p, d in doc["files"].items()
             }
+            source = doc.get("source")
+            if source is not None and not isinstance(source, dict):
+                raise ValueError("source is not an object")
+            if not isinstance(doc.get("complete"), bool):
+                raise ValueError("complete is not true or false")
             tool = str(doc.get("tool", ""))
             return cls(
                 files=files,
                 step=doc.get("step"),
-                complete=bool(doc.get("complete")),
+                complete=doc["complete"],
                 created_at=str(doc.get("created_at", "")),
                 tool_version=tool.rpartition(" ")[2],
-                source=doc.get("source"),
+                source=source,
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise IntegrityError(f"the checkpoint manifest is unreadable ({exc})") from exc

@@ -14,7 +14,8 @@ import os
 import re
 import shutil
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -54,7 +55,12 @@ class _Hashes:
         self.done += len(chunk)
 
 
-def download(remote: RemoteRepo, sha: str, path: str, dest: Path, want: FileDigest | None) -> None:
+class Cancelled(CkptError):
+    """Another file of the same pull failed; this one stops instead of finishing for nothing."""
+
+
+def download(remote: RemoteRepo, sha: str, path: str, dest: Path, want: FileDigest | None,
+             stop: threading.Event | None = None) -> None:
     """GET one file at sha into dest, hashing as it streams; resume with Range after a drop.
 
     One request per file (no HEAD), verification in the same pass as the write, and a
@@ -83,6 +89,8 @@ def download(remote: RemoteRepo, sha: str, path: str, dest: Path, want: FileDige
             with open(dest, "ab" if state.done else "wb") as fh:
                 # Chunks as they arrive (a buffered chunk size would lose what came before a drop).
                 for chunk in response.iter_bytes():
+                    if stop is not None and stop.is_set():
+                        raise Cancelled(f"download of {path} stopped: another file failed")
                     fh.write(chunk)
                     state.update(chunk)
 
@@ -148,10 +156,10 @@ def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path,
         verified_by = "tree"
     total = sum(f.size for f in snap.files.values())
 
-    target = Path(target)
-    parent = target.absolute().parent
-    parent.mkdir(parents=True, exist_ok=True)
+    target = Path(target).absolute()
+    target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.ckpt-", dir=_staging_dir(target)))
+    stop = threading.Event()
     try:
         names = list(snap.files)
         if snap.manifest_bytes is not None:
@@ -159,12 +167,23 @@ def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path,
             (tmp / subfolder / MANIFEST_NAME).write_bytes(snap.manifest_bytes)
 
         def fetch(rel: str) -> None:
-            download(remote, sha, f"{subfolder}/{rel}", tmp / subfolder / rel, expected.get(rel))
+            try:
+                download(remote, sha, f"{subfolder}/{rel}", tmp / subfolder / rel, expected.get(rel), stop)
+            except BaseException:
+                stop.set()  # the first failure ends the pull; the others stop at their next chunk
+                raise
 
-        with Ticker(f"pull {subfolder}", total, lambda: _dir_size(tmp)), \
-                ThreadPoolExecutor(max_workers=DOWNLOAD_THREADS) as pool:
-            for fut in [pool.submit(fetch, rel) for rel in names]:
-                fut.result()
+        with Ticker(f"pull {subfolder}", total, lambda: _dir_size(tmp)):
+            pool = ThreadPoolExecutor(max_workers=DOWNLOAD_THREADS)
+            try:
+                futures = [pool.submit(fetch, rel) for rel in names]
+                for fut in as_completed(futures):
+                    if fut.exception() is not None and not isinstance(fut.exception(), Cancelled):
+                        raise fut.exception()  # type: ignore[misc]
+                for fut in futures:
+                    fut.result()
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
         got = tmp / subfolder
         missing = [rel for rel in expected if not (got / rel).is_file()]
         if missing:
@@ -193,24 +212,38 @@ def _pinned(target: Path) -> bool:
 def _staging_dir(target: Path) -> Path:
     """Stage beside the target (same filesystem, final step is a rename); inside it when the
     target is a mount point or its parent is not writable (a container's ``/``)."""
-    parent = target.absolute().parent
-    if _pinned(target) or (target.is_dir() and not os.access(parent, os.W_OK)):
+    if _pinned(target) or (target.is_dir() and not os.access(target.parent, os.W_OK)):
         return target
-    return parent
+    return target.parent
 
 
 def _move_into_place(src: Path, target: Path, *, force: bool) -> None:
     staged_inside = target in src.parents
     if staged_inside:
         # Mount point: the directory itself stays; swap its contents, staging dir excepted.
-        keep = src.relative_to(target).parts[0]
-        old = [p for p in target.iterdir() if p.name != keep]
+        staging = target / src.relative_to(target).parts[0]
+        old = [p for p in target.iterdir() if p != staging]
         if old and not force:
             raise CkptError(f"{target} is not empty: pass --force to replace it")
-        for p in old:
-            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
-        for p in list(src.iterdir()):
-            os.replace(p, target / p.name)
+        # Park the old contents in the staging dir (renames, same filesystem) so a failure
+        # half-way can put them back; the staging dir is removed with them on success.
+        parked = staging / ".ckpt-old"
+        parked.mkdir()
+        moved_old: list[Path] = []
+        moved_new: list[Path] = []
+        try:
+            for p in old:
+                os.replace(p, parked / p.name)
+                moved_old.append(p)
+            for p in list(src.iterdir()):
+                os.replace(p, target / p.name)
+                moved_new.append(target / p.name)
+        except OSError:
+            for p in moved_new:
+                os.replace(p, src / p.name)
+            for p in moved_old:
+                os.replace(parked / p.name, p)
+            raise
         return
     if target.exists() and not any(target.iterdir()):
         target.rmdir()

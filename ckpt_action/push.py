@@ -15,12 +15,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import CkptError, NotFoundError, RemoteError
+from .errors import CkptError, IntegrityError, NotFoundError, RemoteError
 from .handle import CheckpointHandle
-from .hubclient import backoff_delays, call, is_transient
+from .hubclient import backoff, call, is_transient
 from .manifest import MANIFEST_NAME, FileDigest, Manifest, digest_files, matches_remote, scan_dir
 from .progress import Ticker, bytes_read_since_now
-from .remote import RemoteRepo
+from .remote import RemoteRepo, Snapshot
 from .settings import Settings
 
 log = logging.getLogger(__name__)
@@ -93,13 +93,12 @@ def push(
         known_head = remote.resolve(target)
     batch_size = settings.max_files_per_commit - 1  # room for the manifest
     max_rounds = -(-len(adds) // batch_size) + _EXTRA_ROUNDS
-    delays = backoff_delays(settings) + [settings.retry_max_delay] * _EXTRA_ROUNDS
     commits = uploaded = deleted = failures = 0
 
     for _round in range(max_rounds):
         head = known_head if known_head is not None else remote.resolve(target)
         known_head = None
-        state = remote.snapshot(head, subfolder) if head else None
+        state = _state(remote, head, subfolder)
         have = state.files if state else {}
         pending = [rel for rel in adds if not matches_remote(digests[rel], have.get(rel))]
         stale = sorted(rel for rel in have if rel not in digests)
@@ -137,14 +136,14 @@ def push(
                 continue
             if not is_transient(exc):
                 raise remote.error(exc, f"committing {subfolder}") from exc
-            failures = _ambiguous(settings, remote, exc, failures, delays, subfolder)
+            failures = _ambiguous(settings, remote, exc, failures, subfolder)
             continue
         except CkptError:
             raise
         except Exception as exc:
             if not is_transient(exc):
                 raise remote.error(exc, f"committing {subfolder}") from exc
-            failures = _ambiguous(settings, remote, exc, failures, delays, subfolder)
+            failures = _ambiguous(settings, remote, exc, failures, subfolder)
             continue
         commits += 1
         uploaded += len(batch)
@@ -157,11 +156,23 @@ def push(
     )
 
 
-def _ambiguous(settings: Settings, remote: RemoteRepo, exc: BaseException, failures: int,
-               delays: list[float], subfolder: str) -> int:
+def _state(remote: RemoteRepo, head: str | None, subfolder: str) -> Snapshot | None:
+    """The target folder at head; a manifest we cannot read (corrupt, unknown format) is
+    treated as absent, so this push replaces it instead of failing forever."""
+    if head is None:
+        return None
+    try:
+        return remote.snapshot(head, subfolder)
+    except IntegrityError:
+        files = remote.files(head, subfolder)
+        files.pop(MANIFEST_NAME, None)
+        return Snapshot(head, subfolder, files, None)
+
+
+def _ambiguous(settings: Settings, remote: RemoteRepo, exc: BaseException, failures: int, subfolder: str) -> int:
     """After a commit failed in a way that may have landed: wait, then let the loop re-read."""
     if failures >= settings.retries:
         raise remote.error(exc, f"committing {subfolder}") from exc
     log.warning("commit of %s failed (%s); checking what landed before retrying", subfolder, type(exc).__name__)
-    time.sleep(delays[failures])
+    time.sleep(backoff(settings, failures))
     return failures + 1

@@ -9,7 +9,6 @@ points at.
 
 from __future__ import annotations
 
-import random
 import shutil
 import tempfile
 import time
@@ -19,7 +18,7 @@ from pathlib import Path
 from .discover import latest
 from .errors import ConflictError, InputError, IntegrityError, NotFoundError, RemoteError
 from .handle import CheckpointHandle, step_of
-from .hubclient import call, is_transient
+from .hubclient import backoff, call, is_transient
 from .manifest import MANIFEST_NAME, Manifest, expected_from_remote, matches_remote
 from .pull import pull
 from .push import push
@@ -84,8 +83,9 @@ def promote(remote: RemoteRepo, subfolder: str, revision: str | None, to: str, *
     >>> promote(RemoteRepo(settings, "org/run"), "checkpoint-900", None, "release", tag="v1.0")  # doctest: +SKIP
     PromoteResult(handle=CheckpointHandle(repo='org/run', subfolder='release', revision='9ac0…'), ...)
     """
-    if to == subfolder and (target is None or target.repo == remote.repo):
-        raise InputError(f"--to {to} is the checkpoint itself: name another folder")
+    same_repo = target is None or target.repo == remote.repo
+    if same_repo and (to == subfolder or to.startswith(subfolder + "/") or subfolder.startswith(to + "/")):
+        raise InputError(f"--to {to} overlaps the checkpoint {subfolder}: name a folder outside it")
     sha = remote.resolve(revision)
     if sha is None:
         raise NotFoundError(f"{remote.repo} has no commits: nothing to promote")
@@ -140,8 +140,7 @@ def promote(remote: RemoteRepo, subfolder: str, revision: str | None, to: str, *
         if result_sha is not None:
             commits = 1
             break
-        time.sleep(min(remote.settings.retry_max_delay, remote.settings.retry_delay * 2 ** attempt)
-                   * random.uniform(0.8, 1.2))  # noqa: S311
+        time.sleep(backoff(remote.settings, attempt))
     if result_sha is None:
         raise RemoteError(f"promoting {subfolder}: the branch kept moving or failing: try again later")
     if tag is not None:
@@ -260,6 +259,5 @@ def prune(remote: RemoteRepo, keep_last: int, *, dry_run: bool = False) -> tuple
         sha = _commit_with_parent(remote, ops, title[:200], plan.revision, "main")
         if sha is not None:
             return plan, sha
-        time.sleep(min(remote.settings.retry_max_delay, remote.settings.retry_delay * 2 ** attempt)
-                   * random.uniform(0.8, 1.2))  # noqa: S311
+        time.sleep(backoff(remote.settings, attempt))
     raise RemoteError("pruning: the branch kept moving or failing: try again later")

@@ -142,12 +142,15 @@ def local_dir_to_push(value: str | None) -> Path:
             full = Path(dirpath) / name
             if full.is_symlink():
                 target = full.resolve()
+                rel = full.relative_to(path)
                 if target != root and root not in target.parents:
-                    rel = full.relative_to(path)
                     raise InputError(
                         f"--local-dir has a symlink {rel} pointing outside the checkpoint: copy the file in"
                         " or remove the link"
                     )
+                if target.is_dir():
+                    # Never followed (a loop, or files counted twice): say so rather than skip it.
+                    raise InputError(f"--local-dir has a symlinked directory {rel}: copy it in or remove the link")
         has_file = has_file or bool(filenames)
     if not has_file:
         raise InputError(f"--local-dir {value} has no files: nothing to push")

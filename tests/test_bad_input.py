@@ -52,6 +52,12 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
     ("symlink-file-out", ["push", "--repo", "o/r", "--local-dir", "{linkfile}", "--step", "1"], {}, ["symlink"]),
     ("symlink-dir-out", ["push", "--repo", "o/r", "--local-dir", "{linkdir}", "--step", "1"], {}, ["symlink"]),
     ("symlink-dotdot", ["push", "--repo", "o/r", "--local-dir", "{linkrel}", "--step", "1"], {}, ["symlink"]),
+    ("symlink-dir-inside", ["push", "--repo", "o/r", "--local-dir", "{linkin}", "--step", "1"], {},
+     ["symlinked directory"]),
+    ("promote-into-itself", ["promote", "--repo", "o/r", "--subfolder", "checkpoint-5", "--to",
+                             "checkpoint-5/rel"], {}, ["overlaps"]),
+    ("promote-over-parent", ["promote", "--repo", "o/r", "--subfolder", "release/v1", "--to", "release"], {},
+     ["overlaps"]),
     # modes and flags
     ("unknown-mode", ["pushh", "--repo", "o/r"], {}, ["pushh"]),
     ("unknown-flag", ["latest", "--repo", "o/r", "--bogus"], {}, ["--bogus"]),
@@ -92,6 +98,7 @@ def _layout(tmp_path):
         "linkfile": write_checkpoint(root / "linkfile", {"w.bin": b"w"}),
         "linkdir": write_checkpoint(root / "linkdir", {"w.bin": b"w"}),
         "linkrel": write_checkpoint(root / "linkrel", {"w.bin": b"w"}),
+        "linkin": write_checkpoint(root / "linkin", {"real/w.bin": b"w"}),
     }
     paths["empty"].mkdir(parents=True)
     (paths["empty"] / "sub").mkdir()  # only directories: still nothing to push
@@ -100,6 +107,7 @@ def _layout(tmp_path):
     os.symlink(outside / "secret.txt", paths["linkfile"] / "leak.txt")
     os.symlink(outside, paths["linkdir"] / "leakdir", target_is_directory=True)
     os.symlink("../../outside/secret.txt", paths["linkrel"] / "rel.txt")
+    os.symlink("real", paths["linkin"] / "alias", target_is_directory=True)
     return paths
 
 

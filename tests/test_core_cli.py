@@ -330,3 +330,18 @@ def test_ci_logs_get_progress_lines_not_bars(hub, cli, tmp_path):
     lines = pull.stderr.splitlines()
     assert any(line.startswith("pull checkpoint-8: done, 19.1 MiB in") for line in lines), lines
     assert not any("\r" in line or "it/s" in line for line in push.stderr.splitlines() + lines), "no tqdm bars in CI"
+
+
+def test_push_replaces_an_unreadable_manifest_and_pull_takes_a_relative_target(hub, cli, tmp_path):
+    env = env_for(hub, tmp_path)
+    from huggingface_hub import HfApi
+
+    api = HfApi(endpoint=hub.url)
+    api.create_repo("o/r")
+    api.upload_file(path_or_fileobj=b"{not json", path_in_repo="checkpoint-2/ckpt-manifest.json", repo_id="o/r")
+    src = write_checkpoint(tmp_path / "c", {"w.bin": b"w" * 100})
+    run = cli("push", "--repo", "o/r", "--local-dir", str(src), "--step", "2", "--json", env=env)
+    assert run.code == 0, run.stderr
+    pulled = cli("pull", "--repo", "o/r", "--latest", "--local-dir", "rel/dest", "--json", env=env)
+    assert pulled.code == 0, pulled.stderr
+    assert (tmp_path / "rel" / "dest" / "w.bin").read_bytes() == b"w" * 100

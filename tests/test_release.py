@@ -192,3 +192,23 @@ def test_prune_keeps_exactly_what_it_promised_in_one_commit(hub, env, cli, tmp_p
     assert cli("latest", "--repo", "o/r", "--json", env=env).json["subfolder"] == "checkpoint-5"
     again = cli("prune", "--repo", "o/r", "--keep-last", "1", "--json", env=env)
     assert again.code == 0 and again.json["deleted"] == [] and len(a.list_repo_commits("o/r")) == commits + 1
+
+
+def test_promote_a_folder_without_manifest_then_pull_it(hub, env, cli, tmp_path):
+    files = {"pytorch_model.bin": b"f" * 5000, "config.json": b'{"from": "trainer"}'}
+    api(hub).create_repo("o/r")
+    api(hub).upload_folder(folder_path=str(write_checkpoint(tmp_path / "t", files)), path_in_repo="checkpoint-9",
+                           repo_id="o/r")
+    first = cli("promote", "--repo", "o/r", "--subfolder", "checkpoint-9", "--to", "release", "--tag", "v9",
+                "--json", env=env)
+    assert first.code == 0, first.stderr
+    again = cli("promote", "--repo", "o/r", "--subfolder", "checkpoint-9", "--to", "release", "--tag", "v9",
+                "--json", env=env)
+    assert again.code == 0 and again.json["commits"] == 0, again.stderr
+    dest = tmp_path / "d"
+    pulled = cli("pull", "--repo", "o/r", "--subfolder", "release", "--revision", "v9", "--local-dir", str(dest),
+                 "--json", env=env)
+    assert pulled.code == 0, pulled.stderr
+    got = read_tree(dest)
+    manifest = json.loads(got.pop("ckpt-manifest.json"))
+    assert got == files and manifest["files"]["config.json"]["sha256"] is None  # vouched for by git id
