@@ -141,17 +141,8 @@ def list_checkpoints(remote: RemoteRepo, revision: str | None = None) -> tuple[s
             grouped[owner][e.path[len(owner) + 1:]] = RemoteFile(
                 int(e.size), e.blob_id, e.lfs.sha256 if e.lfs else None)
 
-    def snap(root: str) -> Snapshot:
-        found = dict(grouped[root])
-        manifest = None
-        if MANIFEST_NAME in found:
-            data = remote.read_small_file(sha, f"{root}/{MANIFEST_NAME}")
-            assert data is not None
-            manifest = Manifest.from_json(data)
-            del found[MANIFEST_NAME]
-        return Snapshot(sha, root, found, manifest)
-
     with ThreadPoolExecutor(max_workers=8) as pool:
-        infos = [describe(s) for s in pool.map(snap, sorted(grouped))]
+        infos = [describe(s) for s in pool.map(lambda root: remote.snapshot(sha, root, files=grouped[root]),
+                                               sorted(grouped))]
     infos.sort(key=lambda i: (i.step is None, -(i.step or 0), i.subfolder))
     return sha, infos

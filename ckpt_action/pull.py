@@ -18,7 +18,6 @@ import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote
 
 from .errors import CkptError, IntegrityError, NotFoundError
 from .handle import CheckpointHandle, step_of
@@ -66,11 +65,9 @@ def download(remote: RemoteRepo, sha: str, path: str, dest: Path, want: FileDige
     One request per file (no HEAD), verification in the same pass as the write, and a
     retry picks up where the bytes stopped rather than starting over.
     """
-    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+    from huggingface_hub.utils import get_session, hf_raise_for_status
 
-    url = f"{remote.settings.endpoint}/{remote.repo}/resolve/{quote(sha, safe='')}/{quote(path)}"
-    base = build_hf_headers(token=remote.settings.token or None, library_name="ckpt-action")
-    base["Accept-Encoding"] = "identity"
+    url, base = remote.file_url(sha, path), remote.headers()
     dest.parent.mkdir(parents=True, exist_ok=True)
     state = _Hashes(want.size if want else None)
 

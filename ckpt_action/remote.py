@@ -121,12 +121,23 @@ class RemoteRepo:
             )
         return out
 
+    def file_url(self, sha: str, path: str) -> str:
+        return f"{self.settings.endpoint}/{self.repo}/resolve/{quote(sha, safe='')}/{quote(path)}"
+
+    def headers(self) -> dict[str, str]:
+        """Request headers for file reads: the token, our user agent, and no compression
+        (checkpoint bytes are hashed as they arrive)."""
+        from huggingface_hub.utils import build_hf_headers
+
+        headers = build_hf_headers(token=self.settings.token or None, library_name="ckpt-action")
+        headers["Accept-Encoding"] = "identity"
+        return headers
+
     def read_small_file(self, sha: str, path: str, *, missing_ok: bool = False) -> bytes | None:
         """GET one small file at sha (the manifest), bounded in size; None if absent and missing_ok."""
-        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+        from huggingface_hub.utils import get_session, hf_raise_for_status
 
-        url = f"{self.settings.endpoint}/{self.repo}/resolve/{quote(sha, safe='')}/{quote(path)}"
-        headers = build_hf_headers(token=self.settings.token or None, library_name="ckpt-action")
+        url, headers = self.file_url(sha, path), self.headers()
 
         def get() -> bytes:
             with get_session().stream("GET", url, headers=headers) as response:
@@ -151,9 +162,11 @@ class RemoteRepo:
 
         return self._call(f"reading {path}", get_or_none)  # type: ignore[no-any-return,unused-ignore]
 
-    def snapshot(self, sha: str, subfolder: str, manifest_bytes: bytes | None = None) -> Snapshot:
-        """The subfolder's files at sha and its manifest (pass ``manifest_bytes`` if already read)."""
-        files = self.files(sha, subfolder)
+    def snapshot(self, sha: str, subfolder: str, manifest_bytes: bytes | None = None,
+                 files: dict[str, RemoteFile] | None = None) -> Snapshot:
+        """The subfolder's files at sha and its manifest; pass what was already read (the
+        manifest's bytes, the files from a wider listing) to skip those requests."""
+        files = dict(files) if files is not None else self.files(sha, subfolder)
         manifest = None
         if MANIFEST_NAME in files:
             data = manifest_bytes or self.read_small_file(sha, f"{subfolder}/{MANIFEST_NAME}")
