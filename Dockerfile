@@ -50,7 +50,10 @@ RUN apt-get update \
 COPY --from=build /opt/ckpt-action /opt/ckpt-action
 COPY entrypoint.py /app/entrypoint.py
 COPY ckpt_action /app/ckpt_action
-RUN python3 -m compileall -q /app
+# `ckpt-action` on PATH, for CI systems that run a script in the image (GitLab CI).
+RUN python3 -m compileall -q /app \
+ && printf '#!/bin/sh\nexec python3 /app/entrypoint.py "$@"\n' > /usr/local/bin/ckpt-action \
+ && chmod 0755 /usr/local/bin/ckpt-action
 # Any --user works: caches live under /tmp, so `docker run --user "$(id -u):$(id -g)"`
 # can write pulled checkpoints into a bind mount owned by the caller.
 ENV PATH=/opt/ckpt-action/bin:$PATH \
@@ -62,5 +65,5 @@ ENV PATH=/opt/ckpt-action/bin:$PATH \
     XDG_CACHE_HOME=/tmp/.cache
 USER 10001:10001
 WORKDIR /data
-ENTRYPOINT ["python3", "/app/entrypoint.py"]
+ENTRYPOINT ["ckpt-action"]
 CMD ["--help"]

@@ -96,6 +96,9 @@ def test_help_labels_user_and_size(image: str) -> None:
     assert "push" in out.stdout and "pull" in out.stdout and "latest" in out.stdout
     # Without arguments the image prints its help too.
     assert "Usage" in podman("run", "--rm", image).stdout
+    # GitLab-style: a shell runs the script, and the CLI is on PATH as ckpt-action.
+    shell = podman("run", "--rm", "--entrypoint", "/bin/sh", image, "-c", "ckpt-action --version")
+    assert "ckpt-action, version" in shell.stdout
 
     info = json.loads(podman("image", "inspect", image).stdout)[0]
     labels = info["Config"]["Labels"]
