@@ -12,7 +12,7 @@ import pytest
 from tests.chaos_helpers import ckpt, one_line_error
 from tests.conftest import clean_env, write_checkpoint
 
-TOKEN = "hf_FAKEtokenQ7zSeCrEtXv93LmNpRt0Kd"
+TOKEN = "hf_FAKE_not_a_real_token_Q7zSeCrEtXv93"
 PIECES = [TOKEN, TOKEN[3:], TOKEN[8:24], "SeCrEtXv93"]  # the whole, and parts a careless scrub would leave
 
 

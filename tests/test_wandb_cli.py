@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import ENTRYPOINT, clean_env, read_tree, write_checkpoint
 from tests.wandb_records import decode_single_run
 
-FAKE_TOKEN = "hf_FAKEwandbCliToken0123456789abcdef"
+FAKE_TOKEN = "hf_FAKE_not_a_real_token_wandb_cli_0123"
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ from tests.wandb_records import RunFile, decode_single_run
 
 ROOT = Path(__file__).resolve().parents[1]
 REV = "0123456789abcdef0123456789abcdef01234567"
-FAKE_HF = "hf_FAKEtoken1234567890abcdefSECRET"
+FAKE_HF = "hf_FAKE_not_a_real_token_1234567890SECRET"
 FAKE_WANDB_KEY = "f" * 40
 HANDLE = CheckpointHandle("org/run", "checkpoint-1200", REV, 1200, "http://127.0.0.1:8000")
 
