@@ -78,31 +78,63 @@ class RemoteFile:
     lfs_sha256: str | None
 
 
+class Hasher:
+    """sha256 and, for files up to GIT_OID_LIMIT, the git blob id, fed chunk by chunk.
+
+    The one hashing pass of both push (the manifest) and pull (verification as bytes
+    arrive). The git id's header needs the size up front: pass the expected size.
+    """
+
+    def __init__(self, size: int | None) -> None:
+        self.size = size
+        self.sha = hashlib.sha256()
+        self.git = (hashlib.sha1(b"blob %d\x00" % size, usedforsecurity=False)
+                    if size is not None and size <= GIT_OID_LIMIT else None)
+        self.done = 0
+        self.sample = b""
+
+    def update(self, chunk: bytes | memoryview) -> None:
+        if len(self.sample) < 512:
+            self.sample += bytes(chunk[: 512 - len(self.sample)])
+        self.sha.update(chunk)
+        if self.git is not None:
+            self.git.update(chunk)
+        self.done += len(chunk)
+
+    def digest(self, rel: str | None = None) -> FileDigest:
+        """What was hashed; with ``rel`` (the path in the checkpoint) also the predicted LFS flag."""
+        git = self.git.hexdigest() if self.git is not None and self.done == self.size else None
+        lfs = predict_lfs(rel, self.done, self.sample) if rel is not None else None
+        return FileDigest(self.done, self.sha.hexdigest(), git, lfs)
+
+
+def satisfies(have: FileDigest, want: FileDigest) -> bool:
+    """Bytes with digest ``have`` are what ``want`` (a manifest entry, or what a tree
+    listing vouches for: sha256 for LFS files, the git id for regular ones) describes."""
+    if have.size != want.size:
+        return False
+    if want.sha256 is not None:
+        return have.sha256 == want.sha256
+    return want.git_oid is None or have.git_oid == want.git_oid
+
+
 def digest_file(path: str | os.PathLike[str], rel: str | None = None) -> FileDigest:
     """sha256 (and git blob id for small files) in one read pass; with ``rel`` (the path in
     the checkpoint) also the predicted LFS flag."""
-    size = os.path.getsize(path)
-    sha = hashlib.sha256()
-    git = hashlib.sha1(b"blob %d\x00" % size, usedforsecurity=False) if size <= GIT_OID_LIMIT else None
-    sample = b""
+    hasher = Hasher(os.path.getsize(path))
     with open(path, "rb", buffering=0) as fh:
         buf = bytearray(_CHUNK)
         view = memoryview(buf)
         while n := fh.readinto(buf):
-            if not sample:
-                sample = bytes(view[: min(n, 512)])
-            sha.update(view[:n])
-            if git is not None:
-                git.update(view[:n])
-    lfs = predict_lfs(rel, size, sample) if rel is not None else None
-    return FileDigest(size, sha.hexdigest(), git.hexdigest() if git else None, lfs)
+            hasher.update(view[:n])
+    return hasher.digest(rel)
 
 
 def digest_bytes(rel: str, data: bytes) -> FileDigest:
     """The digest push would record for a file with this path and content."""
-    git = hashlib.sha1(b"blob %d\x00" % len(data) + data, usedforsecurity=False).hexdigest()
-    return FileDigest(len(data), hashlib.sha256(data).hexdigest(), git if len(data) <= GIT_OID_LIMIT else None,
-                      predict_lfs(rel, len(data), data[:512]))
+    hasher = Hasher(len(data))
+    hasher.update(data)
+    return hasher.digest(rel)
 
 
 def digest_files(paths: Mapping[str, Path], threads: int = 4) -> dict[str, FileDigest]:

@@ -9,7 +9,6 @@ point removes the temporary dir and leaves the target as it was.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -22,7 +21,7 @@ from pathlib import Path
 from .errors import CkptError, IntegrityError, NotFoundError
 from .handle import CheckpointHandle, step_of
 from .hubclient import call
-from .manifest import GIT_OID_LIMIT, MANIFEST_NAME, FileDigest, expected_from_remote
+from .manifest import MANIFEST_NAME, FileDigest, Hasher, expected_from_remote, satisfies
 from .progress import Ticker
 from .remote import RemoteRepo
 from .validate import safe_relative
@@ -31,27 +30,6 @@ DOWNLOAD_THREADS = 8
 # What a Hub ETag is: a git blob id or an LFS sha256, maybe weak or quoted. Anything else
 # (a path, "../x") is a hostile or broken server; huggingface_hub itself does not check.
 _ETAG_RE = re.compile(r'^(W/)?"?[0-9A-Za-z_.:+=-]{1,128}"?$')
-
-
-class _Hashes:
-    """sha256, and the git blob id for small files, of the bytes written so far."""
-
-    def __init__(self, size: int | None) -> None:
-        self.size = size
-        self.reset()
-
-    def reset(self) -> None:
-        size = self.size
-        self.sha = hashlib.sha256()
-        self.git = (hashlib.sha1(b"blob %d\x00" % size, usedforsecurity=False)
-                    if size is not None and size <= GIT_OID_LIMIT else None)
-        self.done = 0
-
-    def update(self, chunk: bytes) -> None:
-        self.sha.update(chunk)
-        if self.git is not None:
-            self.git.update(chunk)
-        self.done += len(chunk)
 
 
 class Cancelled(CkptError):
@@ -69,9 +47,11 @@ def download(remote: RemoteRepo, sha: str, path: str, dest: Path, want: FileDige
 
     url, base = remote.file_url(sha, path), remote.headers()
     dest.parent.mkdir(parents=True, exist_ok=True)
-    state = _Hashes(want.size if want else None)
+    size = want.size if want else None
+    state = Hasher(size)
 
     def attempt() -> None:
+        nonlocal state
         headers = dict(base)
         if state.done:
             headers["Range"] = f"bytes={state.done}-"
@@ -82,7 +62,7 @@ def download(remote: RemoteRepo, sha: str, path: str, dest: Path, want: FileDige
                 if tag is not None and not _ETAG_RE.match(tag):
                     raise IntegrityError(f"the Hub sent a malformed {name} for {path}: refusing the download")
             if state.done and response.status_code != 206:
-                state.reset()  # the server ignored Range: start the file over
+                state = Hasher(size)  # the server ignored Range: start the file over
             with open(dest, "ab" if state.done else "wb") as fh:
                 # Chunks as they arrive (a buffered chunk size would lose what came before a drop).
                 for chunk in response.iter_bytes():
@@ -94,15 +74,11 @@ def download(remote: RemoteRepo, sha: str, path: str, dest: Path, want: FileDige
     call(remote.settings, f"downloading {path}", attempt, repo=remote.repo)
     if want is None:
         return
-    ok = state.done == want.size
-    if ok and want.sha256 is not None:
-        ok = state.sha.hexdigest() == want.sha256
-    elif ok and want.git_oid is not None:
-        ok = state.git is not None and state.git.hexdigest() == want.git_oid
-    if not ok:
+    have = state.digest()
+    if not satisfies(have, want):
         raise IntegrityError(
-            f"downloaded {path} does not match what the Hub vouches for ({state.done} bytes, sha256"
-            f" {state.sha.hexdigest()[:12]}…; expected {want.size} bytes, sha256 {(want.sha256 or '?')[:12]}…)")
+            f"downloaded {path} does not match what the Hub vouches for ({have.size} bytes, sha256"
+            f" {(have.sha256 or '')[:12]}…; expected {want.size} bytes, sha256 {(want.sha256 or '?')[:12]}…)")
 
 
 @dataclass(frozen=True)
