@@ -180,6 +180,27 @@ def _no_config_defaults(wandb: Any) -> Iterator[None]:
             del cfg_cls._load_defaults
 
 
+@contextlib.contextmanager
+def _then_finish(run: Any, what: str) -> Iterator[None]:
+    """Run a block against a W&B run, then finish the run (when given: one we started).
+
+    Any wandb failure, in the block or in finish, becomes one WandbError, the first one.
+    """
+    error: WandbError | None = None
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - any wandb failure becomes WandbError
+        error = WandbError(f"W&B {what} failed: {_one_line(exc)}")
+    finally:
+        if run is not None:
+            try:
+                run.finish()
+            except Exception as exc:  # noqa: BLE001 - any wandb failure becomes WandbError
+                error = error or WandbError(f"W&B run finish failed: {_one_line(exc)}")
+    if error is not None:
+        raise error
+
+
 def _import_wandb() -> Any:
     try:
         import wandb
@@ -270,9 +291,8 @@ def log_pointer(
             except Exception as exc:  # noqa: BLE001
                 raise WandbError(f"W&B run init failed: {_one_line(exc)}") from None
             started = True
-        error: WandbError | None = None
-        try:
-            with tempfile.TemporaryDirectory(prefix="ckpt-pointer-") as tmp:
+        with _then_finish(run if started else None, "pointer logging"), \
+                tempfile.TemporaryDirectory(prefix="ckpt-pointer-") as tmp:
                 path = Path(tmp) / POINTER_FILE
                 path.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n", encoding="utf-8")
                 artifact = wandb.Artifact(
@@ -285,17 +305,7 @@ def log_pointer(
                 # uploaded, or synced later when offline), so the temp dir can go.
                 artifact.add_file(str(path), name=POINTER_FILE)
                 run.log_artifact(artifact, aliases=list(aliases))
-            logged_run_id = str(run.id)
-        except Exception as exc:  # noqa: BLE001 - any wandb failure becomes WandbError
-            error = WandbError(f"W&B pointer logging failed: {_one_line(exc)}")
-        finally:
-            if started:
-                try:
-                    run.finish()
-                except Exception as exc:  # noqa: BLE001 - any wandb failure becomes WandbError
-                    error = error or WandbError(f"W&B run finish failed: {_one_line(exc)}")
-        if error is not None:
-            raise error
+                logged_run_id = str(run.id)
     return PointerResult(
         artifact_name=name,
         run_id=logged_run_id,
@@ -453,17 +463,7 @@ def link_to_registry(
                 )
         except Exception as exc:  # noqa: BLE001 - any wandb failure becomes WandbError
             raise WandbError(f"W&B run init failed: {_one_line(exc)}") from None
-        error: WandbError | None = None
-        try:
+        with _then_finish(run, "registry link"):
             artifact = run.use_artifact(source_ref, type=ARTIFACT_TYPE)
             run.link_artifact(artifact, target_path, aliases=aliases)
-        except Exception as exc:  # noqa: BLE001 - any wandb failure becomes WandbError
-            error = WandbError(f"W&B registry link failed: {_one_line(exc)}")
-        finally:
-            try:
-                run.finish()
-            except Exception as exc:  # noqa: BLE001 - any wandb failure becomes WandbError
-                error = error or WandbError(f"W&B run finish failed: {_one_line(exc)}")
-        if error is not None:
-            raise error
     return target_path
