@@ -68,14 +68,6 @@ def _same_promotion(have: Manifest, wanted: Manifest) -> bool:
     return key(have) == key(wanted)
 
 
-def _tag_target(remote: RemoteRepo, tag: str) -> str | None:
-    refs = call(remote.settings, "reading tags", remote.api.list_repo_refs, remote.repo, repo=remote.repo)
-    for ref in refs.tags:
-        if ref.name == tag:
-            return str(ref.target_commit)
-    return None
-
-
 def promote(remote: RemoteRepo, subfolder: str, revision: str | None, to: str, *, tag: str | None = None,
             branch: str | None = None, target: RemoteRepo | None = None) -> PromoteResult:
     """Copy ``subfolder`` at ``revision`` to ``to`` (in the same repo, or in ``target``).
@@ -106,7 +98,7 @@ def promote(remote: RemoteRepo, subfolder: str, revision: str | None, to: str, *
                       source={"repo": remote.repo, "subfolder": subfolder, "revision": sha})
     on = branch or "main"
     if tag is not None:
-        tagged = _tag_target(remote, tag)
+        tagged = remote.refs()[1].get(tag)
         if tagged is not None:
             at_tag = remote.snapshot(tagged, to)
             if at_tag.manifest is None or not _same_promotion(at_tag.manifest, wanted) or at_tag.problems():
@@ -115,8 +107,7 @@ def promote(remote: RemoteRepo, subfolder: str, revision: str | None, to: str, *
             return PromoteResult(CheckpointHandle(remote.repo, to, tagged, step, remote.settings.endpoint), source, 0,
                                  tag, branch)
     if branch is not None:
-        refs = call(remote.settings, "reading branches", remote.api.list_repo_refs, remote.repo, repo=remote.repo)
-        if not any(b.name == branch for b in refs.branches):
+        if branch not in remote.refs()[0]:
             call(remote.settings, f"creating branch {branch}", remote.api.create_branch, remote.repo,
                  branch=branch, revision=sha, exist_ok=True, repo=remote.repo)
 
@@ -153,7 +144,7 @@ def promote(remote: RemoteRepo, subfolder: str, revision: str | None, to: str, *
 def _promote_across(remote: RemoteRepo, source: CheckpointHandle, target: RemoteRepo, to: str, *,
                     tag: str | None) -> PromoteResult:
     """Into another repo: the bytes pass through this machine, verified on the way down."""
-    if tag is not None and (tagged := _tag_target(target, tag)) is not None:
+    if tag is not None and (tagged := target.refs()[1].get(tag)) is not None:
         at_tag = target.snapshot(tagged, to)
         if at_tag.manifest is None or (at_tag.manifest.source or {}).get("revision") != source.revision:
             raise ConflictError(f"tag {tag} already exists in {target.repo} at {tagged[:12]}: choose another --tag")
@@ -208,11 +199,10 @@ def plan_prune(remote: RemoteRepo, keep_last: int) -> PrunePlan:
             reasons.setdefault(name, "source of a promoted folder")
     # A tag protects the checkpoint it was made for: the source of a promoted folder at the
     # tagged commit, else the highest checkpoint-N there (the push-then-tag pattern).
-    refs = call(remote.settings, "reading tags", remote.api.list_repo_refs, remote.repo, repo=remote.repo)
-    for ref in refs.tags:
-        for name in _tagged_checkpoints(remote, str(ref.target_commit)):
+    for tag, tagged in remote.refs()[1].items():
+        for name in _tagged_checkpoints(remote, tagged):
             if name in folders:
-                reasons.setdefault(name, f"tagged {ref.name}")
+                reasons.setdefault(name, f"tagged {tag}")
     delete = [name for _s, name in ckpts if name not in reasons]
     keep = [name for _s, name in ckpts if name in reasons]
     return PrunePlan(head, delete, keep, reasons)

@@ -74,13 +74,20 @@ class RemoteRepo:
         rev = revision or "main"
         if SHA_RE.match(rev):
             return rev
-        refs = self._call("reading branches and tags", self.api.list_repo_refs, self.repo)
-        for ref in list(refs.branches) + list(refs.tags):
-            if rev in (ref.name, ref.ref):
-                return str(ref.target_commit)
+        branches, tags = self.refs()
+        for prefix, refs in (("refs/heads/", branches), ("refs/tags/", tags)):  # a branch wins a name clash
+            for name, sha in refs.items():
+                if rev in (name, prefix + name):
+                    return sha
         if revision is None:
             return None
         raise NotFoundError(f"revision {rev!r} is not a branch or tag of {self.repo}: check --revision")
+
+    def refs(self) -> tuple[dict[str, str], dict[str, str]]:
+        """Branches and tags, each name to the 40-hex commit it points at."""
+        refs = self._call("reading branches and tags", self.api.list_repo_refs, self.repo)
+        return ({b.name: str(b.target_commit) for b in refs.branches},
+                {t.name: str(t.target_commit) for t in refs.tags})
 
     def list_tree(self, sha: str, path: str | None = None, *, recursive: bool = False,
                   what: str = "listing the repo") -> list[Any]:
