@@ -48,12 +48,14 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/debconf/*-old /var/log/* \
  && useradd --uid 10001 --user-group --create-home --home-dir /home/ckpt --shell /usr/sbin/nologin ckpt
 COPY --from=build /opt/ckpt-action /opt/ckpt-action
-COPY entrypoint.py /app/entrypoint.py
-COPY ckpt_action /app/ckpt_action
-# `ckpt-action` on PATH, for CI systems that run a script in the image (GitLab CI).
-RUN python3 -m compileall -q /app \
- && printf '#!/bin/sh\nexec python3 /app/entrypoint.py "$@"\n' > /usr/local/bin/ckpt-action \
- && chmod 0755 /usr/local/bin/ckpt-action
+# The package goes where pip would put it, with the console script pip would write for
+# [project.scripts] (ckpt-action = ckpt_action.cli:main): `ckpt-action` is on PATH for CI
+# systems that run a script in the image (GitLab CI), and it is the entrypoint.
+COPY ckpt_action /opt/ckpt-action/lib/python3.11/site-packages/ckpt_action
+RUN python3 -m compileall -q /opt/ckpt-action/lib/python3.11/site-packages/ckpt_action \
+ && printf '#!/opt/ckpt-action/bin/python\nimport sys\nfrom ckpt_action.cli import main\nsys.exit(main())\n' \
+      > /opt/ckpt-action/bin/ckpt-action \
+ && chmod 0755 /opt/ckpt-action/bin/ckpt-action
 # Any --user works: caches live under /tmp, so `docker run --user "$(id -u):$(id -g)"`
 # can write pulled checkpoints into a bind mount owned by the caller.
 ENV PATH=/opt/ckpt-action/bin:$PATH \

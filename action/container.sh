@@ -20,7 +20,7 @@ fi
 if [ -z "$image" ]; then
   # Build from the action's own source, tagged by a hash of what goes into the image.
   digest="$(cd "$root" && {
-    cat Dockerfile requirements.lock entrypoint.py
+    cat Dockerfile requirements.lock
     find ckpt_action -name '*.py' -type f | LC_ALL=C sort | while IFS= read -r f; do
       printf '%s\n' "$f"
       cat "$f"

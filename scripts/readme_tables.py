@@ -76,15 +76,15 @@ def cli_reference() -> str:
     import click
 
     sys.path.insert(0, str(ROOT))
-    import entrypoint
+    from ckpt_action import cli
 
     parts = []
     for name in COMMAND_ORDER:
-        cmd = entrypoint.cli.commands[name]
-        ctx = click.Context(cmd, info_name=f"python entrypoint.py {name}", max_content_width=100,
+        cmd = cli.cli.commands[name]
+        ctx = click.Context(cmd, info_name=f"ckpt-action {name}", max_content_width=100,
                             terminal_width=100)
         parts.append(f"#### `{name}`\n\n```text\n{cmd.get_help(ctx)}\n```")
-    missing = set(entrypoint.cli.commands) - set(COMMAND_ORDER)
+    missing = set(cli.cli.commands) - set(COMMAND_ORDER)
     if missing:
         raise SystemExit(f"commands missing from COMMAND_ORDER: {sorted(missing)}")
     return "\n\n".join(parts)

@@ -1,0 +1,5 @@
+"""``python -m ckpt_action``: the same CLI as the ``ckpt-action`` console script."""
+
+from ckpt_action.cli import main
+
+main()
