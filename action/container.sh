@@ -45,13 +45,13 @@ fi
 
 name="ckpt-action-$$-${RANDOM}"
 run=(run --name "$name" --network host --user "$(id -u):$(id -g)" --workdir "$PWD"
-  --env HF_TOKEN --env HF_ENDPOINT --env CI --env GITHUB_ACTIONS --env GITHUB_OUTPUT
-  --env GITHUB_STEP_SUMMARY --env GITHUB_SERVER_URL --env GITHUB_REPOSITORY
-  --env GITHUB_RUN_ID --env GITHUB_SHA --env GITHUB_WORKFLOW --env GITHUB_JOB
-  --env WANDB_API_KEY --env WANDB_MODE --env WANDB_BASE_URL --env WANDB_PROJECT --env WANDB_ENTITY
-  --env WANDB_RUN_ID --env CKPT_TIMEOUT --env CKPT_RETRIES --env CKPT_RETRY_DELAY --env CKPT_RETRY_MAX_DELAY
-  --env CKPT_MAX_FILES_PER_COMMIT --env CKPT_PROGRESS_INTERVAL --env CKPT_DEBUG --env HF_HUB_DISABLE_XET
-  --env HF_HUB_DISABLE_TELEMETRY)
+  --env HF_TOKEN --env HF_ENDPOINT --env HF_HUB_DISABLE_XET --env HF_HUB_DISABLE_TELEMETRY --env CI)
+# By prefix, so nothing is listed twice: the inputs (the CLI reads them), every CKPT_*
+# setting (ckpt_action.settings.Settings declares each with that prefix), W&B's and
+# GitHub's own variables (outputs, summary, workspace).
+while IFS= read -r var; do
+  run+=(--env "$var")
+done < <(compgen -e | grep -E '^(INPUT_|CKPT_|WANDB_|GITHUB_)' | grep -vx 'GITHUB_TOKEN' || true)
 if [ -t 1 ]; then run+=(--tty); fi
 
 self=""
@@ -71,6 +71,8 @@ else
   # Bind each path the CLI touches at the same path inside the container. local-dir goes
   # in through its parent: pull renames a staged dir onto it, which a mount point refuses.
   mounts=("$PWD")
+  local_dir="$(abspath "${INPUT_LOCAL_DIR:-}")"
+  pointer="$(abspath "${INPUT_POINTER:-}")"
   if [ -n "${local_dir:-}" ]; then
     case "$local_dir/" in
       "$PWD"/*) ;;
@@ -97,7 +99,7 @@ cleanup() { docker rm --force "$name" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 # No --rm: exit codes must come through (Podman's Docker API loses them with --rm).
 set +e
-docker "${run[@]}" "$image" "${args[@]}"
+docker "${run[@]}" "$image" from-action
 rc=$?
 set -e
 exit "$rc"

@@ -41,4 +41,4 @@ else
 fi
 
 cd "${GITHUB_WORKSPACE:-$PWD}"
-exec "$(venv_py "$venv")" "$root/entrypoint.py" "${args[@]}"
+exec "$(venv_py "$venv")" "$root/entrypoint.py" from-action

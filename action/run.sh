@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs the ckpt-action CLI for the composite action (action.yml).
-# Every input arrives as an INPUT_* environment variable; nothing is spliced into code.
+# Every input arrives as an INPUT_* environment variable and is turned into CLI
+# arguments in Python (`ckpt-action from-action`, ckpt_action/action_inputs.py); this
+# script only picks the runtime and starts it. Nothing is spliced into code.
 # Works with bash 3.2 (macOS) and Git Bash (Windows) for the native runtime.
 set -euo pipefail
 
@@ -21,11 +23,12 @@ err() { # err MSG [CODE]: error annotation on Actions, plain message elsewhere
   exit "${2:-2}"
 }
 lower() { printf '%s' "$1" | tr '[:upper:]' '[:lower:]'; }
-truthy() { # truthy NAME VALUE: 0 for true, 1 for false/empty, exit 2 otherwise
-  case "$(lower "$2")" in
-    true | yes | 1 | on) return 0 ;;
-    false | no | 0 | off | "") return 1 ;;
-    *) err "input '$1' must be true or false, got '$2'" ;;
+# Absolute path of an input path, against the workspace (for container mounts).
+abspath() {
+  case "$1" in
+    "") ;;
+    /* | [A-Za-z]:[\\/]*) printf '%s' "$1" ;;
+    *) printf '%s' "$PWD/$1" ;;
   esac
 }
 
@@ -35,92 +38,6 @@ if [ -n "${INPUT_TOKEN:-}" ]; then
   export HF_TOKEN
 fi
 unset INPUT_TOKEN
-
-mode="$(lower "${INPUT_MODE:-}")"
-repo="${INPUT_REPO:-}"
-local_dir="${INPUT_LOCAL_DIR:-}"
-case "$mode" in
-  push | latest | pull | promote | list | prune) ;;
-  *) err "input 'mode' must be one of push, latest, pull, promote, list, prune; got '${INPUT_MODE:-}'" ;;
-esac
-args=("$mode")
-opt() { if [ -n "$2" ]; then args+=("$1" "$2"); fi; }
-if [ -n "$repo" ]; then
-  args+=(--repo "$repo")
-elif [ "$mode" != "pull" ] || [ -z "${INPUT_POINTER:-}" ]; then
-  err "input 'repo' is required"
-fi
-
-if [ -n "$local_dir" ]; then
-  case "$local_dir" in
-    /* | [A-Za-z]:[\\/]*) ;;
-    *) local_dir="$PWD/$local_dir" ;;
-  esac
-fi
-
-case "$mode" in
-  push)
-    [ -n "$local_dir" ] || err "mode push needs input 'local-dir'"
-    [ -d "$local_dir" ] || err "local-dir '$INPUT_LOCAL_DIR' is not a directory"
-    args+=(--local-dir "$local_dir")
-    opt --subfolder "${INPUT_SUBFOLDER:-}"
-    opt --step "${INPUT_STEP:-}"
-    opt --commit-message "${INPUT_COMMIT_MESSAGE:-}"
-    if [ -n "${INPUT_PRIVATE:-}" ]; then
-      if truthy private "$INPUT_PRIVATE"; then args+=(--private); else args+=(--public); fi
-    fi
-    ;;
-  latest)
-    if truthy require "${INPUT_REQUIRE:-}"; then args+=(--require); fi
-    ;;
-  pull)
-    [ -n "$local_dir" ] || err "mode pull needs input 'local-dir'"
-    if [ -n "${INPUT_POINTER:-}" ]; then
-      pointer="$INPUT_POINTER"
-      case "$pointer" in
-        /* | [A-Za-z]:[\\/]*) ;;
-        *) pointer="$PWD/$pointer" ;;
-      esac
-      args+=(--pointer "$pointer")
-    elif [ -n "${INPUT_SUBFOLDER:-}" ]; then
-      args+=(--subfolder "$INPUT_SUBFOLDER")
-    else
-      args+=(--latest)
-    fi
-    opt --revision "${INPUT_REVISION:-}"
-    args+=(--local-dir "$local_dir")
-    if truthy force "${INPUT_FORCE:-}"; then args+=(--force); fi
-    ;;
-  promote)
-    [ -n "${INPUT_SUBFOLDER:-}" ] || err "mode promote needs input 'subfolder'"
-    [ -n "${INPUT_TO:-}" ] || err "mode promote needs input 'to'"
-    args+=(--subfolder "$INPUT_SUBFOLDER")
-    opt --revision "${INPUT_REVISION:-}"
-    args+=(--to "$INPUT_TO")
-    opt --to-repo "${INPUT_TO_REPO:-}"
-    opt --tag "${INPUT_TAG:-}"
-    opt --branch "${INPUT_BRANCH:-}"
-    opt --wandb-registry "${INPUT_WANDB_REGISTRY:-}"
-    ;;
-  list) ;;
-  prune)
-    [ -n "${INPUT_KEEP_LAST:-}" ] || err "mode prune needs input 'keep-last'"
-    args+=(--keep-last "$INPUT_KEEP_LAST")
-    if truthy dry-run "${INPUT_DRY_RUN:-}"; then args+=(--dry-run); fi
-    ;;
-esac
-case "$mode" in
-  push | promote)
-    opt --wandb-project "${INPUT_WANDB_PROJECT:-}"
-    opt --wandb-entity "${INPUT_WANDB_ENTITY:-}"
-    opt --wandb-run-id "${INPUT_WANDB_RUN_ID:-}"
-    opt --wandb-artifact-name "${INPUT_WANDB_ARTIFACT_NAME:-}"
-    if truthy wandb-fatal "${INPUT_WANDB_FATAL:-}"; then args+=(--wandb-fatal); fi
-    ;;
-esac
-opt --endpoint "${INPUT_ENDPOINT:-}"
-opt --timeout "${INPUT_TIMEOUT:-}"
-opt --retries "${INPUT_RETRIES:-}"
 
 runtime="$(lower "${INPUT_RUNTIME:-auto}")"
 case "$runtime" in

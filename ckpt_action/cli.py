@@ -3,7 +3,10 @@
 The same CLI runs from the GitHub Action, in the container image
 (``docker run IMAGE push ...``), as the ``ckpt-action`` console script and by hand
 (``python entrypoint.py`` in a checkout). It only handles arguments and output; the
-work is done by the core modules it calls.
+work is done by the core modules it calls, imported inside each command so a command
+loads only what it needs. Options shared by several commands are defined once, as
+decorators that hand the command one typed object (:class:`HubOptions`,
+:class:`WandbOptions`).
 """
 
 from __future__ import annotations
@@ -13,17 +16,31 @@ import logging
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from urllib.parse import urlsplit
 
 import click
 
 from ckpt_action import __version__, validate
 from ckpt_action.errors import CkptError, InputError, NoCheckpointError, NotFoundError
-from ckpt_action.outputs import append_summary, summary_markdown, write_dotenv, write_github_output, write_json
+from ckpt_action.escaping import escape
+from ckpt_action.outputs import (
+    append_summary,
+    check_writable,
+    summary_markdown,
+    write_dotenv,
+    write_github_output,
+    write_json,
+)
 from ckpt_action.settings import Settings
 
+if TYPE_CHECKING:
+    from ckpt_action.handle import CheckpointHandle
+
 EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_NONE = 0, 1, 2, 3
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class _Secret:
@@ -39,7 +56,7 @@ def scrub(text: str) -> str:
 
 class _ScrubFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        record.msg = scrub(record.getMessage())
+        record.msg = escape(scrub(record.getMessage()))
         record.args = ()
         return True
 
@@ -48,17 +65,25 @@ def _in_actions() -> bool:
     return os.environ.get("GITHUB_ACTIONS") == "true"
 
 
-def warn(message: str) -> None:
-    message = scrub(" ".join(message.split()))
-    prefix = "::warning::" if _in_actions() else "warning: "
-    click.echo(f"{prefix}{message}", err=True)
-
-
-def fail(message: str, code: int) -> None:
+def _annotate(kind: str, message: str) -> str:
     message = scrub(" ".join(str(message).split()))
-    prefix = "::error::" if _in_actions() else "error: "
-    click.echo(f"{prefix}{message}", err=True)
+    if _in_actions():
+        return f"::{kind}::{escape(message, 'annotation')}"
+    return f"{kind}: {escape(message)}"
+
+
+def warn(message: str) -> None:
+    click.echo(_annotate("warning", message), err=True)
+
+
+def fail(message: str, code: int) -> NoReturn:
+    click.echo(_annotate("error", message), err=True)
     sys.exit(code)
+
+
+def echo(text: str, *, err: bool = False) -> None:
+    """Print one line built from values that may come from the Hub or the user."""
+    click.echo(escape(scrub(text)), err=err)
 
 
 def _setup_logging() -> None:
@@ -78,9 +103,63 @@ def _route_client_logs() -> None:
     logging.getLogger("huggingface_hub").handlers[:] = []
 
 
-def common(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Options every Hub command takes."""
-    options = [
+# --- shared options ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class HubOptions:
+    """Where the Hub is, how hard to try, and where outputs go: every Hub command takes these."""
+
+    endpoint: str | None
+    token: str | None
+    as_json: bool
+    dotenv: str | None
+    timeout: float | None
+    retries: int | None
+
+    def settings(self, endpoint: str | None = None) -> Settings:
+        """Validated settings, with the client configured for them (before its first import)."""
+        _Secret.value = self.token or _Secret.value
+        settings = Settings.from_env(endpoint=endpoint or self.endpoint, token=self.token or None,
+                                     timeout=self.timeout, retries=self.retries)
+        from ckpt_action.hubclient import prepare
+
+        prepare(settings)  # before the client's import, so its import-time switches fit the endpoint
+        _route_client_logs()
+        return settings
+
+
+@dataclass(frozen=True)
+class WandbOptions:
+    """Where to log the W&B pointer artifact; ``project`` None means not at all."""
+
+    project: str | None
+    entity: str | None
+    run_id: str | None
+    artifact_name: str | None
+    fatal: bool
+    registry: str | None = None
+
+
+def _options(fn: Callable[..., Any], options: list[Callable[[F], F]]) -> Callable[..., Any]:
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def hub_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--endpoint, --token, --json, --dotenv, --timeout, --retries, handed over as ``hub``."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, endpoint: str | None, token: str | None, as_json: bool, dotenv: str | None,
+                timeout: float | None, retries: int | None, **kwargs: Any) -> Any:
+        if dotenv:
+            try:
+                check_writable(dotenv, "--dotenv")
+            except CkptError as exc:
+                fail(str(exc), exc.exit_code)
+        return fn(*args, hub=HubOptions(endpoint, token, as_json, dotenv, timeout, retries), **kwargs)
+
+    return _options(wrapper, [
         click.option("--endpoint", envvar="HF_ENDPOINT", help="Hub URL (default: HF_ENDPOINT, else the Hub)."),
         click.option("--token", envvar="HF_TOKEN", help="Hub token (default: HF_TOKEN). Never printed."),
         click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout."),
@@ -88,55 +167,68 @@ def common(fn: Callable[..., Any]) -> Callable[..., Any]:
                      "(GitLab CI artifacts:reports:dotenv)."),
         click.option("--timeout", type=float, help="Seconds a request may stall (default 60; CKPT_TIMEOUT)."),
         click.option("--retries", type=int, help="Retries of transient failures (default 5; CKPT_RETRIES)."),
-    ]
-    for option in reversed(options):
-        fn = option(fn)
-    return fn
+    ])
 
 
-def settings_from(opts: dict[str, Any]) -> Settings:
-    _Secret.value = opts.get("token") or _Secret.value
-    settings = Settings.from_env(endpoint=opts.get("endpoint"), token=opts.get("token") or None,
-                             timeout=opts.get("timeout"), retries=opts.get("retries"))
-    from ckpt_action.hubclient import prepare
+def wandb_options(*, registry: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The W&B pointer options, handed over as ``wandb``; promote adds --wandb-registry."""
 
-    prepare(settings)  # before the client's import, so its import-time switches fit the endpoint
-    _route_client_logs()
-    return settings
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, wandb_project: str | None, wandb_entity: str | None, wandb_run_id: str | None,
+                    wandb_artifact_name: str | None, wandb_fatal: bool, wandb_registry: str | None = None,
+                    **kwargs: Any) -> Any:
+            opts = WandbOptions(wandb_project or None, wandb_entity or None, wandb_run_id or None,
+                                wandb_artifact_name or None, wandb_fatal, wandb_registry or None)
+            return fn(*args, wandb=opts, **kwargs)
+
+        options = [
+            click.option("--wandb-project", envvar="WANDB_PROJECT", help="Log a W&B pointer artifact to this project."),
+            click.option("--wandb-entity", envvar="WANDB_ENTITY", help="W&B entity (team or user)."),
+            click.option("--wandb-run-id", envvar="WANDB_RUN_ID", help="Attach the pointer to this (training) run."),
+            click.option("--wandb-artifact-name", help="Artifact name (default: derived from repo and folder)."),
+        ]
+        if registry:
+            options.append(click.option("--wandb-registry",
+                                        help="Link the pointer into this W&B registry collection (online only)."))
+        options.append(click.option("--wandb-fatal", is_flag=True, help="Fail the command when W&B logging fails."))
+        return _options(wrapper, options)
+
+    return decorate
 
 
-def emit(command: str, result: dict[str, Any], opts: dict[str, Any],
-         human: Callable[[], None] | None = None) -> None:
+def repo_option(help: str = "Hub model repo, OWNER/NAME.", required: bool = True) -> Callable[[F], F]:
+    return click.option("--repo", required=required, help=help)
+
+
+def emit(command: str, result: dict[str, Any], hub: HubOptions, human: Callable[[], None] | None = None) -> None:
     """Write the result everywhere it is wanted: stdout, GITHUB_OUTPUT, job summary, dotenv.
 
-    ``summary_extra`` (markdown) goes to the job summary only; ``human`` prints the
-    terminal form when it is not a plain key: value list.
+    ``human`` prints the terminal form when it is not a plain ``key: value`` list.
     """
-    result = dict(result)
-    extra = result.pop("summary_extra", None)
     if os.environ.get("GITHUB_OUTPUT"):
         write_github_output(os.environ["GITHUB_OUTPUT"], result)
     if os.environ.get("GITHUB_STEP_SUMMARY"):
-        append_summary(os.environ["GITHUB_STEP_SUMMARY"], summary_markdown(command, result | {"summary_extra": extra}))
-    if opts.get("dotenv"):
-        write_dotenv(opts["dotenv"], result)
-    if opts.get("as_json"):
+        append_summary(os.environ["GITHUB_STEP_SUMMARY"], summary_markdown(command, result))
+    if hub.dotenv:
+        write_dotenv(hub.dotenv, result)
+    if hub.as_json:
         write_json(sys.stdout, result)
     elif human is not None:
         human()
     else:
         for key, value in result.items():
             if value is not None and not isinstance(value, (list, dict)):
-                click.echo(f"{key}: {value}")
+                echo(f"{key}: {value}")
 
 
 def command(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Turn our errors into one stderr line and the exit code the error class carries."""
 
     @functools.wraps(fn)
-    def wrapper(**opts: Any) -> None:
+    def wrapper(*args: Any, **kwargs: Any) -> None:
         try:
-            fn(**opts)
+            fn(*args, **kwargs)
         except CkptError as exc:
             fail(str(exc), exc.exit_code)
         except KeyboardInterrupt:
@@ -165,61 +257,58 @@ def cli() -> None:
 # --- push ---------------------------------------------------------------------------------------
 
 @cli.command()
-@click.option("--repo", required=True, help="Hub model repo, OWNER/NAME.")
+@repo_option()
 @click.option("--local-dir", required=True, help="The checkpoint directory to push.")
 @click.option("--subfolder", help="Folder in the repo (default: checkpoint-STEP).")
 @click.option("--step", type=int, help="Training step; alone, it names the subfolder checkpoint-STEP.")
 @click.option("--private/--public", default=True, show_default=True,
               help="Visibility of the repo if push creates it (an existing repo is left as it is).")
 @click.option("--commit-message", help="Commit title (default: 'Push SUBFOLDER (step N)').")
-@click.option("--wandb-project", envvar="WANDB_PROJECT", help="Log a W&B pointer artifact to this project.")
-@click.option("--wandb-entity", envvar="WANDB_ENTITY", help="W&B entity (team or user).")
-@click.option("--wandb-run-id", envvar="WANDB_RUN_ID", help="Attach the pointer to this (training) run.")
-@click.option("--wandb-artifact-name", help="Artifact name (default: derived from repo and subfolder).")
-@click.option("--wandb-fatal", is_flag=True, help="Fail the command when W&B logging fails.")
-@common
+@wandb_options()
+@hub_options
 @command
-def push(**o: Any) -> None:
+def push(repo: str, local_dir: str, subfolder: str | None, step: int | None, private: bool,
+         commit_message: str | None, wandb: WandbOptions, hub: HubOptions) -> None:
     """Push a local checkpoint dir to REPO/SUBFOLDER and report the commit SHA that holds it complete.
 
     The subfolder ends up exactly equal to the local dir; a manifest is committed last.
     Identical content makes no commit and reports the current SHA.
     """
-    repo = validate.repo_id(o["repo"])
-    subfolder, step = validate.push_target(o["subfolder"], o["step"])
-    local_dir = validate.local_dir_to_push(o["local_dir"])
-    settings = settings_from(o)
+    repo = validate.repo_id(repo)
+    subfolder, step = validate.push_target(subfolder, step)
+    path = validate.local_dir_to_push(local_dir)
+    if commit_message is not None:
+        commit_message = validate.commit_message(commit_message)
+    settings = hub.settings()
     validate.token_for_write(settings.token, settings.endpoint)
 
+    from ckpt_action.outputs import push_outputs
     from ckpt_action.progress import quiet_client_bars
     from ckpt_action.push import push as do_push
 
     quiet_client_bars()
-    res = do_push(settings, repo, local_dir, subfolder, step=step, private=o["private"],
-                  commit_message=o["commit_message"])
-    result: dict[str, Any] = res.handle.to_dict() | {
-        "local_dir": str(local_dir), "found": None, "commits": res.commits,
-        "uploaded_files": res.uploaded_files, "deleted_files": res.deleted_files}
-    if o["wandb_project"]:
-        result |= _log_wandb(res.handle, o)
-    emit("push", result, o)
+    res = do_push(settings, repo, path, subfolder, step=step, private=private, commit_message=commit_message)
+    result = push_outputs(res, path)
+    if wandb.project:
+        result |= _log_wandb(res.handle, wandb)
+    emit("push", result, hub)
 
 
-def _log_wandb(handle: Any, o: dict[str, Any], registry: str | None = None) -> dict[str, Any]:
+def _log_wandb(handle: CheckpointHandle, wandb: WandbOptions) -> dict[str, Any]:
     from ckpt_action import wandb_pointer
 
+    assert wandb.project is not None
     try:
-        pointer = wandb_pointer.log_pointer(handle, project=o["wandb_project"], entity=o["wandb_entity"] or None,
-                                            run_id=o["wandb_run_id"] or None,
-                                            artifact_name=o["wandb_artifact_name"] or None)
-        if registry:
+        pointer = wandb_pointer.log_pointer(handle, project=wandb.project, entity=wandb.entity,
+                                            run_id=wandb.run_id, artifact_name=wandb.artifact_name)
+        if wandb.registry:
             try:
                 ref = f"{pointer.entity}/{pointer.project}/{pointer.artifact_name}:latest"
-                wandb_pointer.link_to_registry(ref, registry, project=pointer.project, entity=pointer.entity)
+                wandb_pointer.link_to_registry(ref, wandb.registry, project=pointer.project, entity=pointer.entity)
             except CkptError as exc:
-                warn(f"the pointer is logged, but linking it into {registry} failed: {exc}")
+                warn(f"the pointer is logged, but linking it into {wandb.registry} failed: {exc}")
     except CkptError as exc:
-        if o["wandb_fatal"]:
+        if wandb.fatal:
             raise
         warn(f"the checkpoint is pushed, but W&B logging failed: {exc}")
         return {"wandb_artifact": None}
@@ -229,34 +318,29 @@ def _log_wandb(handle: Any, o: dict[str, Any], registry: str | None = None) -> d
 # --- latest -------------------------------------------------------------------------------------
 
 @cli.command()
-@click.option("--repo", required=True, help="Hub model repo, OWNER/NAME.")
-@click.option("--revision", help="Branch or tag to look at (default: main).")
+@repo_option()
+@click.option("--revision", help="Branch, tag or SHA to look at (default: main).")
 @click.option("--require", is_flag=True, help="Exit 3 when there is no complete checkpoint.")
-@common
+@hub_options
 @command
-def latest(**o: Any) -> None:
+def latest(repo: str, revision: str | None, require: bool, hub: HubOptions) -> None:
     """Find the highest complete checkpoint-N, pinned to the SHA it was read at.
 
     Nothing found exits 0 with found=false (3 with --require); a failure to tell exits 1.
     """
-    repo = validate.repo_id(o["repo"])
-    revision = validate.revision(o["revision"])
-    settings = settings_from(o)
+    repo = validate.repo_id(repo)
+    revision = validate.revision(revision)
+    settings = hub.settings()
 
     from ckpt_action.discover import latest as find_latest
+    from ckpt_action.outputs import latest_outputs
     from ckpt_action.remote import RemoteRepo
 
     res = find_latest(RemoteRepo(settings, repo), revision)
     _report_skipped(res, repo)
-    if res.handle is None:
-        result: dict[str, Any] = {"repo": repo, "subfolder": None, "revision": res.revision, "step": None,
-                                  "hub_url": None, "found": False}
-        emit("latest", result, o)
-        if o["require"]:
-            raise NoCheckpointError(f"no complete checkpoint-N in {repo}")
-        return
-    result = res.handle.to_dict() | {"found": True, "verified": res.has_manifest}
-    emit("latest", result, o)
+    emit("latest", latest_outputs(repo, res), hub)
+    if res.handle is None and require:
+        raise NoCheckpointError(f"no complete checkpoint-N in {repo}")
 
 
 def _report_skipped(res: Any, repo: str) -> None:
@@ -268,8 +352,24 @@ def _report_skipped(res: Any, repo: str) -> None:
 
 # --- pull ---------------------------------------------------------------------------------------
 
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    default = {"http": 80, "https": 443}.get(parts.scheme)
+    port = parts.port if parts.port not in (None, default) else None
+    return f"{parts.scheme}://{(parts.hostname or '').lower()}" + (f":{port}" if port else "")
+
+
+def _check_pointer_origin(pointed: CheckpointHandle, configured: str) -> None:
+    """The token goes only to the configured endpoint: a pointer naming another host is refused."""
+    if _origin(pointed.endpoint) != _origin(configured):
+        raise InputError(
+            f"the pointer names the Hub at {_origin(pointed.endpoint)}, but the configured endpoint is"
+            f" {_origin(configured)}: pass --endpoint {_origin(pointed.endpoint)} explicitly if that host is"
+            " really trusted with the token")
+
+
 @cli.command()
-@click.option("--repo", help="Hub model repo, OWNER/NAME (from the pointer with --pointer).")
+@repo_option("Hub model repo, OWNER/NAME (from the pointer with --pointer).", required=False)
 @click.option("--subfolder", help="Folder to pull.")
 @click.option("--latest", "use_latest", is_flag=True, help="Pull the highest complete checkpoint-N.")
 @click.option("--pointer", type=click.Path(), help="A W&B pointer checkpoint.json (or its dir) to pull.")
@@ -277,41 +377,42 @@ def _report_skipped(res: Any, repo: str) -> None:
 @click.option("--revision", help="A commit SHA, branch or tag (default: main).")
 @click.option("--local-dir", required=True, help="Where the checkpoint's files go.")
 @click.option("--force", is_flag=True, help="Replace a non-empty --local-dir.")
-@common
+@hub_options
 @command
-def pull(**o: Any) -> None:
+def pull(repo: str | None, subfolder: str | None, use_latest: bool, pointer: str | None, from_wandb: str | None,
+         revision: str | None, local_dir: str, force: bool, hub: HubOptions) -> None:
     """Download one checkpoint at a pinned SHA, verify every file, then move it into place."""
-    sources = [bool(o["subfolder"]), o["use_latest"], bool(o["pointer"]), bool(o["from_wandb"])]
+    sources = [bool(subfolder), use_latest, bool(pointer), bool(from_wandb)]
     if sum(sources) != 1:
         raise InputError("pull needs exactly one of --subfolder, --latest, --pointer or --from-wandb")
-    target = validate.pull_target(o["local_dir"], force=o["force"])
-    revision = validate.revision(o["revision"])
+    target = validate.pull_target(local_dir, force=force)
+    revision = validate.revision(revision)
     sha = None
-    if o["pointer"] or o["from_wandb"]:
+    if pointer or from_wandb:
         if revision:
             raise InputError("--revision does not go with a pointer: the pointer pins the SHA")
         from ckpt_action import wandb_pointer
 
-        timeout = o["timeout"] or 60.0
-        pointed = (wandb_pointer.read_pointer(o["pointer"]) if o["pointer"]
-                   else wandb_pointer.fetch_pointer(o["from_wandb"], timeout=timeout))
-        if o["repo"] and validate.repo_id(o["repo"]) != pointed.repo:
-            raise InputError(f"--repo {o['repo']} disagrees with the pointer's repo {pointed.repo}: drop --repo")
+        configured = validate.endpoint(hub.endpoint)
+        pointed = (wandb_pointer.read_pointer(pointer) if pointer
+                   else wandb_pointer.fetch_pointer(str(from_wandb), timeout=hub.timeout or 60.0))
+        _check_pointer_origin(pointed, configured)
+        if repo and validate.repo_id(repo) != pointed.repo:
+            raise InputError(f"--repo {repo} disagrees with the pointer's repo {pointed.repo}: drop --repo")
         repo, subfolder, sha = pointed.repo, pointed.subfolder, pointed.revision
-        if not o["endpoint"] and not os.environ.get("HF_ENDPOINT"):
-            o["endpoint"] = pointed.endpoint
     else:
-        repo = validate.repo_id(o["repo"])
-        subfolder = validate.subfolder(o["subfolder"]) if o["subfolder"] else ""
-    settings = settings_from(o)
+        repo = validate.repo_id(repo)
+        subfolder = validate.subfolder(subfolder) if subfolder else ""
+    settings = hub.settings()
 
+    from ckpt_action.outputs import pull_outputs
     from ckpt_action.progress import quiet_client_bars
     from ckpt_action.pull import pull as do_pull
     from ckpt_action.remote import RemoteRepo
 
     quiet_client_bars()
     remote = RemoteRepo(settings, repo)
-    if o["use_latest"]:
+    if use_latest:
         from ckpt_action.discover import latest as find_latest
 
         found = find_latest(remote, revision)
@@ -319,44 +420,40 @@ def pull(**o: Any) -> None:
         if found.handle is None:
             raise NoCheckpointError(f"no complete checkpoint-N in {repo} to pull")
         subfolder, sha = found.handle.subfolder, found.handle.revision
-    res = do_pull(remote, subfolder, revision, target, force=o["force"], sha=sha)
-    result = res.handle.to_dict() | {"local_dir": str(res.local_dir), "found": True, "files": res.files,
-                                     "bytes": res.bytes, "verified_by": res.verified_by}
-    emit("pull", result, o)
+    assert subfolder is not None
+    res = do_pull(remote, subfolder, revision, target, force=force, sha=sha)
+    emit("pull", pull_outputs(res), hub)
 
 
 # --- promote, list, prune -----------------------------------------------------------------------
 
 @cli.command()
-@click.option("--repo", required=True, help="Hub model repo holding the checkpoint, OWNER/NAME.")
+@repo_option("Hub model repo holding the checkpoint, OWNER/NAME.")
 @click.option("--subfolder", required=True, help="The checkpoint folder to promote.")
 @click.option("--revision", help="SHA, branch or tag the checkpoint is read at (default: main's head).")
 @click.option("--to", "to", required=True, help="Target folder, e.g. release.")
 @click.option("--to-repo", help="Promote into another repo (bytes stream through, verified).")
 @click.option("--tag", help="Tag the resulting commit; an existing tag elsewhere is refused.")
 @click.option("--branch", help="Commit the promotion on this branch (created from the source SHA).")
-@click.option("--wandb-project", envvar="WANDB_PROJECT", help="Log a W&B pointer artifact to this project.")
-@click.option("--wandb-entity", envvar="WANDB_ENTITY", help="W&B entity (team or user).")
-@click.option("--wandb-run-id", envvar="WANDB_RUN_ID", help="Attach the pointer to this run.")
-@click.option("--wandb-artifact-name", help="Artifact name (default: derived from repo and target).")
-@click.option("--wandb-registry", help="Link the pointer into this W&B registry collection (online only).")
-@click.option("--wandb-fatal", is_flag=True, help="Fail the command when W&B logging fails.")
-@common
+@wandb_options(registry=True)
+@hub_options
 @command
-def promote(**o: Any) -> None:
+def promote(repo: str, subfolder: str, revision: str | None, to: str, to_repo: str | None, tag: str | None,
+            branch: str | None, wandb: WandbOptions, hub: HubOptions) -> None:
     """Copy a pinned checkpoint to a release folder (and/or branch, tag) in one commit, server-side."""
-    repo = validate.repo_id(o["repo"])
-    subfolder = validate.subfolder(o["subfolder"])
-    to = validate.subfolder(o["to"], flag="--to")
-    revision = validate.revision(o["revision"])
-    tag = validate.revision(o["tag"]) if o["tag"] else None
-    branch = validate.revision(o["branch"]) if o["branch"] else None
-    to_repo = validate.repo_id(o["to_repo"]) if o["to_repo"] else None
+    repo = validate.repo_id(repo)
+    subfolder = validate.subfolder(subfolder)
+    to = validate.subfolder(to, flag="--to")
+    revision = validate.revision(revision)
+    tag = validate.revision(tag, flag="--tag") if tag else None
+    branch = validate.revision(branch, flag="--branch") if branch else None
+    to_repo = validate.repo_id(to_repo) if to_repo else None
     if to_repo and branch:
         raise InputError("--branch does not go with --to-repo: promote into the other repo's main")
-    settings = settings_from(o)
+    settings = hub.settings()
     validate.token_for_write(settings.token, settings.endpoint)
 
+    from ckpt_action.outputs import promote_outputs
     from ckpt_action.progress import quiet_client_bars
     from ckpt_action.release import promote as do_promote
     from ckpt_action.remote import RemoteRepo
@@ -365,26 +462,25 @@ def promote(**o: Any) -> None:
     remote = RemoteRepo(settings, repo)
     target = RemoteRepo(settings, to_repo, api=remote.api) if to_repo else None
     res = do_promote(remote, subfolder, revision, to, tag=tag, branch=branch, target=target)
-    result: dict[str, Any] = res.handle.to_dict() | {
-        "found": None, "source_subfolder": res.source.subfolder, "source_revision": res.source.revision,
-        "commits": res.commits, "tag": res.tag, "branch": res.branch}
-    if o["wandb_project"]:
-        result |= _log_wandb(res.handle, o, registry=o["wandb_registry"])
-    emit("promote", result, o)
+    result = promote_outputs(res)
+    if wandb.project:
+        result |= _log_wandb(res.handle, wandb)
+    emit("promote", result, hub)
 
 
 @cli.command("list")
-@click.option("--repo", required=True, help="Hub model repo, OWNER/NAME.")
+@repo_option()
 @click.option("--revision", help="Branch, tag or SHA to read (default: main).")
-@common
+@hub_options
 @command
-def list_(**o: Any) -> None:
+def list_(repo: str, revision: str | None, hub: HubOptions) -> None:
     """Every checkpoint with its step, completeness, file count, size and the SHA it was read at."""
-    repo = validate.repo_id(o["repo"])
-    revision = validate.revision(o["revision"])
-    settings = settings_from(o)
+    repo = validate.repo_id(repo)
+    revision = validate.revision(revision)
+    settings = hub.settings()
 
     from ckpt_action.discover import CheckpointInfo, list_checkpoints
+    from ckpt_action.outputs import list_outputs
     from ckpt_action.progress import human
     from ckpt_action.remote import RemoteRepo
 
@@ -398,63 +494,66 @@ def list_(**o: Any) -> None:
         sha, infos = None, list[CheckpointInfo]()
     else:
         sha, infos = list_checkpoints(remote, revision)
-    rows = [i.to_dict() for i in infos]
-    markdown = "| checkpoint | step | status | files | size |\n|---|---|---|---|---|\n" + "".join(
-        f"| `{i.subfolder}` | {'' if i.step is None else i.step} | {i.status} | {i.files} | {human(i.size)} |\n"
-        for i in infos)
-    newest = next((i for i in infos if i.complete and i.step is not None and i.subfolder.startswith("checkpoint-")),
-                  None)
-    result: dict[str, Any] = {
-        "repo": repo, "subfolder": newest.subfolder if newest else None, "revision": sha,
-        "step": newest.step if newest else None, "hub_url": None, "found": bool(infos), "count": len(infos),
-        "checkpoints": rows, "summary_extra": "\n" + markdown if infos else "\nNo checkpoints.\n"}
 
     def table() -> None:
-        width = max([len(i.subfolder) for i in infos] + [10])
-        click.echo(f"{repo} at {sha or '(no commits)'}")
-        click.echo(f"{'checkpoint':<{width}}  {'step':>8}  {'status':<10}  {'files':>5}  {'size':>10}")
-        for i in infos:
+        names = [escape(i.subfolder) for i in infos]
+        width = max([len(n) for n in names] + [10])
+        echo(f"{repo} at {sha or '(no commits)'}")
+        echo(f"{'checkpoint':<{width}}  {'step':>8}  {'status':<10}  {'files':>5}  {'size':>10}")
+        for name, i in zip(names, infos, strict=True):
             step = "" if i.step is None else str(i.step)
-            click.echo(f"{i.subfolder:<{width}}  {step:>8}  {i.status:<10}  {i.files:>5}  {human(i.size):>10}")
+            echo(f"{name:<{width}}  {step:>8}  {i.status:<10}  {i.files:>5}  {human(i.size):>10}")
 
-    emit("list", result, o, human=table)
+    emit("list", list_outputs(repo, sha, infos), hub, human=table)
 
 
 @cli.command()
-@click.option("--repo", required=True, help="Hub model repo, OWNER/NAME.")
+@repo_option()
 @click.option("--keep-last", required=True, type=int, help="How many of the newest checkpoint-N to keep.")
 @click.option("--dry-run", is_flag=True, help="Print what would be deleted; change nothing.")
-@common
+@hub_options
 @command
-def prune(**o: Any) -> None:
+def prune(repo: str, keep_last: int, dry_run: bool, hub: HubOptions) -> None:
     """Delete older checkpoint-N folders in one commit; never the latest complete one, sft/,
     promoted targets or their sources, or a checkpoint a tag points at."""
-    repo = validate.repo_id(o["repo"])
-    keep = validate.positive(o["keep_last"], "--keep-last")
+    repo = validate.repo_id(repo)
+    keep = validate.positive(keep_last, "--keep-last")
     assert keep is not None
-    settings = settings_from(o)
-    if not o["dry_run"]:
+    settings = hub.settings()
+    if not dry_run:
         validate.token_for_write(settings.token, settings.endpoint)
 
+    from ckpt_action.outputs import prune_outputs
     from ckpt_action.release import prune as do_prune
     from ckpt_action.remote import RemoteRepo
 
-    plan, sha = do_prune(RemoteRepo(settings, repo), keep, dry_run=o["dry_run"])
-    verb = "would delete" if o["dry_run"] else "deleted"
-    if not o["as_json"]:
+    plan, sha = do_prune(RemoteRepo(settings, repo), keep, dry_run=dry_run)
+    verb = "would delete" if dry_run else "deleted"
+    if not hub.as_json:
         for name in plan.delete:
-            click.echo(f"{verb}: {name}", err=True)
+            echo(f"{verb}: {name}", err=True)
         for name in plan.keep:
-            click.echo(f"kept: {name} ({plan.reasons.get(name, '')})", err=True)
-    result: dict[str, Any] = {
-        "repo": repo, "subfolder": None, "revision": sha, "step": None, "hub_url": None, "found": None,
-        "dry_run": o["dry_run"], "deleted": plan.delete, "kept": plan.keep,
-        "deleted_count": len(plan.delete), "summary_extra": "\n" + "".join(
-            f"- {verb} `{n}/`\n" for n in plan.delete) if plan.delete else "\nNothing to delete.\n"}
-    emit("prune", result, o)
+            echo(f"kept: {name} ({plan.reasons.get(name, '')})", err=True)
+    emit("prune", prune_outputs(repo, plan, sha, dry_run), hub)
 
 
-# --- local hub and demo -------------------------------------------------------------------------
+# --- the action, the local hub and the demo -----------------------------------------------------
+
+@cli.command("from-action", hidden=True)
+@click.pass_context
+def from_action(ctx: click.Context) -> None:
+    """Run the command the GitHub Action's INPUT_* environment describes (see action_inputs)."""
+    from ckpt_action.action_inputs import argv
+
+    try:
+        name, *args = argv()
+    except InputError as exc:
+        fail(str(exc), exc.exit_code)
+    echo(f"ckpt-action {name} " + " ".join(args), err=True)
+    sub = cli.commands[name]
+    with sub.make_context(name, args, parent=ctx.parent) as sub_ctx:
+        sub.invoke(sub_ctx)
+
 
 @cli.command("local-hub")
 @click.option("--data-dir", required=True, type=click.Path(file_okay=False), help="Where repos are stored.")
@@ -465,22 +564,23 @@ def prune(**o: Any) -> None:
 @click.option("--faults", type=click.Path(dir_okay=False), help="JSON fault rules, re-read when changed.")
 @click.option("--token", help="Require this bearer token (default: open).")
 @command
-def local_hub(**o: Any) -> None:
+def local_hub(data_dir: str, host: str, port: int, port_file: str | None, access_log: str | None,
+              faults: str | None, token: str | None) -> None:
     """Run the Hub-compatible local server (prints its URL as the first line once listening)."""
     from ckpt_action.localhub import run_server
 
-    run_server(o["data_dir"], host=o["host"], port=o["port"], port_file=o["port_file"],
-               access_log=o["access_log"], faults=o["faults"], token=o["token"])
+    run_server(data_dir, host=host, port=port, port_file=port_file, access_log=access_log, faults=faults,
+               token=token)
 
 
 @cli.command()
 @click.option("--keep", type=click.Path(file_okay=False), help="Keep the demo's files in this dir.")
 @command
-def demo(**o: Any) -> None:
+def demo(keep: str | None) -> None:
     """Run the main job on an embedded local Hub: push, latest, pull, verify."""
     from ckpt_action.demo import run_demo
 
-    run_demo(keep=Path(o["keep"]) if o["keep"] else None, echo=click.echo)
+    run_demo(keep=Path(keep) if keep else None, echo=click.echo)
 
 
 # click >= 8.2 raises this for a bare `ckpt-action`; older versions print help and exit 0.

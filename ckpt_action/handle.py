@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-SHA_RE = re.compile(r"^[0-9a-f]{40}$")
-CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
+SHA_RE = re.compile(r"^[0-9a-f]{40}\Z")  # \Z: "$" would accept a trailing newline
+CHECKPOINT_RE = re.compile(r"^checkpoint-([0-9]+)\Z")
 DEFAULT_ENDPOINT = "https://huggingface.co"
 
 

@@ -1,7 +1,10 @@
 """CI output adapters: one result, written for GitHub Actions, GitLab CI and JSON readers.
 
-Names are a contract (workflows read them): step outputs use kebab-case (``hub-url``),
-JSON uses snake_case (``hub_url``), dotenv uses ``CKPT_`` + upper snake case.
+:data:`OUTPUTS` declares every output a command can write, with the description
+``action.yml`` repeats (a test holds the two together). Names are a contract (workflows
+read them): step outputs use kebab-case (``hub-url``), JSON uses snake_case
+(``hub_url``), dotenv uses ``CKPT_`` + upper snake case. Every value is validated by
+the core before it gets here, and escaped here for the channel it goes to.
 """
 
 from __future__ import annotations
@@ -11,11 +14,95 @@ import os
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .errors import InputError
+from .escaping import escape
 
-OUTPUT_KEYS = ("repo", "subfolder", "revision", "step", "hub_url", "local_dir", "found")
+if TYPE_CHECKING:
+    from .discover import CheckpointInfo, LatestResult
+    from .pull import PullResult
+    from .push import PushResult
+    from .release import PromoteResult, PrunePlan
+
+# Written by every command (empty when they do not apply), in this order.
+CONTRACT_KEYS = ("repo", "subfolder", "revision", "step", "hub_url", "local_dir", "found")
+
+OUTPUTS: dict[str, str] = {
+    "repo": "Hub repo id the command acted on.",
+    "subfolder": "Checkpoint folder pushed, found or pulled (`list`: the newest complete checkpoint-N).",
+    "revision": "40-hex commit SHA the checkpoint is pinned to (`list`, `prune`: the SHA that was read).",
+    "step": "Training step of the checkpoint, when known.",
+    "hub-url": "URL of the checkpoint folder at the pinned commit.",
+    "local-dir": "Local directory uploaded from or downloaded into.",
+    "found": "`true` when a checkpoint was found (`latest`, `pull`, `list`), else `false`.",
+    "verified": "`latest`: `true` when the checkpoint was checked against its manifest, `false` for a folder "
+                "without one (written by another tool).",
+    "commits": "`push`, `promote`: commits made (0 when the content was already there).",
+    "uploaded-files": "`push`: files uploaded.",
+    "deleted-files": "`push`: stale files removed from the folder.",
+    "files": "`pull`: files in the pulled checkpoint.",
+    "bytes": "`pull`: bytes in the pulled checkpoint.",
+    "verified-by": "`pull`: what every file was checked against: `manifest`, or `tree` for a folder without "
+                   "a manifest (the hashes the Hub lists).",
+    "source-subfolder": "`promote`: the checkpoint folder that was promoted.",
+    "source-revision": "`promote`: the SHA the promoted checkpoint was read at.",
+    "tag": "`promote`: the tag created (or found) on the promoted commit.",
+    "branch": "`promote`: the branch the promotion was committed on.",
+    "count": "`list`: how many checkpoints the repo holds.",
+    "checkpoints": "`list`: the checkpoints as a JSON array (subfolder, step, complete, status, files, size, "
+                   "revision, source).",
+    "dry-run": "`prune`: `true` when nothing was deleted on purpose.",
+    "deleted": "`prune`: the folders deleted (or, with dry-run, that would be), as a JSON array.",
+    "kept": "`prune`: the checkpoint-N folders kept, as a JSON array.",
+    "deleted-count": "`prune`: how many folders were deleted.",
+    "wandb-artifact": "`push`, `promote`: the W&B pointer artifact logged (empty when W&B logging failed or "
+                      "was not asked for).",
+    "wandb-run-id": "`push`, `promote`: the W&B run the pointer was logged to.",
+}
+
+
+# Each command's result as its outputs (snake_case keys; None is written as empty).
+
+def push_outputs(res: PushResult, local_dir: Path) -> dict[str, Any]:
+    return res.handle.to_dict() | {"local_dir": str(local_dir), "found": None, "commits": res.commits,
+                                   "uploaded_files": res.uploaded_files, "deleted_files": res.deleted_files}
+
+
+def latest_outputs(repo: str, res: LatestResult) -> dict[str, Any]:
+    if res.handle is None:
+        return {"repo": repo, "subfolder": None, "revision": res.revision, "step": None, "hub_url": None,
+                "found": False, "verified": None}
+    return res.handle.to_dict() | {"found": True, "verified": res.has_manifest}
+
+
+def pull_outputs(res: PullResult) -> dict[str, Any]:
+    return res.handle.to_dict() | {"local_dir": str(res.local_dir), "found": True, "files": res.files,
+                                   "bytes": res.bytes, "verified_by": res.verified_by}
+
+
+def promote_outputs(res: PromoteResult) -> dict[str, Any]:
+    return res.handle.to_dict() | {
+        "found": None, "source_subfolder": res.source.subfolder, "source_revision": res.source.revision,
+        "commits": res.commits, "tag": res.tag, "branch": res.branch}
+
+
+def list_outputs(repo: str, sha: str | None, infos: list[CheckpointInfo]) -> dict[str, Any]:
+    newest = next((i for i in infos if i.complete and i.step is not None and i.subfolder.startswith("checkpoint-")),
+                  None)
+    return {"repo": repo, "subfolder": newest.subfolder if newest else None, "revision": sha,
+            "step": newest.step if newest else None, "hub_url": None, "found": bool(infos), "count": len(infos),
+            "checkpoints": [i.to_dict() for i in infos]}
+
+
+def prune_outputs(repo: str, plan: PrunePlan, sha: str | None, dry_run: bool) -> dict[str, Any]:
+    return {"repo": repo, "subfolder": None, "revision": sha, "step": None, "hub_url": None, "found": None,
+            "dry_run": dry_run, "deleted": plan.delete, "kept": plan.keep, "deleted_count": len(plan.delete)}
+
+
+def output_name(key: str) -> str:
+    """The step output name of a result key: ``hub_url`` -> ``hub-url``."""
+    return key.replace("_", "-")
 
 
 def _text(value: object) -> str:
@@ -23,19 +110,23 @@ def _text(value: object) -> str:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
     return str(value)
 
 
 def step_outputs(result: Mapping[str, object]) -> dict[str, str]:
-    """The GitHub step outputs for a result: every contract key, kebab-case, as text.
+    """The step outputs for a result: every contract key, then the command's own, as text.
 
-    >>> step_outputs({"repo": "o/r", "found": False, "hub_url": "u"})["hub-url"]
+    >>> step_outputs({"repo": "o/r", "found": False, "hub_url": "u", "count": 2})["hub-url"]
     'u'
     """
-    out = {key.replace("_", "-"): _text(result.get(key)) for key in OUTPUT_KEYS}
+    out = {output_name(key): _text(result.get(key)) for key in CONTRACT_KEYS}
     for key, value in result.items():
-        if key not in OUTPUT_KEYS and isinstance(value, (str, int, bool)) and value is not None:
-            out[key.replace("_", "-")] = _text(value)
+        name = output_name(key)
+        if name not in OUTPUTS:
+            raise AssertionError(f"output {name} is not declared in outputs.OUTPUTS")
+        out[name] = _text(value)
     return out
 
 
@@ -52,17 +143,27 @@ def write_github_output(path: str | os.PathLike[str], result: Mapping[str, objec
 
 
 def dotenv_lines(result: Mapping[str, object]) -> str:
-    """GitLab ``artifacts:reports:dotenv`` lines: ``CKPT_REVISION=…``, single-line values only.
+    """GitLab ``artifacts:reports:dotenv`` lines: ``CKPT_REVISION=…``, one line each.
 
     >>> dotenv_lines({"repo": "o/r", "step": 5}).splitlines()[:2]
     ['CKPT_REPO=o/r', 'CKPT_SUBFOLDER=']
     """
     out = []
     for name, value in step_outputs(result).items():
-        if "\n" in value or "\r" in value:
-            raise InputError(f"output {name} spans lines and cannot go in a dotenv file")
-        out.append(f"CKPT_{name.upper().replace('-', '_')}={value}")
+        out.append(f"CKPT_{name.upper().replace('-', '_')}={escape(value, 'dotenv')}")
     return "\n".join(out) + "\n"
+
+
+def check_writable(path: str | os.PathLike[str], what: str) -> None:
+    """Refuse an output file that cannot be written, before any work is done."""
+    target = Path(path)
+    if target.is_dir():
+        raise InputError(f"{what} {target} is a directory: name a file")
+    parent = target.absolute().parent
+    if not parent.is_dir():
+        raise InputError(f"{what} {target}: its directory does not exist: create it first")
+    if not os.access(parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise InputError(f"{what} {target} is not writable: choose another path")
 
 
 def write_dotenv(path: str | os.PathLike[str], result: Mapping[str, object]) -> None:
@@ -77,28 +178,61 @@ def write_json(stream: TextIO, result: Mapping[str, object]) -> None:
     stream.flush()
 
 
+def _code(value: object) -> str:
+    return f"<code>{escape(value, 'markdown')}</code>"
+
+
+def _size(value: object) -> str:
+    from .progress import human
+
+    return human(value) if isinstance(value, int) else ""
+
+
 def summary_markdown(command: str, result: Mapping[str, object]) -> str:
-    """A job-summary section: what moved, the step, and a link to the pinned commit."""
+    """A job-summary section: what moved, the step, and a link to the pinned commit.
+
+    Every value is escaped for Markdown: a folder name cannot add a row, a link or HTML.
+    """
     repo, sub, rev = result.get("repo"), result.get("subfolder"), result.get("revision")
     head = f"### ckpt-action {command}"
     if command == "latest" and not result.get("found"):
-        return f"{head}\n\nNo complete checkpoint in `{repo}`: the job starts from scratch.\n"
-    rows = [("repo", f"`{repo}`")]
-    if sub:
-        rows.append(("subfolder", f"`{sub}/`"))
-    if result.get("step") is not None:
-        rows.append(("step", str(result.get("step"))))
+        return f"{head}\n\nNo complete checkpoint in {_code(repo)}: the job starts from scratch.\n"
+    rows = [("repo", _code(repo))]
+    if sub and command != "list":
+        rows.append(("subfolder", _code(f"{sub}/")))
+    if result.get("step") is not None and command != "list":
+        rows.append(("step", escape(result.get("step"), "markdown")))
     if rev:
-        url = result.get("hub_url") or ""
-        rows.append(("commit", f"[`{str(rev)[:12]}`]({url})" if url else f"`{rev}`"))
+        url = str(result.get("hub_url") or "")
+        short = escape(str(rev)[:12], "markdown")
+        # hub_url is built by ckpt-action from validated parts; quoted so it stays one link target.
+        rows.append(("commit", f"[<code>{short}</code>](<{escape(url, 'markdown')}>)" if url else _code(rev)))
     if result.get("local_dir"):
-        rows.append(("local dir", f"`{result.get('local_dir')}`"))
-    for key in ("uploaded_files", "deleted_files", "commits", "files", "bytes", "tag", "target"):
-        if key in result and result[key] is not None:
-            rows.append((key.replace("_", " "), str(result[key])))
+        rows.append(("local dir", _code(result.get("local_dir"))))
+    for key in ("uploaded_files", "deleted_files", "commits", "files", "bytes", "tag", "count"):
+        if result.get(key) is not None:
+            rows.append((key.replace("_", " "), escape(result[key], "markdown")))
     table = "| | |\n|---|---|\n" + "".join(f"| {k} | {v} |\n" for k, v in rows)
-    extra = str(result.get("summary_extra") or "")
-    return f"{head}\n\n{table}{extra}\n"
+    return f"{head}\n\n{table}{_extra(command, result)}\n"
+
+
+def _extra(command: str, result: Mapping[str, object]) -> str:
+    if command == "list":
+        rows = result.get("checkpoints") or []
+        assert isinstance(rows, list)
+        if not rows:
+            return "\nNo checkpoints.\n"
+        lines = "".join(
+            f"| {_code(r['subfolder'])} | {escape('' if r['step'] is None else r['step'], 'markdown')} "
+            f"| {escape(r['status'], 'markdown')} | {escape(r['files'], 'markdown')} | {_size(r['size'])} |\n"
+            for r in rows)
+        return "\n| checkpoint | step | status | files | size |\n|---|---|---|---|---|\n" + lines
+    if command == "prune":
+        deleted = result.get("deleted") or []
+        assert isinstance(deleted, list)
+        verb = "would delete" if result.get("dry_run") else "deleted"
+        return "\n" + "".join(f"- {verb} {_code(f'{n}/')}\n" for n in deleted) if deleted else "\nNothing to delete.\n"
+    return ""
 
 
 def append_summary(path: str | os.PathLike[str], markdown: str) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
@@ -17,10 +18,17 @@ from .handle import DEFAULT_ENDPOINT, SHA_RE, step_of
 # The Hub's own rule (huggingface_hub.utils.validate_repo_id), plus a mandatory owner:
 # a bare name would resolve against whoever the token belongs to, which CI jobs
 # sharing a checkpoint repo must not depend on.
+# Every pattern here is used with fullmatch: "$" alone would let a trailing newline through.
 _REPO_PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
-_REPO_RE = re.compile(rf"^{_REPO_PART}/{_REPO_PART}$")
-_SEGMENT_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._+=@-]{0,199}$")
-_REF_RE = re.compile(r"^[A-Za-z0-9._/-]{1,200}$")
+_REPO_RE = re.compile(rf"{_REPO_PART}/{_REPO_PART}")
+_SEGMENT_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+=@-]{0,199}")
+_REF_RE = re.compile(r"[A-Za-z0-9._/-]{1,200}")
+# What the Hub refuses in a file name, and what would confuse a log or a shell: control
+# characters (newlines included) and backslashes.
+_BAD_NAME_RE = re.compile(r"[\x00-\x1f\x7f\\]")
+COMMIT_MESSAGE_MAX = 1000
+# The Hub's limit on files in one repo.
+MAX_PUSH_FILES = 100_000
 # Names with a meaning to git, the Hub or the client's local-dir cache.
 _RESERVED_SEGMENTS = {".git", ".cache", ".huggingface", ".gitattributes", ".gitignore"}
 HUB_HOSTS = {"huggingface.co", "hf.co", "www.huggingface.co"}
@@ -34,7 +42,7 @@ def repo_id(value: str | None) -> str:
     """
     if not value:
         raise InputError("--repo is required: give the Hub model repo as OWNER/NAME")
-    if not _REPO_RE.match(value) or "--" in value or ".." in value or value.endswith(".git"):
+    if not _REPO_RE.fullmatch(value) or "--" in value or ".." in value or value.endswith(".git"):
         raise InputError(
             f"--repo {value!r} is not a valid repo id: use OWNER/NAME with letters, digits, '-', '_' or '.'"
             " (no '--' or '..', not ending in .git)"
@@ -61,7 +69,7 @@ def subfolder(value: str, *, flag: str = "--subfolder") -> str:
             raise InputError(f"{flag} {value!r} has an empty, '.' or '..' segment: name a plain folder")
         if part in _RESERVED_SEGMENTS:
             raise InputError(f"{flag} {value!r} uses the reserved name {part!r}: choose another folder name")
-        if not _SEGMENT_RE.match(part):
+        if not _SEGMENT_RE.fullmatch(part):
             raise InputError(
                 f"{flag} {value!r} has an unsupported segment {part!r}: use letters, digits and ._+=@-"
                 " (not starting with '.' or '-')"
@@ -97,13 +105,27 @@ def push_target(sub: str | None, stp: int | None) -> tuple[str, int | None]:
     return sub, stp if stp is not None else implied
 
 
-def revision(value: str | None) -> str | None:
+def revision(value: str | None, flag: str = "--revision") -> str | None:
+    """Check a commit SHA, branch or tag name.
+
+    >>> revision("main"), revision("a" * 40) == "a" * 40
+    ('main', True)
+    """
     if value is None:
         return None
-    if SHA_RE.match(value):
+    if SHA_RE.fullmatch(value):
         return value
-    if not _REF_RE.match(value) or ".." in value or value.startswith("/") or value.endswith("/"):
-        raise InputError(f"--revision {value!r} is not a commit SHA, branch or tag name")
+    if not _REF_RE.fullmatch(value) or ".." in value or value.startswith("/") or value.endswith("/"):
+        what = "a commit SHA, branch or tag name" if flag == "--revision" else "a valid branch or tag name"
+        raise InputError(f"{flag} {value!r} is not {what}")
+    return value
+
+
+def commit_message(value: str) -> str:
+    """A commit title: one line, bounded, no control characters."""
+    if not value.strip() or _BAD_NAME_RE.search(value.replace("\\", "")) or len(value) > COMMIT_MESSAGE_MAX:
+        raise InputError(f"--commit-message must be one non-empty line of at most {COMMIT_MESSAGE_MAX} characters"
+                         " without control characters")
     return value
 
 
@@ -127,7 +149,11 @@ def token_for_write(token: str | None, url: str) -> None:
 
 
 def local_dir_to_push(value: str | None) -> Path:
-    """Check a checkpoint dir to push: exists, is a dir, holds files, no escaping symlinks."""
+    """Check a checkpoint dir to push, before anything is sent: it exists and holds files,
+    and every entry is a regular file (or a link to one inside the dir) that can be read,
+    with a name the Hub accepts. Special files would hang the hashing (a FIFO) or cannot
+    be uploaded; finding them half-way through a push would leave it unfinished.
+    """
     if not value:
         raise InputError("--local-dir is required: give the checkpoint directory to push")
     path = Path(value)
@@ -136,13 +162,19 @@ def local_dir_to_push(value: str | None) -> Path:
     if not path.is_dir():
         raise InputError(f"--local-dir {value} is a file: point it at the checkpoint directory")
     root = path.resolve()
-    has_file = False
-    for dirpath, dirnames, filenames in os.walk(path):
+    count = 0
+    for dirpath, dirnames, filenames in os.walk(path, onerror=_raise_walk_error):
         for name in dirnames + filenames:
             full = Path(dirpath) / name
-            if full.is_symlink():
+            rel = full.relative_to(path).as_posix()
+            if _BAD_NAME_RE.search(name):
+                raise InputError(f"--local-dir has a file name the Hub refuses ({rel!r}: a backslash or a control"
+                                 " character): rename it")
+            st = full.lstat()
+            if stat.S_ISLNK(st.st_mode):
+                if not full.exists():
+                    raise InputError(f"--local-dir has a dangling symlink {rel}: remove it or restore its target")
                 target = full.resolve()
-                rel = full.relative_to(path)
                 if target != root and root not in target.parents:
                     raise InputError(
                         f"--local-dir has a symlink {rel} pointing outside the checkpoint: copy the file in"
@@ -151,10 +183,24 @@ def local_dir_to_push(value: str | None) -> Path:
                 if target.is_dir():
                     # Never followed (a loop, or files counted twice): say so rather than skip it.
                     raise InputError(f"--local-dir has a symlinked directory {rel}: copy it in or remove the link")
-        has_file = has_file or bool(filenames)
-    if not has_file:
+                st = full.stat()
+            if name in filenames:
+                if not stat.S_ISREG(st.st_mode):
+                    raise InputError(f"--local-dir has {rel}, which is not a regular file (a FIFO, socket or device):"
+                                     " remove it from the checkpoint")
+                if not os.access(full, os.R_OK):
+                    raise InputError(f"--local-dir has {rel}, which cannot be read: fix its permissions")
+                count += 1
+                if count > MAX_PUSH_FILES:
+                    raise InputError(f"--local-dir holds more than {MAX_PUSH_FILES} files, more than a Hub repo takes:"
+                                     " push a smaller folder")
+    if not count:
         raise InputError(f"--local-dir {value} has no files: nothing to push")
     return path
+
+
+def _raise_walk_error(exc: OSError) -> None:
+    raise InputError(f"--local-dir cannot be read ({exc.filename}: {exc.strerror}): fix its permissions")
 
 
 def pull_target(value: str | None, *, force: bool) -> Path:

@@ -84,7 +84,7 @@ def cli_reference() -> str:
         ctx = click.Context(cmd, info_name=f"ckpt-action {name}", max_content_width=100,
                             terminal_width=100)
         parts.append(f"#### `{name}`\n\n```text\n{cmd.get_help(ctx)}\n```")
-    missing = set(cli.cli.commands) - set(COMMAND_ORDER)
+    missing = {n for n, c in cli.cli.commands.items() if not c.hidden} - set(COMMAND_ORDER)
     if missing:
         raise SystemExit(f"commands missing from COMMAND_ORDER: {sorted(missing)}")
     return "\n\n".join(parts)

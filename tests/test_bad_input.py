@@ -4,6 +4,7 @@ makes no network call (the local Hub's access log stays empty), and creates noth
 from __future__ import annotations
 
 import os
+import socket
 
 import pytest
 
@@ -58,6 +59,25 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
                              "checkpoint-5/rel"], {}, ["overlaps"]),
     ("promote-over-parent", ["promote", "--repo", "o/r", "--subfolder", "release/v1", "--to", "release"], {},
      ["overlaps"]),
+    ("dir-fifo", ["push", "--repo", "o/r", "--local-dir", "{fifo}", "--step", "1"], {}, ["not a regular file"]),
+    ("dir-socket", ["push", "--repo", "o/r", "--local-dir", "{sock}", "--step", "1"], {}, ["not a regular file"]),
+    ("dir-dangling-link", ["push", "--repo", "o/r", "--local-dir", "{dangling}", "--step", "1"], {},
+     ["dangling symlink"]),
+    ("dir-backslash-name", ["push", "--repo", "o/r", "--local-dir", "{backslash}", "--step", "1"], {},
+     ["Hub refuses"]),
+    ("dir-newline-name", ["push", "--repo", "o/r", "--local-dir", "{newline}", "--step", "1"], {}, ["Hub refuses"]),
+    # whole-string patterns: a trailing newline is not a valid name
+    ("sub-trailing-newline", ["push", "--repo", "o/r", "--local-dir", "{good}", "--subfolder", "checkpoint-7\n"],
+     {}, ["segment"]),
+    ("repo-trailing-newline", ["latest", "--repo", "o/r\n"], {}, ["--repo"]),
+    ("revision-trailing-newline", ["latest", "--repo", "o/r", "--revision", "main\n"], {}, ["--revision"]),
+    ("tag-newline", ["promote", "--repo", "o/r", "--subfolder", "checkpoint-1", "--to", "release", "--tag",
+                     "v1\n::x"], {}, ["--tag"]),
+    ("commit-message-newline", ["push", "--repo", "o/r", "--local-dir", "{good}", "--step", "1",
+                                "--commit-message", "one\ntwo"], {}, ["--commit-message"]),
+    # output files are checked before any work
+    ("dotenv-is-dir", ["latest", "--repo", "o/r", "--dotenv", "{empty}"], {}, ["--dotenv", "directory"]),
+    ("dotenv-no-parent", ["latest", "--repo", "o/r", "--dotenv", "{missing}/out.env"], {}, ["--dotenv"]),
     # modes and flags
     ("unknown-mode", ["pushh", "--repo", "o/r"], {}, ["pushh"]),
     ("unknown-flag", ["latest", "--repo", "o/r", "--bogus"], {}, ["--bogus"]),
@@ -99,6 +119,11 @@ def _layout(tmp_path):
         "linkdir": write_checkpoint(root / "linkdir", {"w.bin": b"w"}),
         "linkrel": write_checkpoint(root / "linkrel", {"w.bin": b"w"}),
         "linkin": write_checkpoint(root / "linkin", {"real/w.bin": b"w"}),
+        "fifo": write_checkpoint(root / "fifo", {"w.bin": b"w"}),
+        "sock": write_checkpoint(root / "sock", {"w.bin": b"w"}),
+        "dangling": write_checkpoint(root / "dangling", {"w.bin": b"w"}),
+        "backslash": write_checkpoint(root / "backslash", {"a\\b.bin": b"w"}),
+        "newline": write_checkpoint(root / "newline", {"a\nb.bin": b"w"}),
     }
     paths["empty"].mkdir(parents=True)
     (paths["empty"] / "sub").mkdir()  # only directories: still nothing to push
@@ -108,6 +133,10 @@ def _layout(tmp_path):
     os.symlink(outside, paths["linkdir"] / "leakdir", target_is_directory=True)
     os.symlink("../../outside/secret.txt", paths["linkrel"] / "rel.txt")
     os.symlink("real", paths["linkin"] / "alias", target_is_directory=True)
+    os.mkfifo(paths["fifo"] / "pipe")  # reading it would block forever
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(paths["sock"] / "s.sock"))
+    os.symlink("gone.bin", paths["dangling"] / "link.bin")
     return paths
 
 

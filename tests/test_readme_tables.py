@@ -31,7 +31,7 @@ def test_readme_tables_match_action_yml() -> None:
 
 def test_check_detects_drift_and_write_fixes_it(tmp_path: Path) -> None:
     readme = tmp_path / "README.md"
-    readme.write_text("# x\n\n<!-- action-inputs:start -->\nstale\n<!-- action-inputs:end -->\n\ntext\n\n"
+    readme.write_text("# x\n\n<!-- action-inputs:start -->\nSTALE-TABLE-ROW\n<!-- action-inputs:end -->\n\ntext\n\n"
                       "<!-- action-outputs:start -->\n<!-- action-outputs:end -->\n"
                       "<!-- cli-reference:start -->\nold help\n<!-- cli-reference:end -->\n"
                       "<!-- settings:start -->\n<!-- settings:end -->\n")
@@ -40,7 +40,7 @@ def test_check_detects_drift_and_write_fixes_it(tmp_path: Path) -> None:
     assert run("--write", *args).returncode == 0
     assert run("--check", *args).returncode == 0
     text = readme.read_text()
-    assert "stale" not in text and "old help" not in text and text.startswith("# x\n") and "\ntext\n" in text
+    assert "STALE-TABLE-ROW" not in text and "old help" not in text and text.startswith("# x\n") and "\ntext\n" in text
     assert "#### `push`" in text and "--local-dir TEXT" in text and "`CKPT_TIMEOUT`" in text
     for name in ACTION["inputs"]:
         assert f"| `{name}` |" in text
@@ -53,7 +53,7 @@ def test_check_detects_drift_and_write_fixes_it(tmp_path: Path) -> None:
 
 def test_action_contract() -> None:
     assert CONTRACT_INPUTS <= set(ACTION["inputs"])
-    assert set(ACTION["outputs"]) == CONTRACT_OUTPUTS
+    assert CONTRACT_OUTPUTS <= set(ACTION["outputs"])
     assert all(re.fullmatch(r"[a-z][a-z0-9-]*", name) for name in ACTION["inputs"])
     for section in ("inputs", "outputs"):
         for name, spec in ACTION[section].items():

@@ -1,0 +1,144 @@
+"""The GitHub Action's inputs, as CLI arguments: one table, read from ``INPUT_*``.
+
+``action.yml`` hands every input to ``action/run.sh`` as an ``INPUT_<NAME>`` environment
+variable (nothing is spliced into code); the shell only picks the runtime and runs
+``ckpt-action from-action``, which calls :func:`argv` to turn the inputs of the chosen
+mode into the same command line a user would type. A test holds :data:`INPUTS` and
+``action.yml`` together in both directions, and checks that every CLI option a workflow
+needs is reachable from some input.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from .errors import InputError
+
+MODES = ("push", "latest", "pull", "promote", "list", "prune")
+HUB_MODES = MODES
+# Inputs the shell consumes before the CLI runs: the runtime, and the token, which only
+# ever travels as HF_TOKEN.
+SHELL_INPUTS = ("mode", "token", "runtime", "image", "python")
+
+Kind = Literal["value", "flag", "switch", "path", "lines"]
+
+
+@dataclass(frozen=True)
+class Input:
+    name: str
+    """The input's name in action.yml (kebab-case)."""
+    option: str
+    """The CLI option it becomes (``--public`` is the off side of a ``switch``)."""
+    modes: tuple[str, ...]
+    kind: Kind = "value"
+    """``value``: passed as given; ``path``: made absolute against the workspace;
+    ``flag``: ``true`` adds the option; ``switch``: ``true``/``false`` pick
+    ``--X``/``--no-X``-style sides, empty leaves the CLI default; ``lines``: one option
+    per non-empty line."""
+    required_in: tuple[str, ...] = ()
+    off: str | None = None
+    """The other side of a ``switch``."""
+
+
+INPUTS: tuple[Input, ...] = (
+    Input("repo", "--repo", HUB_MODES, required_in=("push", "latest", "promote", "list", "prune")),
+    Input("subfolder", "--subfolder", ("push", "pull", "promote"), required_in=("promote",)),
+    Input("step", "--step", ("push",)),
+    Input("local-dir", "--local-dir", ("push", "pull"), "path", required_in=("push", "pull")),
+    Input("revision", "--revision", ("latest", "pull", "promote", "list")),
+    Input("endpoint", "--endpoint", HUB_MODES),
+    Input("private", "--private", ("push",), "switch", off="--public"),
+    Input("require", "--require", ("latest",), "flag"),
+    Input("force", "--force", ("pull",), "flag"),
+    Input("commit-message", "--commit-message", ("push",)),
+    Input("to", "--to", ("promote",), required_in=("promote",)),
+    Input("to-repo", "--to-repo", ("promote",)),
+    Input("pointer", "--pointer", ("pull",), "path"),
+    Input("from-wandb", "--from-wandb", ("pull",)),
+    Input("tag", "--tag", ("promote",)),
+    Input("branch", "--branch", ("promote",)),
+    Input("keep-last", "--keep-last", ("prune",), required_in=("prune",)),
+    Input("dry-run", "--dry-run", ("prune",), "flag"),
+    Input("wandb-project", "--wandb-project", ("push", "promote")),
+    Input("wandb-entity", "--wandb-entity", ("push", "promote")),
+    Input("wandb-run-id", "--wandb-run-id", ("push", "promote")),
+    Input("wandb-artifact-name", "--wandb-artifact-name", ("push", "promote")),
+    Input("wandb-registry", "--wandb-registry", ("promote",)),
+    Input("wandb-fatal", "--wandb-fatal", ("push", "promote"), "flag"),
+    Input("timeout", "--timeout", HUB_MODES),
+    Input("retries", "--retries", HUB_MODES),
+)
+# CLI options no workflow input maps to, and why.
+NOT_INPUTS = {
+    "--token": "the token input travels only as HF_TOKEN",
+    "--json": "the action writes step outputs instead",
+    "--dotenv": "for GitLab CI; the action writes step outputs",
+    "--latest": "pull without subfolder, pointer or from-wandb pulls the latest",
+    "--public": "the off side of the private input",
+}
+
+
+def env_name(name: str) -> str:
+    """The environment variable action.yml sets for an input: ``local-dir`` -> ``INPUT_LOCAL_DIR``."""
+    return "INPUT_" + name.upper().replace("-", "_")
+
+
+def _truthy(name: str, value: str) -> bool:
+    low = value.strip().lower()
+    if low in ("true", "yes", "1", "on"):
+        return True
+    if low in ("false", "no", "0", "off", ""):
+        return False
+    raise InputError(f"input '{name}' must be true or false, got {value!r}")
+
+
+def argv(env: Mapping[str, str] | None = None, cwd: str | None = None) -> list[str]:
+    """The ckpt-action command line for the inputs in ``env``.
+
+    >>> argv({"INPUT_MODE": "latest", "INPUT_REPO": "org/run", "INPUT_REQUIRE": "true"})
+    ['latest', '--repo', 'org/run', '--require']
+    >>> argv({"INPUT_MODE": "pull", "INPUT_REPO": "org/run", "INPUT_LOCAL_DIR": "/w/ckpt"})
+    ['pull', '--repo', 'org/run', '--local-dir', '/w/ckpt', '--latest']
+    """
+    env = os.environ if env is None else env
+    mode = env.get("INPUT_MODE", "").strip().lower()
+    if mode not in MODES:
+        raise InputError(f"input 'mode' must be one of {', '.join(MODES)}; got {env.get('INPUT_MODE', '')!r}")
+    base = cwd or env.get("GITHUB_WORKSPACE") or os.getcwd()
+    args = [mode]
+    given: set[str] = set()
+    for spec in INPUTS:
+        value = env.get(env_name(spec.name), "")
+        if mode not in spec.modes:
+            continue
+        if spec.kind in ("flag", "switch"):
+            if value.strip() == "":
+                continue
+            on = _truthy(spec.name, value)
+            if spec.kind == "flag" and not on:
+                continue
+            args.append(spec.option if on else str(spec.off))
+        elif spec.kind == "lines":
+            lines = [line.strip() for line in value.splitlines() if line.strip()]
+            for line in lines:
+                args += [spec.option, line]
+            if not lines:
+                continue
+        else:
+            if value == "":
+                if mode in spec.required_in:
+                    raise InputError(f"mode {mode} needs input '{spec.name}'")
+                continue
+            if spec.kind == "path":
+                value = os.path.join(base, value)
+            args += [spec.option, value]
+        given.add(spec.name)
+    if mode == "pull":
+        if "repo" not in given and not given & {"pointer", "from-wandb"}:
+            raise InputError("mode pull needs input 'repo' (or 'pointer' / 'from-wandb')")
+        if not given & {"subfolder", "pointer", "from-wandb"}:
+            args.append("--latest")  # no checkpoint named: the latest complete one
+    return args
