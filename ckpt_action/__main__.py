@@ -2,4 +2,5 @@
 
 from ckpt_action.cli import main
 
-main()
+if __name__ == "__main__":
+    main()
