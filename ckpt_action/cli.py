@@ -193,9 +193,10 @@ def push(**o: Any) -> None:
 
     from ckpt_action.progress import quiet_client_bars
     from ckpt_action.push import push as do_push
+    from ckpt_action.remote import RemoteRepo
 
     quiet_client_bars()
-    res = do_push(settings, repo, local_dir, subfolder, step=step, private=o["private"],
+    res = do_push(RemoteRepo(settings, repo), local_dir, subfolder, step=step, private=o["private"],
                   commit_message=o["commit_message"])
     result: dict[str, Any] = res.handle.to_dict() | {
         "local_dir": str(local_dir), "found": None, "commits": res.commits,
