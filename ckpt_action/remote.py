@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import islice
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from .errors import IntegrityError, NotFoundError
 from .handle import SHA_RE
@@ -24,6 +23,7 @@ if TYPE_CHECKING:
     from .commit import CommitOutcome, CommitPlan
 
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024
+MAX_HISTORY_PAGE_BYTES = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -208,20 +208,46 @@ class RemoteRepo:
 
     def history(self, sha: str, *, until: str | None, limit: int) -> list[tuple[str, str]]:
         """(commit id, title and message) of the commits reachable from sha, newest first,
-        down to ``until`` (included) or ``limit`` commits; pages are read only as needed."""
-        from huggingface_hub.utils import paginate
+        down to ``until`` (included) or ``limit`` commits. Pages are read only as needed,
+        each bounded in size, and a next page is followed only on the configured endpoint
+        (the request carries the token)."""
+        import json
 
-        url = f"{self.settings.endpoint}/api/models/{self.repo}/commits/{quote(sha, safe='')}"
+        from huggingface_hub.utils import get_session, hf_raise_for_status
+
+        origin = urlsplit(self.settings.endpoint)[:2]
+
+        def page(url: str) -> tuple[list[Any], str | None]:
+            with get_session().stream("GET", url, headers=self.headers()) as response:
+                hf_raise_for_status(response)
+                body = bytearray()
+                for chunk in response.iter_bytes():
+                    body += chunk
+                    if len(body) > MAX_HISTORY_PAGE_BYTES:
+                        raise IntegrityError(f"a page of the commit history is larger than {MAX_HISTORY_PAGE_BYTES}"
+                                             " bytes: refusing it")
+                following = response.links.get("next", {}).get("url")
+            items = json.loads(body)
+            if not isinstance(items, list):
+                raise IntegrityError("the Hub answered a commit history that is not a list")
+            if following is not None and urlsplit(following)[:2] != origin:
+                following = None  # never send the token to another host
+            return items, following
 
         def read() -> list[tuple[str, str]]:
-            out = []
-            for item in islice(paginate(url, params={}, headers=self.headers()), limit):
-                if not isinstance(item, dict):
-                    continue
-                oid = str(item.get("id"))
-                out.append((oid, f"{item.get('title')}\n{item.get('message')}"))
-                if oid == until:
+            out: list[tuple[str, str]] = []
+            seen = 0
+            url: str | None = f"{self.settings.endpoint}/api/models/{self.repo}/commits/{quote(sha, safe='')}"
+            while url is not None and seen < limit:
+                items, url = page(url)
+                if not items:
                     break
+                for item in items[: limit - seen]:
+                    seen += 1
+                    if isinstance(item, dict):
+                        out.append((str(item.get("id")), f"{item.get('title')}\n{item.get('message')}"))
+                        if out[-1][0] == until:
+                            return out
             return out
 
         return self._call("reading the commit history", read)  # type: ignore[no-any-return,unused-ignore]

@@ -8,7 +8,8 @@ back point at the proxy) and records what went through, and it can:
 - forward a matching request, let the Hub apply it, then answer an error instead of
   the Hub's answer (a commit that landed behind a 500);
 - answer an error without forwarding (a commit that did not land);
-- rewrite a request body on its way (a Hub that stores other bytes than were sent).
+- rewrite a request body on its way (a Hub that stores other bytes than were sent);
+- add headers to an answer (a ``Link`` to another host).
 
     >>> with CommitProxy(hub.url) as proxy:  # doctest: +SKIP
     ...     proxy.after("POST", r"/commit/", status=500)
@@ -40,6 +41,7 @@ class _Rule:
     status: int | None = None
     forward: bool = True
     rewrite: Callable[[bytes], bytes] | None = None
+    headers: list[tuple[str, str]] = field(default_factory=list)
 
     def take(self, method: str, path: str) -> bool:
         if self.times == 0 or method != self.method or not self.path.search(path):
@@ -95,6 +97,11 @@ class CommitProxy:
         with self.lock:
             self.rules.append(_Rule(method, re.compile(path), times, rewrite=fn))
 
+    def add_headers(self, method: str, path: str, headers: dict[str, str], times: int = 1) -> None:
+        """Add (or replace) headers in the answers to the next ``times`` matching requests."""
+        with self.lock:
+            self.rules.append(_Rule(method, re.compile(path), times, headers=list(headers.items())))
+
     # -- what went through ------------------------------------------------------------------
     def commits(self) -> list[Seen]:
         with self.lock:
@@ -146,6 +153,9 @@ class CommitProxy:
                     status = override
                     data = json.dumps({"error": f"the proxy answers {override}"}).encode()
                     headers = [("Content-Type", "application/json")]
+                for rule in rules:
+                    names = {name.lower() for name, _value in rule.headers}
+                    headers = [(n, v) for n, v in headers if n.lower() not in names] + rule.headers
                 with proxy.lock:
                     proxy.seen.append(Seen(self.command, self.path, status, upstream_status, body, data))
                 self.send_response(status)

@@ -109,6 +109,24 @@ def test_ambiguous_failures_are_bounded_by_retries(local_hub, remote_for):
         assert len(proxy.commits()) == 3, "one attempt and --retries 2 retries"
 
 
+def test_history_pages_on_the_endpoint_only(local_hub, remote_for):
+    """The history read that counts a landed commit follows the Hub's next pages, bounded,
+    and never to another host (the request carries the token)."""
+    remote = remote_for()
+    for i in range(55):  # the local Hub, like the Hub, pages commits by 50
+        remote.api.create_commit("o/r", operations=[_add("n.txt", b"%d" % i)], commit_message=f"c{i}")
+    head = remote.resolve(None)
+    assert head is not None
+    assert len(remote.history(head, until=None, limit=53)) == 53
+    ids = commit_ids(local_hub.url, "o/r")
+    assert [oid for oid, _text in remote.history(head, until=ids[2], limit=100)] == ids[:3]
+    with CommitProxy(local_hub.url) as sink, CommitProxy(local_hub.url) as proxy:
+        proxy.add_headers("GET", r"/commits/", {"Link": f'<{sink.url}/api/models/o/r/commits/{head}?p=1>; rel="next"'})
+        far = remote_for(proxy.url)
+        assert len(far.history(head, until=None, limit=100)) == 50
+        assert sink.seen == [], "a next page on another host was requested"
+
+
 # --- through the CLI --------------------------------------------------------------------------
 
 
