@@ -157,7 +157,7 @@ def commit_pinned(remote: RemoteRepo, plan: Callable[[str | None], CommitPlan | 
             head = remote.resolve(ref)
             continue
         oid = str(info.oid)
-        if not SHA_RE.match(oid):
+        if not SHA_RE.fullmatch(oid):
             raise IntegrityError(f"{what}: the Hub answered a malformed commit id")
         made += 1
         landed.append(wanted)

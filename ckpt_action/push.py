@@ -33,7 +33,6 @@ from .manifest import (
     FileDigest,
     Manifest,
     digest_bytes,
-    digest_file,
     digest_files,
     folder_tree_oid,
     matches_remote,
@@ -47,10 +46,13 @@ MAX_CHANGES = 3
 EXTRA_COMMITS = 20
 """Commits beyond the planned batches, for files a concurrent push to the same folder
 replaced between two of ours."""
-# A file modified within this window before its stat was taken can change again without
-# its size or mtime showing it (coarse file-system clocks; 2 s covers FAT and most skew):
-# such files are hashed once more after the upload instead of trusting the stat.
-_RACY_NS = 2_000_000_000
+# A file modified just before its stat was taken can change again within the same tick of
+# the file system's clock, and then neither its size nor its times show it: such files
+# are hashed once more after the upload instead of trusting the stat. Linux stamps files
+# from a clock that ticks every few ms; file systems that keep whole seconds (FAT keeps 2)
+# get a window to match.
+_RACY_NS = 100_000_000
+_RACY_COARSE_NS = 2_000_000_000
 
 
 @dataclass(frozen=True)
@@ -95,17 +97,22 @@ class LocalDir:
 
     def _changes(self, thorough: bool) -> tuple[list[str], dict[str, Path]]:
         now = scan_dir(self.root)
-        out = sorted(set(now) ^ set(self.paths))
-        for rel in sorted(set(now) & set(self.paths)):
+        out = set(now) ^ set(self.paths)
+        racy = {}
+        coarse = all(stamp[1] % 1_000_000_000 == 0 for stamp, _taken in self.stamps.values())
+        for rel in set(now) & set(self.paths):
             stamp, taken = self.stamps[rel]
             try:
                 moved = _stamp(now[rel]) != stamp
             except FileNotFoundError:
                 moved = True
-            racy = stamp[1] >= taken - _RACY_NS
-            if moved or (thorough and racy and digest_file(now[rel], rel) != self.digests[rel]):
-                out.append(rel)
-        return out, now
+            if moved:
+                out.add(rel)
+            elif thorough and stamp[1] >= taken - (_RACY_COARSE_NS if coarse else _RACY_NS):
+                racy[rel] = now[rel]
+        if racy:
+            out |= {rel for rel, digest in digest_files(racy).items() if digest != self.digests[rel]}
+        return sorted(out), now
 
     def refresh(self, *, thorough: bool = False) -> list[str]:
         """Hash again the files added, removed or modified since they were hashed, and name
@@ -215,9 +222,9 @@ def push(
                                 replan_on=lambda _exc: local.moved())
         commits += outcome.commits
         for landed in outcome.landed:
-            kinds = [(type(op).__name__, op.path_in_repo) for op in landed.operations]
-            uploaded += sum(kind == "CommitOperationAdd" and path != manifest_path for kind, path in kinds)
-            deleted += sum(kind == "CommitOperationDelete" for kind, _path in kinds)
+            ops = landed.operations
+            uploaded += sum(isinstance(op, CommitOperationAdd) and op.path_in_repo != manifest_path for op in ops)
+            deleted += sum(isinstance(op, CommitOperationDelete) for op in ops)
         changed = local.refresh(thorough=True)
         if changed:
             if passes > MAX_CHANGES:
