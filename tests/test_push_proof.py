@@ -11,6 +11,8 @@ from __future__ import annotations
 import base64
 import json
 
+import pytest
+
 from ckpt_action.manifest import digest_file
 from tests.chaos_helpers import assert_complete, ckpt, env_for, one_line_error, remote_checkpoint
 from tests.commit_proxy import COMMIT, CommitProxy
@@ -64,6 +66,28 @@ def test_an_lfs_file_changed_after_hashing_is_pushed_as_it_ends(hub_server, hf_c
                   env=env_for(proxy, tmp_path))
     assert run.code == 0, run.stderr
     want = files | {"model.safetensors": grown}
+    manifest, got = remote_checkpoint(hub.url, "o/r", "checkpoint-1", run.json["revision"], hf_client)
+    assert_complete(manifest, got, want)
+    _pulls(cli, hub, tmp_path, run.json["revision"], want)
+
+
+@pytest.mark.parametrize("change", ["added", "removed"])
+def test_a_file_added_or_removed_while_pushing_ends_as_the_directory_ends(change, hub_server, hf_client, cli,
+                                                                          tmp_path):
+    hub = hub_server()
+    files = ckpt(1)
+    src = write_checkpoint(tmp_path / "src", files)
+    if change == "added":
+        want = files | {"late.txt": b"written after the push started"}
+        act = lambda: (src / "late.txt").write_bytes(want["late.txt"])  # noqa: E731
+    else:
+        want = {k: v for k, v in files.items() if k != "model.safetensors"}
+        act = (src / "model.safetensors").unlink
+    with CommitProxy(hub.url) as proxy:
+        proxy.before("POST", PREUPLOAD, act)
+        run = cli("push", "--repo", "o/r", "--local-dir", str(src), "--step", "1", "--json",
+                  env=env_for(proxy, tmp_path))
+    assert run.code == 0, run.stderr
     manifest, got = remote_checkpoint(hub.url, "o/r", "checkpoint-1", run.json["revision"], hf_client)
     assert_complete(manifest, got, want)
     _pulls(cli, hub, tmp_path, run.json["revision"], want)
