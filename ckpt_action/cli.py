@@ -285,9 +285,11 @@ def push(repo: str, local_dir: str, subfolder: str | None, step: int | None, pri
     from ckpt_action.outputs import push_outputs
     from ckpt_action.progress import quiet_client_bars
     from ckpt_action.push import push as do_push
+    from ckpt_action.remote import RemoteRepo
 
     quiet_client_bars()
-    res = do_push(settings, repo, path, subfolder, step=step, private=private, commit_message=commit_message)
+    res = do_push(RemoteRepo(settings, repo), path, subfolder, step=step, private=private,
+                  commit_message=commit_message)
     result = push_outputs(res, path)
     if wandb.project:
         result |= _log_wandb(res.handle, wandb)

@@ -58,14 +58,13 @@ def run_demo(keep: Path | None = None, echo: Callable[[str], None] = print) -> d
             settings = Settings(endpoint=hub.url, timeout=30, retries=2, retry_delay=0.2)
             echo(f"local Hub listening at {hub.url} (data in {work / 'hub'})")
             run = work / "run"
+            remote = RemoteRepo(settings, REPO)
             for step in (100, 200, 300):
-                res = push(settings, REPO, make_checkpoint(run / f"checkpoint-{step}", step), f"checkpoint-{step}",
-                           step=step)
+                res = push(remote, make_checkpoint(run / f"checkpoint-{step}", step), f"checkpoint-{step}", step=step)
                 echo(f"push   checkpoint-{step:<4} -> {res.handle.revision}  ({res.uploaded_files} files)")
 
             # A job preempted mid-push leaves files and a manifest marked incomplete.
             broken = make_checkpoint(run / "checkpoint-400", 400)
-            remote = RemoteRepo(settings, REPO)
             files = digest_files(scan_dir(broken))
             marker = Manifest(files=files, step=400, complete=False)
             remote.api.create_commit(REPO, operations=[

@@ -148,6 +148,13 @@ def backoff(settings: Settings, attempt: int) -> float:
     return base * random.uniform(0.8, 1.2)  # noqa: S311 - jitter, not a secret
 
 
+def retry_wait(settings: Settings, exc: BaseException, attempt: int) -> float:
+    """The sleep before retry number ``attempt`` (0-based) after ``exc``: the Hub's
+    Retry-After when it sent one (honoured up to 600 s), else the backoff."""
+    wait = _retry_after(exc)
+    return backoff(settings, attempt) if wait is None else min(max(wait, 0.0), 600.0)
+
+
 def backoff_delays(settings: Settings) -> list[float]:
     """The sleeps between the attempts of one call."""
     return [backoff(settings, n) for n in range(settings.retries)]

@@ -11,20 +11,18 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .commit import CommitPlan
 from .discover import latest
-from .errors import ConflictError, InputError, IntegrityError, NotFoundError, RemoteError
+from .errors import ConflictError, InputError, IntegrityError, NotFoundError
 from .handle import CheckpointHandle, step_of
-from .hubclient import backoff, call, is_transient
+from .hubclient import call
 from .manifest import MANIFEST_NAME, Manifest, expected_from_remote, matches_remote
 from .pull import pull
 from .push import push
 from .remote import RemoteRepo
-
-_ROUNDS = 10
 
 
 @dataclass(frozen=True)
@@ -35,24 +33,6 @@ class PromoteResult:
     commits: int
     tag: str | None = None
     branch: str | None = None
-
-
-def _commit_with_parent(remote: RemoteRepo, ops: list[object], title: str, parent: str, branch: str) -> str | None:
-    """One commit pinned to ``parent``; None when the branch moved (the caller re-plans)."""
-    from huggingface_hub.errors import HfHubHTTPError
-
-    try:
-        info = remote.api.create_commit(remote.repo, operations=ops, commit_message=title,  # type: ignore[arg-type]
-                                        parent_commit=parent, revision=branch)
-    except HfHubHTTPError as exc:
-        if getattr(exc.response, "status_code", None) == 412 or is_transient(exc):
-            return None
-        raise remote.error(exc, title) from exc
-    except Exception as exc:
-        if is_transient(exc):
-            return None
-        raise remote.error(exc, title) from exc
-    return str(info.oid)
 
 
 def _same_promotion(have: Manifest, wanted: Manifest) -> bool:
@@ -111,34 +91,29 @@ def promote(remote: RemoteRepo, subfolder: str, revision: str | None, to: str, *
             call(remote.settings, f"creating branch {branch}", remote.api.create_branch, remote.repo,
                  branch=branch, revision=sha, exist_ok=True, repo=remote.repo)
 
-    commits = 0
-    result_sha: str | None = None
-    for attempt in range(_ROUNDS):
-        head = remote.resolve(on)
+    title = f"Promote {subfolder} @ {sha[:12]} to {to}"
+
+    def plan(head: str | None) -> CommitPlan | None:
         assert head is not None
         have = remote.snapshot(head, to)
         stale = [rel for rel in have.files if rel not in snap.files]
         copies = [rel for rel in snap.files if not matches_remote(digests[rel], have.files.get(rel))]
         if not stale and not copies and have.manifest is not None and _same_promotion(have.manifest, wanted):
-            result_sha = head
-            break
+            return None
         ops: list[object] = [CommitOperationDelete(f"{to}/{rel}") for rel in stale]
         ops += [CommitOperationCopy(src_path_in_repo=f"{subfolder}/{rel}", path_in_repo=f"{to}/{rel}",
                                     src_revision=sha) for rel in copies]
         ops.append(CommitOperationAdd(f"{to}/{MANIFEST_NAME}", wanted.to_json()))
-        title = f"Promote {subfolder} @ {sha[:12]} to {to}"
-        result_sha = _commit_with_parent(remote, ops, title, head, on)
-        if result_sha is not None:
-            commits = 1
-            break
-        time.sleep(backoff(remote.settings, attempt))
-    if result_sha is None:
-        raise RemoteError(f"promoting {subfolder}: the branch kept moving or failing: try again later")
+        return CommitPlan(ops, title)
+
+    outcome = remote.commit(plan, what=f"promoting {subfolder}", branch=on)
+    result_sha = outcome.revision
+    assert result_sha is not None
     if tag is not None:
         call(remote.settings, f"creating tag {tag}", remote.api.create_tag, remote.repo, tag=tag,
              revision=result_sha, tag_message=f"{to} from {subfolder} @ {sha}", repo=remote.repo)
     return PromoteResult(CheckpointHandle(remote.repo, to, result_sha, step, remote.settings.endpoint), source,
-                         commits, tag, branch)
+                         outcome.commits, tag, branch)
 
 
 def _promote_across(remote: RemoteRepo, source: CheckpointHandle, target: RemoteRepo, to: str, *,
@@ -153,7 +128,7 @@ def _promote_across(remote: RemoteRepo, source: CheckpointHandle, target: Remote
     staging = Path(tempfile.mkdtemp(prefix="ckpt-promote-"))
     try:
         pulled = pull(remote, source.subfolder, None, staging / "ckpt", sha=source.revision)
-        res = push(target.settings, target.repo, pulled.local_dir, to, step=source.step, private=True,
+        res = push(target, pulled.local_dir, to, step=source.step, private=True,
                    commit_message=f"Promote {remote.repo}/{source.subfolder} @ {source.revision[:12]}",
                    source={"repo": remote.repo, "subfolder": source.subfolder, "revision": source.revision})
     finally:
@@ -231,23 +206,29 @@ def _tagged_checkpoints(remote: RemoteRepo, sha: str) -> set[str]:
 
 
 def prune(remote: RemoteRepo, keep_last: int, *, dry_run: bool = False) -> tuple[PrunePlan, str | None]:
-    """Delete what :func:`plan_prune` says, in one commit pinned to the head it planned at."""
+    """Delete what :func:`plan_prune` says, in one commit pinned to the head it planned at.
+
+    If the branch moves first, the prune is planned again at the new head. The plan
+    returned names what the commit(s) that landed deleted, and what the last plan keeps.
+    """
     from huggingface_hub import CommitOperationDelete
 
-    first: PrunePlan | None = None
-    for attempt in range(_ROUNDS):
-        plan = plan_prune(remote, keep_last)
-        if dry_run:
-            return plan, plan.revision or None
-        if not plan.delete:
-            # Nothing (left) to delete; if an earlier round's commit landed despite an error, report it.
-            done = [n for n in (first.delete if first else []) if n not in plan.keep]
-            return PrunePlan(plan.revision, done, plan.keep, plan.reasons), plan.revision or None
-        first = first or plan
-        ops: list[object] = [CommitOperationDelete(f"{name}/", is_folder=True) for name in plan.delete]
-        title = f"Prune {len(plan.delete)} checkpoint(s), keep {', '.join(plan.keep)}"
-        sha = _commit_with_parent(remote, ops, title[:200], plan.revision, "main")
-        if sha is not None:
-            return plan, sha
-        time.sleep(backoff(remote.settings, attempt))
-    raise RemoteError("pruning: the branch kept moving or failing: try again later")
+    first = plan_prune(remote, keep_last)
+    if dry_run or not first.delete:
+        return first, first.revision or None
+    planned = {first.revision: first}
+    last = first
+
+    def plan(head: str | None) -> CommitPlan | None:
+        nonlocal last
+        # The first round uses the plan made above; later ones plan at the head they read
+        # (a moved head makes the commit a 412, and the round after plans again).
+        last = planned.pop(head) if head in planned else plan_prune(remote, keep_last)
+        if not last.delete:
+            return None
+        ops = [CommitOperationDelete(f"{name}/", is_folder=True) for name in last.delete]
+        return CommitPlan(ops, f"Prune {len(last.delete)} checkpoint(s), keep {', '.join(last.keep)}"[:200])
+
+    outcome = remote.commit(plan, what="pruning", head=first.revision)
+    deleted = [op.path_in_repo.rstrip("/") for p in outcome.landed for op in p.operations]
+    return PrunePlan(last.revision, deleted, last.keep, last.reasons), outcome.revision

@@ -6,9 +6,10 @@ and the SHA it reports are the same snapshot.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from .errors import IntegrityError, NotFoundError
 from .handle import SHA_RE
@@ -19,7 +20,10 @@ from .settings import Settings
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
 
+    from .commit import CommitOutcome, CommitPlan
+
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024
+MAX_HISTORY_PAGE_BYTES = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -181,6 +185,80 @@ class RemoteRepo:
             manifest = Manifest.from_json(data)
             del files[MANIFEST_NAME]
         return Snapshot(sha, subfolder, files, manifest, data if manifest else None)
+
+    def commit(self, plan: Callable[[str | None], CommitPlan | None], *, what: str, branch: str = "main",
+               head: str | None = None, max_commits: int = 1,
+               replan_on: Callable[[BaseException], bool] | None = None) -> CommitOutcome:
+        """Commit what ``plan(head)`` asks for, each commit pinned to the head it was planned
+        at, until it answers None or a final commit lands; after a 412 or an ambiguous
+        failure, read the head again and re-plan. The bounds are in :mod:`ckpt_action.commit`.
+
+        ``head``: the branch's head if the caller just read it (else it is read first).
+        ``max_commits``: commits answered OK before the write is given up.
+        ``replan_on``: a failure the writer can fix by planning again (push: a local file
+        changed while it was sent); it counts as a conflict.
+
+        >>> repo.commit(lambda head: None if done(head) else CommitPlan(ops, "Prune"), what="pruning")  # doctest: +SKIP
+        CommitOutcome(revision='9ac0…', landed=[CommitPlan(...)], last=CommitPlan(...))
+        """
+        from .commit import commit_pinned
+
+        return commit_pinned(self, plan, what=what, branch=branch, head=head, max_commits=max_commits,
+                             replan_on=replan_on)
+
+    def history(self, sha: str, *, until: str | None, limit: int) -> list[tuple[str, str]]:
+        """(commit id, title and message) of the commits reachable from sha, newest first,
+        down to ``until`` (included) or ``limit`` commits. Pages are read only as needed,
+        each bounded in size, and a next page is followed only on the configured endpoint
+        (the request carries the token)."""
+        import json
+
+        from huggingface_hub.utils import get_session, hf_raise_for_status
+
+        origin = urlsplit(self.settings.endpoint)[:2]
+
+        def page(url: str) -> tuple[list[Any], str | None]:
+            with get_session().stream("GET", url, headers=self.headers()) as response:
+                hf_raise_for_status(response)
+                body = bytearray()
+                for chunk in response.iter_bytes():
+                    body += chunk
+                    if len(body) > MAX_HISTORY_PAGE_BYTES:
+                        raise IntegrityError(f"a page of the commit history is larger than {MAX_HISTORY_PAGE_BYTES}"
+                                             " bytes: refusing it")
+                following = response.links.get("next", {}).get("url")
+            items = json.loads(body)
+            if not isinstance(items, list):
+                raise IntegrityError("the Hub answered a commit history that is not a list")
+            if following is not None and urlsplit(following)[:2] != origin:
+                following = None  # never send the token to another host
+            return items, following
+
+        def read() -> list[tuple[str, str]]:
+            out: list[tuple[str, str]] = []
+            seen = 0
+            url: str | None = f"{self.settings.endpoint}/api/models/{self.repo}/commits/{quote(sha, safe='')}"
+            while url is not None and seen < limit:
+                items, url = page(url)
+                if not items:
+                    break
+                for item in items[: limit - seen]:
+                    seen += 1
+                    if isinstance(item, dict):
+                        out.append((str(item.get("id")), f"{item.get('title')}\n{item.get('message')}"))
+                        if out[-1][0] == until:
+                            return out
+            return out
+
+        return self._call("reading the commit history", read)  # type: ignore[no-any-return,unused-ignore]
+
+    def folder_id(self, sha: str, path: str) -> str | None:
+        """The git tree id of folder ``path`` at sha, in one request whatever the repo's size
+        (None when there is no such folder)."""
+        from huggingface_hub import RepoFolder
+
+        entries = self._call(f"reading {path}/", self.api.get_paths_info, self.repo, [path], revision=sha)
+        return next((str(e.tree_id) for e in entries if isinstance(e, RepoFolder) and e.path == path), None)
 
     def error(self, exc: BaseException, what: str) -> Exception:
         return translate(exc, what, self.settings, self.repo)

@@ -51,6 +51,9 @@ def test_promote_copies_server_side_and_is_exact(hub, env, cli, tmp_path):
     assert res["step"] == 900 and res["revision"] != out["revision"]
     entries = hub.log_entries()[start:]
     assert lfs_bytes_uploaded(entries) == 0, "promote must not upload LFS bytes"
+    # Re-uploading a pulled copy would send no LFS bytes either (the Hub has them): count the way down too.
+    downloaded = sum(e["bytes_out"] for e in entries if e["method"] == "GET" and "/resolve/" in e["path"])
+    assert downloaded < BIG // 100, f"promote downloaded {downloaded} bytes: it must copy on the server"
     assert [e for e in entries if "/commit/" in e["path"]] and len(
         [e for e in entries if e["method"] == "POST" and "/commit/" in e["path"]]) == 1
     dest = tmp_path / "rel"

@@ -1,0 +1,183 @@
+"""Commits pinned to a head: the one write primitive of push, promote and prune.
+
+A writer hands over a planning function. Given a head (the branch's commit SHA, None
+while the branch does not exist), it answers the next commit to make there, or None
+when that head already holds what the writer wants. Every commit names that head as
+its parent, so the Hub refuses it (412) if anything landed in between. After a 412,
+and after an ambiguous failure (a 5xx, a timeout, a dropped connection: the commit may
+have landed), the head is read again and the writer plans again from what is really
+there, so nothing is ever committed twice and two writers never mix.
+
+Each attempt carries a random id in its description. A commit that landed behind an
+error is found by that id in the branch's history and counted, at the cost of one
+history read, only when such an error happened.
+
+The bounds are the same for every writer:
+
+- ambiguous failures: ``Settings.retries`` (``--retries``), each after the usual backoff
+  or the Hub's ``Retry-After``;
+- conflicts (412, or a failure the writer can fix by planning again): MAX_CONFLICTS,
+  after short jittered sleeps so that racing writers spread out;
+- commits answered OK: ``max_commits`` (push: one per batch plus a margin).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import secrets
+import time
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .errors import CkptError, IntegrityError, RemoteError
+from .handle import SHA_RE
+from .hubclient import is_transient, retry_wait
+from .progress import Ticker, bytes_read_since_now
+
+if TYPE_CHECKING:
+    from .remote import RemoteRepo
+
+log = logging.getLogger(__name__)
+
+MAX_CONFLICTS = 40
+"""412s (someone committed since the head was read) one write may meet before it gives up."""
+HISTORY_LIMIT = 200
+"""Commits read back, at most, to find one that landed behind an error."""
+_ID_PREFIX = "ckpt-action write "
+
+
+@dataclass(frozen=True)
+class CommitPlan:
+    """The next commit a writer wants at some head."""
+
+    operations: list[Any]
+    """huggingface_hub ``CommitOperation*`` objects."""
+    title: str
+    final: bool = True
+    """Once this commit lands the write is done: no re-plan, no re-read of the head."""
+    description: str = ""
+    progress: str | None = None
+    """Label of the progress lines while the commit uploads (``push checkpoint-8: uploading``)."""
+    upload_bytes: int = 0
+    """Bytes of local files the commit uploads, for those lines."""
+
+
+@dataclass(frozen=True)
+class CommitOutcome:
+    revision: str | None
+    """The head that holds the result (None only if the branch never existed and the
+    writer had nothing to commit)."""
+    landed: list[CommitPlan] = field(default_factory=list)
+    """Plans whose commits are on the branch: answered OK, or found after an ambiguous failure."""
+    last: CommitPlan | None = None
+    """The commit the write ended on, answered OK; None when it ended on the planner
+    finding the head already right (its own read of the head is then the proof)."""
+
+    @property
+    def commits(self) -> int:
+        return len(self.landed)
+
+
+@dataclass
+class _Attempt:
+    plan: CommitPlan
+    write_id: str
+    parent: str | None
+
+
+class _Budget:
+    """Counts conflicts and ambiguous failures against their bounds, and sleeps between tries."""
+
+    def __init__(self, remote: RemoteRepo, what: str) -> None:
+        self.remote, self.what = remote, what
+        self.conflicts = self.failures = 0
+
+    def conflict(self, exc: BaseException | None = None) -> None:
+        if self.conflicts >= MAX_CONFLICTS:
+            why = "" if exc is None else f" ({type(exc).__name__})"
+            raise RemoteError(f"{self.what}: the branch kept moving{why} after {MAX_CONFLICTS} re-plans:"
+                              " try again later")
+        self.conflicts += 1
+        spread = random.uniform(0.05, 0.3) * min(self.conflicts, 10)  # noqa: S311 - jitter, not a secret
+        time.sleep(min(self.remote.settings.retry_max_delay, spread))
+
+    def failure(self, exc: BaseException) -> None:
+        settings = self.remote.settings
+        if self.failures >= settings.retries:
+            raise self.remote.error(exc, self.what) from exc
+        log.warning("%s: the commit failed (%s); reading the head again before retrying", self.what,
+                    type(exc).__name__)
+        time.sleep(retry_wait(settings, exc, self.failures))
+        self.failures += 1
+
+
+def commit_pinned(remote: RemoteRepo, plan: Callable[[str | None], CommitPlan | None], *, what: str,
+                  branch: str, head: str | None, max_commits: int,
+                  replan_on: Callable[[BaseException], bool] | None) -> CommitOutcome:
+    """The loop behind :meth:`RemoteRepo.commit <ckpt_action.remote.RemoteRepo.commit>`."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    budget = _Budget(remote, what)
+    ref = None if branch == "main" else branch  # a missing main is a new repo's state, not an error
+    if head is None:
+        head = remote.resolve(ref)
+    landed: list[CommitPlan] = []
+    unsure: list[_Attempt] = []
+    made = 0
+    while True:
+        wanted = plan(head)
+        if wanted is None:
+            return CommitOutcome(head, landed + _found(remote, head, unsure), None)
+        if made >= max_commits:
+            raise RemoteError(f"{what}: still not done after {made} commits: try again later")
+        attempt = _Attempt(wanted, secrets.token_hex(8), head)
+        description = "\n\n".join(p for p in (wanted.description, _ID_PREFIX + attempt.write_id) if p)
+        try:
+            with (Ticker(wanted.progress, wanted.upload_bytes, bytes_read_since_now()) if wanted.progress
+                  else nullcontext()):
+                info = remote.api.create_commit(remote.repo, operations=wanted.operations,
+                                                commit_message=wanted.title, commit_description=description,
+                                                parent_commit=head, revision=branch)
+        except CkptError:
+            raise
+        except Exception as exc:
+            status = getattr(getattr(exc, "response", None), "status_code", None)
+            if isinstance(exc, HfHubHTTPError) and status == 412:
+                budget.conflict()
+            elif is_transient(exc):
+                unsure.append(attempt)
+                budget.failure(exc)
+            elif replan_on is not None and replan_on(exc):
+                budget.conflict(exc)
+            else:
+                raise remote.error(exc, what) from exc
+            head = remote.resolve(ref)
+            continue
+        oid = str(info.oid)
+        if not SHA_RE.fullmatch(oid):
+            raise IntegrityError(f"{what}: the Hub answered a malformed commit id")
+        made += 1
+        landed.append(wanted)
+        head = oid
+        if wanted.final:
+            return CommitOutcome(head, landed + _found(remote, head, unsure), wanted)
+
+
+def _found(remote: RemoteRepo, head: str | None, unsure: list[_Attempt]) -> list[CommitPlan]:
+    """The attempts that failed ambiguously yet are on the branch below ``head``.
+
+    Once a later commit of ours landed (or the planner found the head right), an earlier
+    attempt's fate is settled: it is in the history since its parent, or never will be.
+    The history is linear, so reading back to the oldest attempt's parent is enough.
+    """
+    if not unsure or head is None:
+        return []
+    try:
+        history = remote.history(head, until=unsure[0].parent, limit=HISTORY_LIMIT)
+    except CkptError as exc:
+        log.warning("could not read the history to count a commit that may have landed behind an error: %s", exc)
+        return []
+    return [a.plan for a in unsure if any(_ID_PREFIX + a.write_id in text for _oid, text in history)]
