@@ -85,6 +85,18 @@ def read_tree(settings: Settings, repo: str, url: str, headers: dict[str, str], 
     the folder does not exist and ``missing_ok``."""
     from huggingface_hub.errors import RemoteEntryNotFoundError
 
+    def too_big() -> LimitError:
+        return LimitError(f"{what}: the Hub's listing is larger than {settings.max_listing_bytes} bytes"
+                          " (CKPT_MAX_LISTING_BYTES): raise it if the repo is really that big")
+
+    def get(url: str, params: dict[str, str] | None, limit: int, first: bool) -> Any:
+        try:
+            return get_bounded(settings, url, headers, limit=limit, too_big=too_big, params=params)
+        except RemoteEntryNotFoundError:
+            if missing_ok and first:  # an absent folder; a later page going missing is an error
+                return None
+            raise
+
     out = Listing()
     pages = count = size = 0
     next_url: str | None = url
@@ -94,21 +106,9 @@ def read_tree(settings: Settings, repo: str, url: str, headers: dict[str, str], 
         if pages > settings.max_listing_pages:
             raise LimitError(f"{what}: the Hub's listing runs past {settings.max_listing_pages} pages"
                              " (CKPT_MAX_LISTING_PAGES): raise it if the repo is really that big")
-        left = settings.max_listing_bytes - size
-
-        def too_big() -> LimitError:
-            return LimitError(f"{what}: the Hub's listing is larger than {settings.max_listing_bytes} bytes"
-                              " (CKPT_MAX_LISTING_BYTES): raise it if the repo is really that big")
-
-        def get(url: str, params: dict[str, str] | None, limit: int) -> Any:
-            try:
-                return get_bounded(settings, url, headers, limit=limit, too_big=too_big, params=params)
-            except RemoteEntryNotFoundError:
-                if missing_ok:
-                    return None
-                raise
-
-        response = call(settings, what, get, next_url, params, left, repo=repo)
+        # Each page is retried on its own; the byte cap is what the listing has left.
+        response = call(settings, what, get, next_url, params, settings.max_listing_bytes - size, pages == 1,
+                        repo=repo)
         if response is None:
             return None
         size += len(response.content)
