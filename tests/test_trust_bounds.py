@@ -82,6 +82,16 @@ def test_a_redirect_to_another_origin_drops_the_token(seeded, hostile, sink, cli
     assert any(TOKEN in str(r["headers"]) for r in proxy.requests), "the token did reach the configured endpoint"
 
 
+def test_a_manifest_past_its_bound_makes_only_its_folder_unreadable(seeded, hostile, cli, tmp_path):
+    proxy = hostile(seeded)
+    env = _env(proxy, tmp_path, CKPT_MAX_MANIFEST_BYTES="100")
+    run = cli("latest", "--repo", "o/r", "--json", env=env, timeout=HANG)
+    assert run.code == 0 and run.json["found"] is False, run.stdout + run.stderr
+    assert "skipped checkpoint-1:" in run.stderr and "CKPT_MAX_MANIFEST_BYTES" in run.stderr
+    pulled = cli("pull", "--repo", "o/r", "--subfolder", "checkpoint-1", "--local-dir", str(tmp_path / "d"), env=env)
+    assert pulled.code == 1 and "CKPT_MAX_MANIFEST_BYTES" in one_line_error(pulled.stderr)
+
+
 RATE_LIMITED = {"status": 429, "headers": {"RateLimit": '"api";r=0;t=2',
                                            "RateLimit-Policy": '"fixed window";"api";q=500;w=300'}}
 
