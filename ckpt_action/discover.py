@@ -137,22 +137,26 @@ def _unreadable(sha: str, root: str, files: dict[str, RemoteFile], why: str) -> 
                           files=len(files), size=sum(f.size for f in files.values()), revision=sha, problem=why)
 
 
-def _unusable_paths(unusable: list[tuple[Entry, str]]) -> dict[str, str]:
-    """Report entries of a recursive listing whose path cannot be used: a top-level name
-    that is not usable is skipped with a warning (once); a usable one with such a path
-    inside is returned (top-level name -> why), as its checkpoints cannot be described."""
-    tainted: dict[str, str] = {}
+def _unusable_paths(unusable: list[tuple[Entry, str]]) -> list[tuple[str, str]]:
+    """Entries of a recursive listing whose path cannot be used: under a top-level name
+    that is not usable, the name is skipped with a warning (once); the others are
+    returned (path, why), as the checkpoint holding one cannot be described."""
+    inside: list[tuple[str, str]] = []
     skipped: set[str] = set()
     for entry, why in unusable:
         top = entry.path.split("/", 1)[0]
         top_why = path_problem(top) or folder_problem(top)
-        if top_why is not None:
-            if top not in skipped:
-                skip_name(top, top_why)
-                skipped.add(top)
-        else:
-            tainted.setdefault(top, f"the Hub listed {quoted(entry.path)} in it, which {why}")
-    return tainted
+        if top_why is None:
+            inside.append((entry.path, why))
+        elif top not in skipped:
+            skip_name(top, top_why)
+            skipped.add(top)
+    return inside
+
+
+def _owner(path: str, roots: set[str]) -> str | None:
+    """The checkpoint folder a listed path belongs to: the deepest root above it."""
+    return max((r for r in roots if path.startswith(r + "/")), key=len, default=None)
 
 
 def list_checkpoints(remote: RemoteRepo, revision: str | None = None) -> tuple[str | None, list[CheckpointInfo]]:
@@ -166,7 +170,7 @@ def list_checkpoints(remote: RemoteRepo, revision: str | None = None) -> tuple[s
     if sha is None:
         return None, []
     listing = remote.list_tree(sha, recursive=True)
-    tainted = _unusable_paths(listing.unusable)
+    unusable = _unusable_paths(listing.unusable)
     files = [e for e in listing.entries if not e.folder]
     candidates = {p for e in files if (p := e.path.split("/", 1)[0]) and step_of(p) is not None and "/" in e.path}
     candidates |= {posixpath.dirname(e.path) for e in files if posixpath.basename(e.path) == MANIFEST_NAME
@@ -180,14 +184,17 @@ def list_checkpoints(remote: RemoteRepo, revision: str | None = None) -> tuple[s
             skip_name(root, why)
     grouped: dict[str, dict[str, RemoteFile]] = {r: {} for r in roots}
     for e in files:
-        owner = max((r for r in roots if e.path.startswith(r + "/")), key=len, default=None)
+        owner = _owner(e.path, roots)
         if owner is not None:
             grouped[owner][e.path[len(owner) + 1:]] = RemoteFile(e.size, e.oid, e.lfs_sha256)
+    tainted: dict[str, str] = {}
+    for path, why in unusable:
+        if (owner := _owner(path, roots)) is not None:
+            tainted.setdefault(owner, f"the Hub listed {quoted(path)} in it, which {why}")
 
     def info(root: str) -> CheckpointInfo:
-        top = root.split("/", 1)[0]
-        if top in tainted:
-            return _unreadable(sha, root, grouped[root], tainted[top])
+        if root in tainted:
+            return _unreadable(sha, root, grouped[root], tainted[root])
         try:
             return describe(remote.snapshot(sha, root, files=grouped[root]))
         except UnreadableManifest as exc:

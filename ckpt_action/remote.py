@@ -175,7 +175,8 @@ class RemoteRepo:
         dropping it would make a checkpoint look like something it is not.
         """
         listing = self.list_tree(sha, subfolder, recursive=True, what=f"listing {subfolder}/")
-        for entry, why in listing.unusable:
+        if listing.unusable:
+            entry, why = listing.unusable[0]
             raise IntegrityError(f"the Hub listed {quoted(entry.path)} under {subfolder}/, which {why}:"
                                  " refusing the listing")
         prefix = subfolder.rstrip("/") + "/"
@@ -193,8 +194,9 @@ class RemoteRepo:
         return f"{self.settings.endpoint}/{self.repo}/resolve/{quote(sha, safe='')}/{quote(path)}"
 
     def headers(self) -> dict[str, str]:
-        """Request headers for file reads: the token, our user agent, and no compression
-        (checkpoint bytes are hashed as they arrive)."""
+        """Request headers for every read: the token, our user agent, and no compression
+        (checkpoint bytes are hashed as they arrive; the byte caps on refs, listings and
+        manifests count what the wire carries)."""
         from huggingface_hub.utils import build_hf_headers
 
         headers = build_hf_headers(token=self.settings.token or None, library_name="ckpt-action")

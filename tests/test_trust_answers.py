@@ -137,6 +137,23 @@ def test_folder_names_that_are_not_usable_are_skipped_with_a_warning(name, seede
         assert name not in run.stdout + run.stderr
 
 
+def test_an_unusable_path_inside_a_folder_makes_that_folder_unreadable(seeded, hostile, cli, tmp_path):
+    seed(seeded.url, "o/r", "checkpoint-2", ckpt(2), tmp_path / "seed2", step=2)
+    proxy = hostile(seeded)
+    proxy.set_rules([{"method": "GET", "path": r"/api/models/o/r/tree/", "rename": [
+        r"^checkpoint-2/config\.json$", "checkpoint-2/con\n" + INJECTION], "times": -1}])
+    env = _env(proxy, tmp_path)
+    listed = cli("list", "--repo", "o/r", "--json", env=env)
+    assert listed.code == 0, listed.stderr
+    rows = {r["subfolder"]: r for r in listed.json["checkpoints"]}
+    assert rows["checkpoint-2"]["status"] == "unreadable" and rows["checkpoint-1"]["status"] == "complete"
+    assert "control" in rows["checkpoint-2"]["problem"]
+    pulled = cli("pull", "--repo", "o/r", "--subfolder", "checkpoint-2", "--local-dir", str(tmp_path / "d"), env=env)
+    assert pulled.code == 1 and "refusing the listing" in one_line_error(pulled.stderr)
+    for run in (listed, pulled):
+        _no_injection(run)
+
+
 def test_a_manifest_entry_without_any_hash_is_refused_not_trusted(seeded, hostile, cli, tmp_path):
     """sha256 null and no git_oid vouch for nothing: altered bytes of the same size must not pass."""
     proxy = hostile(seeded)
