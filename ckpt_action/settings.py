@@ -50,11 +50,14 @@ class Settings:
         120.0, "CKPT_REQUEST_DEADLINE",
         "Wall-clock seconds one read of refs, a listing page or a manifest may take in all (connect, headers"
         " and body), however steadily the bytes trickle in.")
-    max_listing_pages: int = _knob(1000, "CKPT_MAX_LISTING_PAGES", "Pages one tree listing may span.")
-    max_listing_entries: int = _knob(200_000, "CKPT_MAX_LISTING_ENTRIES",
-                                     "Files and folders one tree listing may hold (the Hub allows 100k files a repo).")
-    max_listing_bytes: int = _knob(128 * 1024 * 1024, "CKPT_MAX_LISTING_BYTES",
-                                   "Bytes of JSON one listing (all its pages, or the refs) may take.")
+    max_listing_pages: int = _knob(1000, "CKPT_MAX_LISTING_PAGES",
+                                   "Pages one tree listing may span; more fails the command (exit 1).")
+    max_listing_entries: int = _knob(
+        200_000, "CKPT_MAX_LISTING_ENTRIES",
+        "Files and folders one tree listing may hold (the Hub allows 100k files a repo); more fails the command.")
+    max_listing_bytes: int = _knob(
+        128 * 1024 * 1024, "CKPT_MAX_LISTING_BYTES",
+        "Bytes of JSON one listing (all its pages, or the refs) may take; more fails the command.")
     max_manifest_bytes: int = _knob(64 * 1024 * 1024, "CKPT_MAX_MANIFEST_BYTES",
                                     "Bytes a `ckpt-manifest.json` may have; a bigger one makes its folder unreadable.")
     max_files_per_commit: int = _knob(100, "CKPT_MAX_FILES_PER_COMMIT",
