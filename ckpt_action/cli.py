@@ -34,7 +34,7 @@ from ckpt_action.outputs import (
     write_github_output,
     write_json,
 )
-from ckpt_action.settings import Settings
+from ckpt_action.settings import MAX_RETRIES, Settings
 
 if TYPE_CHECKING:
     from ckpt_action.handle import CheckpointHandle
@@ -54,11 +54,15 @@ def scrub(text: str) -> str:
     return text.replace(token, "***") if token and len(token) >= 4 else text
 
 
-class _ScrubFilter(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        record.msg = escape(scrub(record.getMessage()))
-        record.args = ()
-        return True
+class _AnnotationHandler(logging.Handler):
+    """Log records (ours and the client's) as warning lines: ``::warning::`` in Actions,
+    scrubbed of the token and escaped like everything else printed."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            click.echo(_annotate("warning", f"{record.name}: {record.getMessage()}"), err=True)
+        except Exception:  # noqa: BLE001 - logging must never take the command down
+            self.handleError(record)
 
 
 def _in_actions() -> bool:
@@ -87,11 +91,8 @@ def echo(text: str, *, err: bool = False) -> None:
 
 
 def _setup_logging() -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(_ScrubFilter())
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    root.handlers[:] = [_AnnotationHandler()]
     root.setLevel(logging.WARNING)
 
 
@@ -166,7 +167,8 @@ def hub_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--dotenv", type=click.Path(dir_okay=False), help="Also write outputs as a dotenv file "
                      "(GitLab CI artifacts:reports:dotenv)."),
         click.option("--timeout", type=float, help="Seconds a request may stall (default 60; CKPT_TIMEOUT)."),
-        click.option("--retries", type=int, help="Retries of transient failures (default 5; CKPT_RETRIES)."),
+        click.option("--retries", type=int,
+                     help=f"Retries of transient failures (default 5, at most {MAX_RETRIES}; CKPT_RETRIES)."),
     ])
 
 
@@ -389,23 +391,22 @@ def pull(repo: str | None, subfolder: str | None, use_latest: bool, pointer: str
         raise InputError("pull needs exactly one of --subfolder, --latest, --pointer or --from-wandb")
     target = validate.pull_target(local_dir, force=force)
     revision = validate.revision(revision)
+    settings = hub.settings()
     sha = None
     if pointer or from_wandb:
         if revision:
             raise InputError("--revision does not go with a pointer: the pointer pins the SHA")
         from ckpt_action import wandb_pointer
 
-        configured = validate.endpoint(hub.endpoint)
         pointed = (wandb_pointer.read_pointer(pointer) if pointer
-                   else wandb_pointer.fetch_pointer(str(from_wandb), timeout=hub.timeout or 60.0))
-        _check_pointer_origin(pointed, configured)
+                   else wandb_pointer.fetch_pointer(str(from_wandb), timeout=settings.timeout))
+        _check_pointer_origin(pointed, settings.endpoint)
         if repo and validate.repo_id(repo) != pointed.repo:
             raise InputError(f"--repo {repo} disagrees with the pointer's repo {pointed.repo}: drop --repo")
         repo, subfolder, sha = pointed.repo, pointed.subfolder, pointed.revision
     else:
         repo = validate.repo_id(repo)
         subfolder = validate.subfolder(subfolder) if subfolder else ""
-    settings = hub.settings()
 
     from ckpt_action.outputs import pull_outputs
     from ckpt_action.progress import quiet_client_bars
@@ -504,7 +505,8 @@ def list_(repo: str, revision: str | None, hub: HubOptions) -> None:
         echo(f"{'checkpoint':<{width}}  {'step':>8}  {'status':<10}  {'files':>5}  {'size':>10}")
         for name, i in zip(names, infos, strict=True):
             step = "" if i.step is None else str(i.step)
-            echo(f"{name:<{width}}  {step:>8}  {i.status:<10}  {i.files:>5}  {human(i.size):>10}")
+            why = f"  ({i.problem})" if i.problem else ""
+            echo(f"{name:<{width}}  {step:>8}  {i.status:<10}  {i.files:>5}  {human(i.size):>10}{why}")
 
     emit("list", list_outputs(repo, sha, infos), hub, human=table)
 

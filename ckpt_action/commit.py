@@ -32,8 +32,8 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .errors import CkptError, IntegrityError, RemoteError
-from .handle import SHA_RE
+from .errors import CkptError, RemoteError
+from .handle import commit_id
 from .hubclient import is_transient, retry_wait
 from .progress import Ticker, bytes_read_since_now
 
@@ -110,7 +110,7 @@ class _Budget:
             raise self.remote.error(exc, self.what) from exc
         log.warning("%s: the commit failed (%s); reading the head again before retrying", self.what,
                     type(exc).__name__)
-        time.sleep(retry_wait(settings, exc, self.failures))
+        time.sleep(retry_wait(settings, exc, self.failures, self.what))
         self.failures += 1
 
 
@@ -156,9 +156,7 @@ def commit_pinned(remote: RemoteRepo, plan: Callable[[str | None], CommitPlan | 
                 raise remote.error(exc, what) from exc
             head = remote.resolve(ref)
             continue
-        oid = str(info.oid)
-        if not SHA_RE.fullmatch(oid):
-            raise IntegrityError(f"{what}: the Hub answered a malformed commit id")
+        oid = commit_id(info.oid, what)
         made += 1
         landed.append(wanted)
         head = oid

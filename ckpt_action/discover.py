@@ -6,10 +6,11 @@ import posixpath
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from .errors import NotFoundError
+from .errors import IntegrityError, NotFoundError, UnreadableManifest, quoted
 from .handle import CheckpointHandle, step_of
+from .listing import Entry, path_problem
 from .manifest import MANIFEST_NAME, Manifest, RemoteFile, folder_tree_oid
-from .remote import RemoteRepo, Snapshot
+from .remote import RemoteRepo, Snapshot, folder_problem, skip_name
 
 
 @dataclass(frozen=True)
@@ -19,7 +20,8 @@ class LatestResult:
     handle: CheckpointHandle | None
     revision: str | None
     skipped: list[tuple[str, str]]
-    """Higher checkpoints passed over, with why (incomplete push, files disagree)."""
+    """Higher checkpoints passed over, with why (incomplete push, files disagree, an
+    unreadable manifest or listing)."""
     has_manifest: bool = False
     repo_missing: bool = False
     """The Hub said 404 for the repo: it does not exist, or the token cannot see it."""
@@ -30,8 +32,10 @@ def latest(remote: RemoteRepo, revision: str | None = None) -> LatestResult:
 
     Lists only the top level, at a SHA resolved first, then checks candidates from the
     highest down: one with a manifest must match it; one without (written by Trainer or
-    ``hf upload``) is taken as it is. A missing repo or branch is "none"; any other
-    failure raises, because "could not tell" must never look like "start from scratch".
+    ``hf upload``) is taken as it is; one whose manifest or listing cannot be read is
+    passed over with why, so one bad folder never hides the others. A missing repo or
+    branch is "none"; any other failure raises, because "could not tell" must never look
+    like "start from scratch".
 
     >>> latest(RemoteRepo(settings, "org/run")).handle.subfolder  # doctest: +SKIP
     'checkpoint-300'
@@ -64,13 +68,16 @@ def _check(remote: RemoteRepo, sha: str, name: str, tree_id: str) -> tuple[list[
     A folder without a manifest (Trainer, ``hf upload``) is taken as it is: git has no
     empty folders. Otherwise list the folder and compare file by file.
     """
-    data = remote.read_small_file(sha, f"{name}/{MANIFEST_NAME}", missing_ok=True)
-    if data is None:
-        return [], False
-    manifest = Manifest.from_json(data)
-    if folder_tree_oid(manifest.files, data) == tree_id:
-        return ([] if manifest.complete else ["its push has not finished (manifest marked incomplete)"]), True
-    snap = remote.snapshot(sha, name, manifest_bytes=data)
+    try:
+        data = remote.read_small_file(sha, f"{name}/{MANIFEST_NAME}", missing_ok=True)
+        if data is None:
+            return [], False
+        manifest = Manifest.from_json(data)
+        if folder_tree_oid(manifest.files, data) == tree_id:
+            return ([] if manifest.complete else ["its push has not finished (manifest marked incomplete)"]), True
+        snap = remote.snapshot(sha, name, manifest_bytes=data)
+    except IntegrityError as exc:  # this folder's manifest or listing: the others may be fine
+        return [str(exc)], True
     return snap.problems(), snap.manifest is not None
 
 
@@ -80,11 +87,14 @@ class CheckpointInfo:
     step: int | None
     complete: bool
     status: str
-    """complete, foreign (no manifest), incomplete, mismatch."""
+    """complete, foreign (no manifest), incomplete, mismatch, unreadable (the manifest
+    cannot be parsed; ``problem`` says why)."""
     files: int
     size: int
     revision: str
     source: dict[str, str] | None = None
+    problem: str | None = None
+    """Why it is not complete (the first reason), None when it is."""
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -96,6 +106,7 @@ class CheckpointInfo:
             "size": self.size,
             "revision": self.revision,
             "source": self.source,
+            "problem": self.problem,
         }
 
 
@@ -116,33 +127,80 @@ def describe(snap: Snapshot) -> CheckpointInfo:
         size=sum(f.size for f in snap.files.values()),
         revision=snap.revision,
         source=snap.manifest.source if snap.manifest else None,
+        problem=problems[0] if problems else None,
     )
+
+
+def _unreadable(sha: str, root: str, files: dict[str, RemoteFile], why: str) -> CheckpointInfo:
+    files = {p: f for p, f in files.items() if p != MANIFEST_NAME}
+    return CheckpointInfo(subfolder=root, step=step_of(root), complete=False, status="unreadable",
+                          files=len(files), size=sum(f.size for f in files.values()), revision=sha, problem=why)
+
+
+def _unusable_paths(unusable: list[tuple[Entry, str]]) -> list[tuple[str, str]]:
+    """Entries of a recursive listing whose path cannot be used: under a top-level name
+    that is not usable, the name is skipped with a warning (once); the others are
+    returned (path, why), as the checkpoint holding one cannot be described."""
+    inside: list[tuple[str, str]] = []
+    skipped: set[str] = set()
+    for entry, why in unusable:
+        top = entry.path.split("/", 1)[0]
+        top_why = path_problem(top) or folder_problem(top)
+        if top_why is None:
+            inside.append((entry.path, why))
+        elif top not in skipped:
+            skip_name(top, top_why)
+            skipped.add(top)
+    return inside
+
+
+def _owner(path: str, roots: set[str]) -> str | None:
+    """The checkpoint folder a listed path belongs to: the deepest root above it."""
+    return max((r for r in roots if path.startswith(r + "/")), key=len, default=None)
 
 
 def list_checkpoints(remote: RemoteRepo, revision: str | None = None) -> tuple[str | None, list[CheckpointInfo]]:
     """Every checkpoint at one SHA: top-level ``checkpoint-N`` folders and any folder with a manifest.
 
-    One recursive listing of the repo (paged by the Hub), then one read per manifest.
+    One recursive listing of the repo (paged by the Hub), then one read per manifest. A
+    folder whose manifest cannot be read is listed as ``unreadable``; a folder name that
+    is not usable is skipped with a warning.
     """
-    from huggingface_hub import RepoFile
-
     sha = remote.resolve(revision)
     if sha is None:
         return None, []
-    entries = remote.list_tree(sha, recursive=True)
-    files = [e for e in entries if isinstance(e, RepoFile)]
-    roots = {p for e in files if (p := e.path.split("/", 1)[0]) and step_of(p) is not None and "/" in e.path}
-    roots |= {posixpath.dirname(e.path) for e in files if posixpath.basename(e.path) == MANIFEST_NAME
-              and posixpath.dirname(e.path)}
+    listing = remote.list_tree(sha, recursive=True)
+    unusable = _unusable_paths(listing.unusable)
+    files = [e for e in listing.entries if not e.folder]
+    candidates = {p for e in files if (p := e.path.split("/", 1)[0]) and step_of(p) is not None and "/" in e.path}
+    candidates |= {posixpath.dirname(e.path) for e in files if posixpath.basename(e.path) == MANIFEST_NAME
+                   and posixpath.dirname(e.path)}
+    roots: set[str] = set()
+    for root in sorted(candidates):
+        why = folder_problem(root)
+        if why is None:
+            roots.add(root)
+        else:
+            skip_name(root, why)
     grouped: dict[str, dict[str, RemoteFile]] = {r: {} for r in roots}
     for e in files:
-        owner = max((r for r in roots if e.path.startswith(r + "/")), key=len, default=None)
+        owner = _owner(e.path, roots)
         if owner is not None:
-            grouped[owner][e.path[len(owner) + 1:]] = RemoteFile(
-                int(e.size), e.blob_id, e.lfs.sha256 if e.lfs else None)
+            grouped[owner][e.path[len(owner) + 1:]] = RemoteFile(e.size, e.oid, e.lfs_sha256)
+    tainted: dict[str, str] = {}
+    for path, why in unusable:
+        if (owner := _owner(path, roots)) is not None:
+            tainted.setdefault(owner, f"the Hub listed {quoted(path)} in it, which {why}")
+
+    def info(root: str) -> CheckpointInfo:
+        if root in tainted:
+            return _unreadable(sha, root, grouped[root], tainted[root])
+        try:
+            return describe(remote.snapshot(sha, root, files=grouped[root]))
+        except UnreadableManifest as exc:
+            return _unreadable(sha, root, grouped[root], str(exc))
 
     with ThreadPoolExecutor(max_workers=8) as pool:
-        infos = [describe(s) for s in pool.map(lambda root: remote.snapshot(sha, root, files=grouped[root]),
-                                               sorted(grouped))]
+        infos = list(pool.map(info, sorted(grouped)))
     infos.sort(key=lambda i: (i.step is None, -(i.step or 0), i.subfolder))
     return sha, infos

@@ -32,7 +32,18 @@ class NotFoundError(RemoteError):
 
 
 class IntegrityError(CkptError):
-    """Downloaded or remote content does not match what it claims to be."""
+    """Downloaded or remote content does not match what it claims to be, or the Hub
+    answered something malformed (a commit id that is not 40 hex, a broken listing)."""
+
+
+class UnreadableManifest(IntegrityError):
+    """One folder's ``ckpt-manifest.json`` cannot be used (not JSON, unknown format, bad
+    fields, too big). Listing commands skip that folder; reading it is refused."""
+
+
+class LimitError(CkptError):
+    """The Hub's answer went past a bound (pages, entries, bytes of a listing). The message
+    names the bound and the setting that raises it. Exit code 1."""
 
 
 class NoCheckpointError(CkptError):
@@ -43,3 +54,15 @@ class NoCheckpointError(CkptError):
 
 class ConflictError(CkptError):
     """A refusal to overwrite something that exists (a tag pointing elsewhere)."""
+
+
+def quoted(value: object, limit: int = 80) -> str:
+    """Untrusted text (a name the Hub sent) for a message: quoted, ASCII-only, control
+    characters escaped, never longer than ``limit``, so it can neither break the line nor
+    pass for something else.
+
+    >>> quoted("checkpoint-9\\n::warning::x")
+    "'checkpoint-9\\\\n::warning::x'"
+    """
+    text = ascii(str(value))
+    return text if len(text) <= limit else text[: limit - 2] + "…'"

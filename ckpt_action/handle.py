@@ -4,10 +4,33 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TypeGuard
 
-SHA_RE = re.compile(r"^[0-9a-f]{40}\Z")  # \Z: "$" would accept a trailing newline
-CHECKPOINT_RE = re.compile(r"^checkpoint-([0-9]+)\Z")
+from .errors import IntegrityError, quoted
+
+# \A...\Z, not ^...$: "$" also matches before a trailing newline. [0-9], not \d: \d takes
+# any Unicode digit, which int() then reads as a step.
+SHA_RE = re.compile(r"\A[0-9a-f]{40}\Z")
+CHECKPOINT_RE = re.compile(r"\Acheckpoint-([0-9]{1,18})\Z")
 DEFAULT_ENDPOINT = "https://huggingface.co"
+
+
+def commit_id(value: object, what: str) -> str:
+    """A commit id the Hub answered (a ref's target, a commit's oid), checked before use:
+    40 lowercase hex, or the command fails rather than print or pin anything else.
+
+    >>> commit_id("a" * 40, "main") == "a" * 40
+    True
+    """
+    if isinstance(value, str) and SHA_RE.match(value):
+        return value
+    raise IntegrityError(f"the Hub answered a malformed commit id for {what} ({quoted(value, 60)}):"
+                         " not 40 lowercase hex; refusing to use it")
+
+
+def is_whole(value: object) -> TypeGuard[int]:
+    """An int >= 0, as steps and sizes are (a bool is not one, though Python calls it an int)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def step_of(subfolder: str) -> int | None:
@@ -34,6 +57,13 @@ class CheckpointHandle:
     revision: str
     step: int | None = None
     endpoint: str = DEFAULT_ENDPOINT
+
+    def __post_init__(self) -> None:
+        # The last gate before outputs: whatever path built this handle, the revision
+        # printed, written to GITHUB_OUTPUT and pinned is a commit id, the step a number.
+        commit_id(self.revision, f"{self.repo}/{self.subfolder}")
+        if self.step is not None and not is_whole(self.step):
+            raise IntegrityError(f"the step of {self.subfolder} is not a whole number >= 0 ({quoted(self.step, 40)})")
 
     @property
     def hub_url(self) -> str:

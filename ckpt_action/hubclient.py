@@ -1,22 +1,27 @@
-"""Configure huggingface_hub for one endpoint, and turn its errors into ours.
+"""Configure huggingface_hub for one endpoint, retry its calls, and turn its errors into ours.
 
 huggingface_hub reads some switches at import time and has no timeout on plain API
-calls; this module is the one place that sets them, before the first request.
+calls; this module is the one place that sets them, before the first request. It also
+holds the one bounded GET the reads of refs, listings and manifests go through: a
+wall-clock deadline and a byte cap on what the Hub may send back.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
+from .deadline import RequestDeadline, deadline, install
 from .errors import AuthError, CkptError, NotFoundError, RemoteError
 from .settings import Settings
 from .validate import is_public_hub
 
 if TYPE_CHECKING:
+    import httpx2
     from huggingface_hub import HfApi
 
 T = TypeVar("T")
@@ -55,6 +60,7 @@ def prepare(settings: Settings) -> None:
     def client_factory():  # type: ignore[no-untyped-def,unused-ignore]
         client = huggingface_hub.utils._http.default_client_factory()
         client.timeout = settings.timeout  # type: ignore[assignment,unused-ignore]
+        install(client)
         return client
 
     huggingface_hub.set_client_factory(client_factory)
@@ -73,13 +79,25 @@ def _status(exc: BaseException) -> int | None:
     return getattr(response, "status_code", None)
 
 
-def _retry_after(exc: BaseException) -> float | None:
+def announced_wait(exc: BaseException) -> float | None:
+    """Seconds the Hub asked us to wait before retrying: the reset of an exhausted rate
+    limit (IETF ``RateLimit: "api";r=0;t=55``, which the Hub sends on 429 without any
+    ``Retry-After``), else ``Retry-After`` in seconds. None when it said neither."""
+    from huggingface_hub.utils import parse_ratelimit_headers
+
     response = getattr(exc, "response", None)
-    value = getattr(response, "headers", {}).get("Retry-After") if response is not None else None
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
+    headers = getattr(response, "headers", None)
+    if headers is None:
         return None
+    limit = parse_ratelimit_headers(headers)
+    if limit is not None and limit.remaining == 0:
+        return float(limit.reset_in_seconds)
+    value = headers.get("Retry-After")
+    try:
+        wait = float(value) if value is not None else None
+    except ValueError:  # an HTTP date: not worth a parser, backoff will do
+        return None
+    return wait if wait is not None and math.isfinite(wait) and wait >= 0 else None
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -114,6 +132,9 @@ def translate(exc: BaseException, what: str, settings: Settings, repo: str | Non
 
     if isinstance(exc, CkptError):
         return exc
+    if isinstance(exc, RequestDeadline):
+        return RemoteError(f"{what}: the Hub did not finish answering within {settings.request_deadline:g} s"
+                           " (CKPT_REQUEST_DEADLINE): try again later, or raise it if the Hub is only slow")
     where = f" in {repo}" if repo else ""
     status = _status(exc)
     if isinstance(exc, RevisionNotFoundError):
@@ -148,34 +169,66 @@ def backoff(settings: Settings, attempt: int) -> float:
     return base * random.uniform(0.8, 1.2)  # noqa: S311 - jitter, not a secret
 
 
-def retry_wait(settings: Settings, exc: BaseException, attempt: int) -> float:
-    """The sleep before retry number ``attempt`` (0-based) after ``exc``: the Hub's
-    Retry-After when it sent one (honoured up to 600 s), else the backoff."""
-    wait = _retry_after(exc)
-    return backoff(settings, attempt) if wait is None else min(max(wait, 0.0), 600.0)
+def retry_wait(settings: Settings, exc: BaseException, attempt: int, what: str) -> float:
+    """The sleep before retry number ``attempt`` (0-based) after ``exc``.
 
-
-def backoff_delays(settings: Settings) -> list[float]:
-    """The sleeps between the attempts of one call."""
-    return [backoff(settings, n) for n in range(settings.retries)]
+    A rate-limited answer is waited out for as long as it announces (its reset, or
+    ``Retry-After``), a little past it, up to ``max_rate_limit_wait``; asking for longer
+    raises at once, since sleeping past the job's patience helps nobody. Otherwise the
+    exponential backoff.
+    """
+    wait = announced_wait(exc)
+    if wait is None:
+        return backoff(settings, attempt)
+    if wait > settings.max_rate_limit_wait:
+        raise RemoteError(
+            f"{what}: the Hub answered {_status(exc)} and asks to wait {wait:.0f} s, more than"
+            f" {settings.max_rate_limit_wait:g} s (CKPT_MAX_RATE_LIMIT_WAIT): try again later, or raise it"
+        ) from exc
+    return wait + random.uniform(0.1, 0.5)  # noqa: S311 - past the reset (whole seconds, rounded), never before
 
 
 def call(settings: Settings, what: str, fn: Callable[..., T], *args: object, repo: str | None = None,
          client_retries: bool = False, **kwargs: object) -> T:
-    """Run one client call with bounded retries on transient failures.
+    """Run one client call with bounded retries on transient failures (see :func:`retry_wait`).
 
-    Only for idempotent calls (reads, and writes that are safe to repeat); commits are
-    retried by the push loop, which first looks at what landed. ``client_retries`` marks
-    calls huggingface_hub already retries itself (6 attempts, 23 s of sleeps): one more
-    round of those after a pause is enough, more would multiply the wait.
+    Only for idempotent calls (reads, and writes that are safe to repeat); commits go
+    through the commit primitive, which first looks at what landed. ``client_retries``
+    marks calls huggingface_hub already retries itself (6 attempts, 23 s of sleeps): one
+    more round of those after a pause is enough, more would multiply the wait.
     """
-    delays = backoff_delays(settings)[:1] if client_retries else backoff_delays(settings)
-    for attempt in range(len(delays) + 1):
+    retries = min(1, settings.retries) if client_retries else settings.retries
+    for attempt in range(retries + 1):
         try:
             return fn(*args, **kwargs)
         except Exception as exc:
-            if attempt == len(delays) or not is_transient(exc):
+            if attempt == retries or not is_transient(exc):
                 raise translate(exc, what, settings, repo) from exc
-            wait = _retry_after(exc)
-            time.sleep(delays[attempt] if wait is None else min(max(wait, 0.0), 600.0))
+            time.sleep(retry_wait(settings, exc, attempt, what))
     raise AssertionError("unreachable")
+
+
+def get_bounded(settings: Settings, url: str, headers: dict[str, str], *, limit: int,
+                too_big: Callable[[], CkptError], params: dict[str, str] | None = None) -> httpx2.Response:
+    """One GET of a small answer (refs, a listing page, a manifest), read whole.
+
+    Bounded in wall clock by ``request_deadline`` (headers and body) and in size by
+    ``limit`` bytes; past it, ``too_big()`` is raised (a message naming the bound and the
+    setting that raises it). Errors are raised as huggingface_hub's (so ``translate``
+    knows them), from a body read under the same bounds.
+    """
+    import httpx2
+    from huggingface_hub.utils import get_session, hf_raise_for_status
+
+    with deadline(settings.request_deadline), \
+            get_session().stream("GET", url, headers=headers, params=params) as response:
+        body = bytearray()
+        for chunk in response.iter_bytes():
+            body += chunk
+            if len(body) > limit:
+                raise too_big()
+    kept = {k: v for k, v in response.headers.items()
+            if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")}
+    done = httpx2.Response(response.status_code, headers=kept, content=bytes(body), request=response.request)
+    hf_raise_for_status(done)
+    return done

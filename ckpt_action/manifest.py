@@ -13,14 +13,17 @@ import fnmatch
 import hashlib
 import json
 import os
+import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import __version__
-from .errors import IntegrityError
+from . import __version__, validate
+from .errors import InputError, UnreadableManifest, quoted
+from .handle import SHA_RE, is_whole
+from .validate import safe_relative
 
 MANIFEST_NAME = "ckpt-manifest.json"
 FORMAT = "ckpt-action/manifest/v1"
@@ -110,12 +113,16 @@ class Hasher:
 
 def satisfies(have: FileDigest, want: FileDigest) -> bool:
     """Bytes with digest ``have`` are what ``want`` (a manifest entry, or what a tree
-    listing vouches for: sha256 for LFS files, the git id for regular ones) describes."""
+    listing vouches for: sha256 for LFS files, the git id for regular ones) describes.
+
+    An expectation with neither hash vouches for nothing, so nothing satisfies it: a
+    size alone would let any bytes of that length through.
+    """
     if have.size != want.size:
         return False
     if want.sha256 is not None:
         return have.sha256 == want.sha256
-    return want.git_oid is None or have.git_oid == want.git_oid
+    return want.git_oid is not None and have.git_oid == want.git_oid
 
 
 def digest_file(path: str | os.PathLike[str], rel: str | None = None) -> FileDigest:
@@ -195,31 +202,40 @@ class Manifest:
 
     @classmethod
     def from_json(cls, data: bytes) -> Manifest:
+        """Parse a manifest the Hub served, checking every field before anything uses it;
+        :class:`UnreadableManifest` names the first that is wrong."""
         try:
             doc = json.loads(data)
+        except (ValueError, RecursionError) as exc:
+            raise UnreadableManifest(f"the checkpoint manifest is unreadable (not JSON: {exc})") from exc
+        try:
+            if not isinstance(doc, dict):
+                raise ValueError("not a JSON object")
             if doc.get("format") != FORMAT:
-                raise ValueError(f"unknown format {doc.get('format')!r}")
-            files = {
-                str(p): FileDigest(int(d["size"]), None if d.get("sha256") is None else str(d["sha256"]),
-                                   d.get("git_oid"), d.get("lfs") if isinstance(d.get("lfs"), bool) else None)
-                for p, d in doc["files"].items()
-            }
-            source = doc.get("source")
-            if source is not None and not isinstance(source, dict):
-                raise ValueError("source is not an object")
+                raise ValueError(f"unknown format {quoted(doc.get('format'), 60)}")
+            raw_files = doc.get("files")
+            if not isinstance(raw_files, dict):
+                raise ValueError("files is not an object")
+            files = {_path(p): _digest(p, d) for p, d in raw_files.items()}
+            step = doc.get("step")
+            if step is not None and not is_whole(step):
+                raise ValueError(f"step {quoted(step, 40)} is not a whole number >= 0")
             if not isinstance(doc.get("complete"), bool):
                 raise ValueError("complete is not true or false")
-            tool = str(doc.get("tool", ""))
+            tool = doc.get("tool", "")
+            created = doc.get("created_at", "")
+            if not isinstance(tool, str) or not isinstance(created, str):
+                raise ValueError("tool or created_at is not a string")
             return cls(
                 files=files,
-                step=doc.get("step"),
+                step=step,
                 complete=doc["complete"],
-                created_at=str(doc.get("created_at", "")),
+                created_at=created,
                 tool_version=tool.rpartition(" ")[2],
-                source=source,
+                source=_source(doc.get("source")),
             )
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise IntegrityError(f"the checkpoint manifest is unreadable ({exc})") from exc
+        except ValueError as exc:
+            raise UnreadableManifest(f"the checkpoint manifest is unreadable ({exc})") from exc
 
     def mismatches(self, remote: Mapping[str, RemoteFile]) -> list[str]:
         """Why the remote files (relative paths, manifest excluded) disagree with this manifest."""
@@ -236,6 +252,60 @@ class Manifest:
                 problems.append(f"{path} differs from the manifest (git blob id)")
         problems.extend(f"{path} is not in the manifest" for path in remote if path not in self.files)
         return problems
+
+
+_SHA256_RE = re.compile(r"\A[0-9a-f]{64}\Z")
+
+
+def _path(path: str) -> str:
+    """A file path a manifest lists: relative, no '..', printable (it ends up in messages)."""
+    if not safe_relative(path) or not path.isprintable():
+        raise ValueError(f"it lists an unusable path {quoted(path)}")
+    return path
+
+
+def _digest(path: str, entry: object) -> FileDigest:
+    """One manifest entry: a size and at least one hash, each well formed; an entry that
+    vouches for no bytes (no sha256, no git id) would let anything of that size through."""
+    if not isinstance(entry, dict):
+        raise ValueError(f"the entry of {quoted(path)} is not an object")
+    size, sha256, git_oid, lfs = entry.get("size"), entry.get("sha256"), entry.get("git_oid"), entry.get("lfs")
+    if not is_whole(size):
+        raise ValueError(f"the size of {quoted(path)} is not a whole number >= 0")
+    if sha256 is not None and not (isinstance(sha256, str) and _SHA256_RE.match(sha256)):
+        raise ValueError(f"the sha256 of {quoted(path)} is not 64 lowercase hex")
+    if git_oid is not None and not (isinstance(git_oid, str) and SHA_RE.match(git_oid)):
+        raise ValueError(f"the git_oid of {quoted(path)} is not 40 lowercase hex")
+    if sha256 is None and git_oid is None:
+        raise ValueError(f"{quoted(path)} has neither sha256 nor git_oid: nothing to verify it by")
+    return FileDigest(size, sha256, git_oid, lfs if isinstance(lfs, bool) else None)
+
+
+def _source(source: object) -> dict[str, str] | None:
+    """Where a promoted checkpoint came from: repo, subfolder and revision, each checked
+    (other keys are dropped; they would only be printed)."""
+    if source is None:
+        return None
+    if not isinstance(source, dict):
+        raise ValueError("source is not an object")
+    checks = {"repo": lambda v: _checked(validate.repo_id, v), "subfolder": lambda v: _checked(validate.subfolder, v),
+              "revision": lambda v: bool(SHA_RE.match(v))}
+    out = {}
+    for key, ok in checks.items():
+        value = source.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str) or not ok(value):
+            raise ValueError(f"source {key} {quoted(value, 60)} is malformed")
+        out[key] = value
+    return out
+
+
+def _checked(check: Callable[[str], str], value: str) -> bool:
+    try:
+        return check(value) == value and value.isprintable()
+    except InputError:
+        return False
 
 
 def _blob_oid(data: bytes) -> bytes:

@@ -9,20 +9,25 @@ points at.
 
 from __future__ import annotations
 
+import logging
+import posixpath
 import shutil
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .commit import CommitPlan
 from .discover import latest
-from .errors import ConflictError, InputError, IntegrityError, NotFoundError
+from .errors import ConflictError, InputError, IntegrityError, NotFoundError, UnreadableManifest
 from .handle import CheckpointHandle, step_of
 from .hubclient import call
 from .manifest import MANIFEST_NAME, Manifest, expected_from_remote, matches_remote
 from .pull import pull
 from .push import push
 from .remote import RemoteRepo
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -148,15 +153,16 @@ class PrunePlan:
     """Why each kept checkpoint is kept."""
 
 
-def plan_prune(remote: RemoteRepo, keep_last: int) -> PrunePlan:
-    """What prune would delete at the current head, and why everything else stays.
+def plan_prune(remote: RemoteRepo, keep_last: int, head: str | None = None) -> PrunePlan:
+    """What prune would delete at ``head`` (default: main's current head), and why everything else stays.
 
     Only top-level ``checkpoint-N`` folders are candidates; ``sft/``, promoted targets and
-    any other folder are never touched.
+    any other folder are never touched. A candidate whose manifest cannot be read is kept
+    with that reason: it may be anything, and deleting it would hide the question.
     """
     if keep_last < 1:
         raise InputError("--keep-last must be at least 1")
-    head = remote.resolve(None)
+    head = head or remote.resolve(None)
     if head is None:
         return PrunePlan("", [], [])
 
@@ -178,25 +184,60 @@ def plan_prune(remote: RemoteRepo, keep_last: int) -> PrunePlan:
         for name in _tagged_checkpoints(remote, tagged):
             if name in folders:
                 reasons.setdefault(name, f"tagged {tag}")
+    for name, why in _unreadable_manifests(remote, head, [n for _s, n in ckpts if n not in reasons]).items():
+        reasons[name] = f"{why}; not deleted: delete it by hand if it is garbage"
     delete = [name for _s, name in ckpts if name not in reasons]
     keep = [name for _s, name in ckpts if name in reasons]
     return PrunePlan(head, delete, keep, reasons)
 
 
+def _unreadable_manifests(remote: RemoteRepo, sha: str, names: list[str]) -> dict[str, str]:
+    """Which of these folders have a manifest that cannot be read, and why (one read each)."""
+    def problem(name: str) -> str | None:
+        try:
+            data = remote.read_small_file(sha, f"{name}/{MANIFEST_NAME}", missing_ok=True)
+            if data is not None:
+                Manifest.from_json(data)
+        except UnreadableManifest as exc:
+            return str(exc)
+        return None
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        found = dict(zip(names, pool.map(problem, names), strict=True))
+    return {name: why for name, why in found.items() if why is not None}
+
+
 def _promoted_sources(remote: RemoteRepo, sha: str, folders: list[str]) -> set[str]:
-    """Checkpoint folders that promoted (non checkpoint-N) folders at sha were copied from."""
+    """Checkpoint folders that promoted folders at sha were copied from: the ``source`` of
+    every manifest outside the top-level ``checkpoint-N`` folders, at any depth (a promote
+    target may be ``release/v1``)."""
     out = set()
     for name in folders:
-        if step_of(name) is None:
-            snap = remote.snapshot(sha, name)
-            src = (snap.manifest.source or {}) if snap.manifest else {}
+        if step_of(name) is not None:
+            continue
+        try:
+            manifests = [rel for rel in remote.files(sha, name) if posixpath.basename(rel) == MANIFEST_NAME]
+        except IntegrityError as exc:
+            log.warning("%s/ cannot be listed (%s): a checkpoint promoted into it is not protected", name, exc)
+            continue
+        for rel in manifests:
+            folder = posixpath.join(name, posixpath.dirname(rel)).rstrip("/")
+            try:
+                data = remote.read_small_file(sha, f"{name}/{rel}")
+                assert data is not None
+                manifest = Manifest.from_json(data)
+            except UnreadableManifest as exc:
+                log.warning("%s/: %s: the checkpoint it was promoted from, if any, is not protected", folder, exc)
+                continue
+            src = manifest.source or {}
             if src.get("repo") == remote.repo and src.get("subfolder"):
-                out.add(str(src["subfolder"]))
+                out.add(src["subfolder"])
     return out
 
 
 def _tagged_checkpoints(remote: RemoteRepo, sha: str) -> set[str]:
-
+    """The checkpoint a tag at ``sha`` was made for: the sources of promoted folders there,
+    else the highest checkpoint-N."""
     names = list(remote.top_level_folders(sha))
     sources = _promoted_sources(remote, sha, names)
     if sources:
@@ -223,7 +264,7 @@ def prune(remote: RemoteRepo, keep_last: int, *, dry_run: bool = False) -> tuple
         nonlocal last
         # The first round uses the plan made above; later ones plan at the head they read
         # (a moved head makes the commit a 412, and the round after plans again).
-        last = planned.pop(head) if head in planned else plan_prune(remote, keep_last)
+        last = planned.pop(head) if head in planned else plan_prune(remote, keep_last, head)
         if not last.delete:
             return None
         ops = [CommitOperationDelete(f"{name}/", is_folder=True) for name in last.delete]

@@ -1,19 +1,25 @@
 """Reads of one Hub repo, always at a pinned commit SHA.
 
 Every listing and file read names a SHA, never a branch, so what a command looked at
-and the SHA it reports are the same snapshot.
+and the SHA it reports are the same snapshot. Every read is bounded (see
+:func:`~ckpt_action.hubclient.get_bounded` and :mod:`~ckpt_action.listing`) and what it
+returns is checked: commit ids are 40 hex, folder names follow the rules of
+``--subfolder`` (others are skipped with a warning), manifests parse strictly.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
-from .errors import IntegrityError, NotFoundError
-from .handle import SHA_RE
-from .hubclient import call, make_api, translate
+from . import validate
+from .errors import InputError, IntegrityError, LimitError, NotFoundError, UnreadableManifest, quoted
+from .handle import SHA_RE, commit_id
+from .hubclient import call, get_bounded, make_api, translate
+from .listing import Listing, on_endpoint, parse_json, read_tree, tree_url
 from .manifest import MANIFEST_NAME, Manifest, RemoteFile
 from .settings import Settings
 
@@ -22,8 +28,27 @@ if TYPE_CHECKING:
 
     from .commit import CommitOutcome, CommitPlan
 
-MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 MAX_HISTORY_PAGE_BYTES = 8 * 1024 * 1024
+log = logging.getLogger(__name__)
+
+
+def folder_problem(name: str) -> str | None:
+    """Why a folder name the Hub listed is not one ckpt-action uses (None when it is):
+    the rules of ``--subfolder``, so every name the commands print or take is one a user
+    could have typed."""
+    if not name.isprintable():
+        return "has control or non-printing characters"
+    try:
+        if validate.subfolder(name) == name:
+            return None
+    except InputError:
+        pass
+    return "is not a usable folder name (letters, digits and ._+=@- segments separated by '/')"
+
+
+def skip_name(name: str, why: str) -> None:
+    """Report a name the Hub listed that is not used: a warning, the name quoted."""
+    log.warning("skipped %s listed by the Hub: it %s", quoted(name), why)
 
 
 @dataclass(frozen=True)
@@ -88,56 +113,94 @@ class RemoteRepo:
         raise NotFoundError(f"revision {rev!r} is not a branch or tag of {self.repo}: check --revision")
 
     def refs(self) -> tuple[dict[str, str], dict[str, str]]:
-        """Branches and tags, each name to the 40-hex commit it points at."""
-        refs = self._call("reading branches and tags", self.api.list_repo_refs, self.repo)
-        return ({b.name: str(b.target_commit) for b in refs.branches},
-                {t.name: str(t.target_commit) for t in refs.tags})
+        """Branches and tags, each name to the 40-hex commit it points at.
+
+        A ref whose target is not 40 hex fails the command (the Hub is broken or hostile);
+        one whose name could not be typed as ``--revision`` is skipped with a warning.
+        """
+        what = "reading branches and tags"
+
+        def too_big() -> LimitError:
+            return LimitError(f"{what}: the Hub's answer is larger than {self.settings.max_listing_bytes} bytes"
+                              " (CKPT_MAX_LISTING_BYTES)")
+
+        response = self._call(what, get_bounded, self.settings, f"{self.settings.endpoint}/api/models/{self.repo}/refs",
+                              self.headers(), limit=self.settings.max_listing_bytes, too_big=too_big)
+        data = parse_json(response.content, what)
+        out: tuple[dict[str, str], dict[str, str]] = ({}, {})
+        for (kind, one), refs in zip((("branches", "branch"), ("tags", "tag")), out, strict=True):
+            items = data.get(kind) if isinstance(data, dict) else None
+            if not isinstance(items, list):
+                raise IntegrityError(f"{what}: the Hub answered no list of {kind}")
+            for item in items:
+                name = item.get("name") if isinstance(item, dict) else None
+                if not isinstance(name, str):
+                    raise IntegrityError(f"{what}: the Hub answered a {one} without a name")
+                target = commit_id(item.get("targetCommit"), f"{one} {quoted(name, 60)}")
+                try:
+                    usable = name.isprintable() and validate.revision(name) == name
+                except InputError:
+                    usable = False
+                if not usable:
+                    skip_name(name, f"is not a usable {one} name")
+                    continue
+                refs[name] = target
+        return out
 
     def list_tree(self, sha: str, path: str | None = None, *, recursive: bool = False,
-                  what: str = "listing the repo") -> list[Any]:
-        """Tree entries at sha (all pages); the client retries each page itself."""
-        return self._call(what, lambda: list(self.api.list_repo_tree(self.repo, path, revision=sha,  # type: ignore[no-any-return,unused-ignore]
-                                                                    recursive=recursive)),
-                          client_retries=True)
+                  what: str = "listing the repo") -> Listing:
+        """Tree entries at sha (every page, within the listing bounds), checked; an
+        absent folder lists as empty."""
+        listing = read_tree(self.settings, self.repo, tree_url(self.settings.endpoint, self.repo, sha, path),
+                            self.headers(), recursive=recursive, what=what, missing_ok=path is not None)
+        return listing if listing is not None else Listing()
 
     def top_level_folders(self, sha: str) -> dict[str, str]:
-        """Top-level folders at sha, with their git tree ids."""
-        from huggingface_hub import RepoFolder
-
-        return {e.path: e.tree_id for e in self.list_tree(sha) if isinstance(e, RepoFolder)}
+        """Top-level folders at sha, with their git tree ids; unusable names are skipped
+        with a warning."""
+        listing = self.list_tree(sha)
+        out: dict[str, str] = {}
+        for entry, unusable in listing.unusable:
+            if entry.folder:
+                skip_name(entry.path, unusable)
+        for entry in listing.entries:
+            if entry.folder:
+                why = "is not at the top level" if "/" in entry.path else folder_problem(entry.path)
+                if why is None:
+                    out[entry.path] = entry.oid
+                else:
+                    skip_name(entry.path, why)
+        return out
 
     def files(self, sha: str, subfolder: str) -> dict[str, RemoteFile]:
-        """Files under subfolder at sha, keyed by path relative to it ({} when absent)."""
-        from huggingface_hub import RepoFile
-        from huggingface_hub.errors import RemoteEntryNotFoundError
+        """Files under subfolder at sha, keyed by path relative to it ({} when absent).
 
-        def listing() -> list[object]:
-            try:
-                return list(self.api.list_repo_tree(self.repo, subfolder, revision=sha, recursive=True))
-            except RemoteEntryNotFoundError:
-                return []
-
+        A path that cannot be used, or one outside the folder, refuses the whole listing:
+        dropping it would make a checkpoint look like something it is not.
+        """
+        listing = self.list_tree(sha, subfolder, recursive=True, what=f"listing {subfolder}/")
+        if listing.unusable:
+            entry, why = listing.unusable[0]
+            raise IntegrityError(f"the Hub listed {quoted(entry.path)} under {subfolder}/, which {why}:"
+                                 " refusing the listing")
         prefix = subfolder.rstrip("/") + "/"
         out: dict[str, RemoteFile] = {}
-        for entry in self._call(f"listing {subfolder}/", listing, client_retries=True):
-            if not isinstance(entry, RepoFile):
+        for entry in listing.entries:
+            if entry.folder:
                 continue
             if not entry.path.startswith(prefix):
-                raise IntegrityError(
-                    f"the Hub listed {entry.path!r} under {subfolder}/: refusing a listing that escapes the folder"
-                )
-            lfs = entry.lfs
-            out[entry.path[len(prefix):]] = RemoteFile(
-                size=int(entry.size), git_oid=entry.blob_id, lfs_sha256=lfs.sha256 if lfs else None
-            )
+                raise IntegrityError(f"the Hub listed {quoted(entry.path)} under {subfolder}/:"
+                                     " refusing a listing that escapes the folder")
+            out[entry.path[len(prefix):]] = RemoteFile(size=entry.size, git_oid=entry.oid, lfs_sha256=entry.lfs_sha256)
         return out
 
     def file_url(self, sha: str, path: str) -> str:
         return f"{self.settings.endpoint}/{self.repo}/resolve/{quote(sha, safe='')}/{quote(path)}"
 
     def headers(self) -> dict[str, str]:
-        """Request headers for file reads: the token, our user agent, and no compression
-        (checkpoint bytes are hashed as they arrive)."""
+        """Request headers for every read: the token, our user agent, and no compression
+        (checkpoint bytes are hashed as they arrive; the byte caps on refs, listings and
+        manifests count what the wire carries)."""
         from huggingface_hub.utils import build_hf_headers
 
         headers = build_hf_headers(token=self.settings.token or None, library_name="ckpt-action")
@@ -145,27 +208,20 @@ class RemoteRepo:
         return headers
 
     def read_small_file(self, sha: str, path: str, *, missing_ok: bool = False) -> bytes | None:
-        """GET one small file at sha (the manifest), bounded in size; None if absent and missing_ok."""
-        from huggingface_hub.utils import get_session, hf_raise_for_status
-
-        url, headers = self.file_url(sha, path), self.headers()
-
-        def get() -> bytes:
-            with get_session().stream("GET", url, headers=headers) as response:
-                hf_raise_for_status(response)
-                chunks, total = [], 0
-                for chunk in response.iter_bytes():
-                    total += len(chunk)
-                    if total > MAX_MANIFEST_BYTES:
-                        raise IntegrityError(f"{path} is larger than {MAX_MANIFEST_BYTES} bytes: not a manifest")
-                    chunks.append(chunk)
-                return b"".join(chunks)
-
+        """GET one small file at sha (a manifest), bounded in time and in size
+        (``max_manifest_bytes``: past it, the manifest is unreadable); None if absent and missing_ok."""
         from huggingface_hub.errors import RemoteEntryNotFoundError
+
+        limit = self.settings.max_manifest_bytes
+
+        def too_big() -> UnreadableManifest:
+            return UnreadableManifest(f"{path} is larger than {limit} bytes (CKPT_MAX_MANIFEST_BYTES):"
+                                      " not a manifest, or raise the bound")
 
         def get_or_none() -> bytes | None:
             try:
-                return get()
+                return get_bounded(self.settings, self.file_url(sha, path), self.headers(), limit=limit,
+                                   too_big=too_big).content
             except RemoteEntryNotFoundError:
                 if missing_ok:
                     return None
@@ -182,7 +238,10 @@ class RemoteRepo:
         if MANIFEST_NAME in files:
             data = manifest_bytes or self.read_small_file(sha, f"{subfolder}/{MANIFEST_NAME}")
             assert data is not None
-            manifest = Manifest.from_json(data)
+            try:
+                manifest = Manifest.from_json(data)
+            except UnreadableManifest as exc:
+                raise UnreadableManifest(f"{subfolder}/: {exc}") from exc
             del files[MANIFEST_NAME]
         return Snapshot(sha, subfolder, files, manifest, data if manifest else None)
 
@@ -211,26 +270,19 @@ class RemoteRepo:
         down to ``until`` (included) or ``limit`` commits. Pages are read only as needed,
         each bounded in size, and a next page is followed only on the configured endpoint
         (the request carries the token)."""
-        import json
+        what = "reading the commit history"
 
-        from huggingface_hub.utils import get_session, hf_raise_for_status
-
-        origin = urlsplit(self.settings.endpoint)[:2]
+        def too_big() -> IntegrityError:
+            return IntegrityError(f"a page of the commit history is larger than {MAX_HISTORY_PAGE_BYTES} bytes:"
+                                  " refusing it")
 
         def page(url: str) -> tuple[list[Any], str | None]:
-            with get_session().stream("GET", url, headers=self.headers()) as response:
-                hf_raise_for_status(response)
-                body = bytearray()
-                for chunk in response.iter_bytes():
-                    body += chunk
-                    if len(body) > MAX_HISTORY_PAGE_BYTES:
-                        raise IntegrityError(f"a page of the commit history is larger than {MAX_HISTORY_PAGE_BYTES}"
-                                             " bytes: refusing it")
-                following = response.links.get("next", {}).get("url")
-            items = json.loads(body)
+            response = get_bounded(self.settings, url, self.headers(), limit=MAX_HISTORY_PAGE_BYTES, too_big=too_big)
+            items = parse_json(response.content, what)
             if not isinstance(items, list):
                 raise IntegrityError("the Hub answered a commit history that is not a list")
-            if following is not None and urlsplit(following)[:2] != origin:
+            following = response.links.get("next", {}).get("url")
+            if following is not None and not on_endpoint(following, self.settings.endpoint):
                 following = None  # never send the token to another host
             return items, following
 
@@ -250,7 +302,7 @@ class RemoteRepo:
                             return out
             return out
 
-        return self._call("reading the commit history", read)  # type: ignore[no-any-return,unused-ignore]
+        return self._call(what, read)  # type: ignore[no-any-return,unused-ignore]
 
     def folder_id(self, sha: str, path: str) -> str | None:
         """The git tree id of folder ``path`` at sha, in one request whatever the repo's size

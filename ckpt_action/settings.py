@@ -1,11 +1,13 @@
-"""Run settings: where the Hub is, the token, and the bounds on time and retries.
+"""Run settings: where the Hub is, the token, and the bounds on time, retries and size.
 
 Every bound is configurable (flags or ``CKPT_*`` environment variables), so tests and
-impatient pipelines shorten them instead of patching code.
+impatient pipelines shorten them instead of patching code, and a repo that really is
+bigger than a bound can raise it. The README's settings table is generated from here.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -14,6 +16,9 @@ from typing import Any
 from .errors import InputError
 from .validate import endpoint as check_endpoint
 
+MAX_RETRIES = 20
+"""More retries than this only multiply how long a dead Hub holds a job."""
+
 
 def _knob(default: float | int, env: str, doc: str) -> Any:
     return field(default=default, metadata={"env": env, "doc": doc})
@@ -21,7 +26,7 @@ def _knob(default: float | int, env: str, doc: str) -> Any:
 
 @dataclass(frozen=True)
 class Settings:
-    """How to reach the Hub and how hard to try.
+    """How to reach the Hub, how hard to try, and how much of its answers to accept.
 
     >>> Settings.from_env({"HF_ENDPOINT": "http://127.0.0.1:8000", "CKPT_RETRIES": "2"}).retries
     2
@@ -32,11 +37,29 @@ class Settings:
     timeout: float = _knob(60.0, "CKPT_TIMEOUT",
                            "Seconds one request may stay silent (connect, or between bytes) before it is retried.")
     retries: int = _knob(5, "CKPT_RETRIES",
-                         "Retries after the first attempt, for 408, 429, 5xx, timeouts and dropped connections.")
+                         f"Retries after the first attempt, for 408, 429, 5xx, timeouts and dropped connections "
+                         f"(at most {MAX_RETRIES}).")
     retry_delay: float = _knob(1.0, "CKPT_RETRY_DELAY",
                                "First backoff delay in seconds; doubles per retry, jittered ±20%.")
-    retry_max_delay: float = _knob(30.0, "CKPT_RETRY_MAX_DELAY",
-                                   "Cap on one backoff delay (a `Retry-After` from the Hub is honoured up to 600 s).")
+    retry_max_delay: float = _knob(30.0, "CKPT_RETRY_MAX_DELAY", "Cap on one backoff delay in seconds.")
+    max_rate_limit_wait: float = _knob(
+        600.0, "CKPT_MAX_RATE_LIMIT_WAIT",
+        "Longest wait in seconds a rate-limited answer (`Retry-After`, or `RateLimit` with `r=0` and its reset `t`)"
+        " is honoured for; the Hub asking for more fails the command at once.")
+    request_deadline: float = _knob(
+        120.0, "CKPT_REQUEST_DEADLINE",
+        "Wall-clock seconds one read of refs, a listing page or a manifest may take in all (connect, headers"
+        " and body), however steadily the bytes trickle in.")
+    max_listing_pages: int = _knob(1000, "CKPT_MAX_LISTING_PAGES",
+                                   "Pages one tree listing may span; more fails the command (exit 1).")
+    max_listing_entries: int = _knob(
+        200_000, "CKPT_MAX_LISTING_ENTRIES",
+        "Files and folders one tree listing may hold (the Hub allows 100k files a repo); more fails the command.")
+    max_listing_bytes: int = _knob(
+        128 * 1024 * 1024, "CKPT_MAX_LISTING_BYTES",
+        "Bytes of JSON one listing (all its pages, or the refs) may take; more fails the command.")
+    max_manifest_bytes: int = _knob(64 * 1024 * 1024, "CKPT_MAX_MANIFEST_BYTES",
+                                    "Bytes a `ckpt-manifest.json` may have; a bigger one makes its folder unreadable.")
     max_files_per_commit: int = _knob(100, "CKPT_MAX_FILES_PER_COMMIT",
                                       "Files per commit (the Hub recommends under 100); bigger checkpoints go in "
                                       "several, the manifest in the last.")
@@ -62,8 +85,30 @@ class Settings:
                 except ValueError:
                     raise InputError(f"{var}={env[var]!r} is not a number") from None
         settings = cls(**values)  # type: ignore[arg-type]
-        if settings.timeout <= 0 or settings.retries < 0 or settings.retry_delay < 0:
-            raise InputError("timeouts must be > 0 and retries/delays >= 0")
-        if settings.max_files_per_commit < 2:
-            raise InputError("max files per commit must be at least 2 (one file plus the manifest)")
+        settings.check()
         return settings
+
+    def check(self) -> None:
+        """Refuse bounds that bound nothing: nan and inf compare false with everything, so a
+        "timeout > 0" check alone lets them through."""
+        for f in fields(self):
+            if not f.metadata:
+                continue
+            value = getattr(self, f.name)
+            name = f"{f.name} ({_FLAGS.get(f.name, '')}{f.metadata['env']})"
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise InputError(f"{name} must be a finite number, not {value!r}")
+            if f.name in _POSITIVE and value <= 0:
+                raise InputError(f"{name} must be > 0, not {value!r}")
+            if value < 0:
+                raise InputError(f"{name} must be >= 0, not {value!r}")
+        if self.retries > MAX_RETRIES:
+            raise InputError(f"retries (--retries / CKPT_RETRIES) is {self.retries}: at most {MAX_RETRIES} are allowed")
+        if self.max_files_per_commit < 2:
+            raise InputError("max files per commit must be at least 2 (one file plus the manifest)")
+
+
+_FLAGS = {"timeout": "--timeout / ", "retries": "--retries / "}
+# Bounds where 0 would refuse everything; the others (delays, retries, waits) may be 0.
+_POSITIVE = {"timeout", "request_deadline", "max_listing_pages", "max_listing_entries", "max_listing_bytes",
+             "max_manifest_bytes"}

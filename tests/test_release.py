@@ -142,7 +142,7 @@ def test_list_shows_complete_partial_and_foreign(hub, env, cli, tmp_path):
                                                                             "config.json": b"{}"})),
                     path_in_repo="checkpoint-300", repo_id="o/r")
     a.upload_file(path_or_fileobj=b'{"format": "ckpt-action/manifest/v1", "complete": false, "step": 400, '
-                                  b'"files": {"x.bin": {"size": 1, "sha256": "00"}}}',
+                                  b'"files": {"x.bin": {"size": 1, "sha256": "' + b"0" * 64 + b'"}}}',
                   path_in_repo="checkpoint-400/ckpt-manifest.json", repo_id="o/r")
     run = cli("list", "--repo", "o/r", "--json", env=env)
     assert run.code == 0, run.stderr
@@ -160,7 +160,7 @@ def test_list_shows_complete_partial_and_foreign(hub, env, cli, tmp_path):
     summary = tmp_path / "summary.md"
     env2 = dict(env, GITHUB_STEP_SUMMARY=str(summary))
     assert cli("list", "--repo", "o/r", env=env2).code == 0
-    assert "| `checkpoint-100` | 100 | complete | 2 |" in summary.read_text()
+    assert "| <code>checkpoint-100</code> | 100 | complete | 2 |" in summary.read_text()
 
 
 def test_prune_keeps_exactly_what_it_promised_in_one_commit(hub, env, cli, tmp_path):

@@ -1,0 +1,166 @@
+"""Tree listings of a Hub repo, read page by page under bounds, every entry checked.
+
+huggingface_hub's ``list_repo_tree`` follows ``Link: rel="next"`` wherever it points
+(with the token), for as long as the server sends one, keeps every page, and sleeps as
+long as a rate-limited answer asks. Here each page is one bounded GET (wall-clock
+deadline, bytes) retried on its own; a listing's pages, entries and bytes are capped;
+a next page must stay on the configured endpoint; and each entry is checked (40-hex
+ids, sizes, a usable path) before anything reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote, urljoin, urlsplit
+
+from .errors import IntegrityError, LimitError, quoted
+from .handle import SHA_RE, is_whole
+from .hubclient import call, get_bounded
+from .settings import Settings
+from .validate import safe_relative
+
+_SHA256_RE = re.compile(r"\A[0-9a-f]{64}\Z")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One file or folder as the Hub listed it, checked."""
+
+    path: str
+    folder: bool
+    oid: str
+    """The git blob id of a file, the git tree id of a folder (40 hex)."""
+    size: int = 0
+    lfs_sha256: str | None = None
+
+
+@dataclass
+class Listing:
+    entries: list[Entry] = field(default_factory=list)
+    unusable: list[tuple[Entry, str]] = field(default_factory=list)
+    """Entries whose path cannot be used as it is (control characters, ``..``,
+    absolute), with why; each caller decides whether that skips them or refuses."""
+
+
+def path_problem(path: str) -> str | None:
+    """Why a listed path cannot be used as a relative path (None when it can)."""
+    if not path.isprintable():
+        return "has control or non-printing characters"
+    if not safe_relative(path):
+        return "escapes the folder (empty, '.' or '..' segment, absolute, or a backslash)"
+    return None
+
+
+def on_endpoint(url: str, endpoint: str) -> bool:
+    """The URL is under the configured endpoint: same scheme, host and port, and path."""
+    got, base = urlsplit(url), urlsplit(endpoint)
+    default = {"http": 80, "https": 443}
+    try:
+        ports = (got.port or default.get(got.scheme), base.port or default.get(base.scheme))
+    except ValueError:  # a port that is not a number
+        return False
+    return (got.scheme, got.hostname, ports[0]) == (base.scheme, base.hostname, ports[1]) and (
+        got.path + "/").startswith(base.path.rstrip("/") + "/")
+
+
+def tree_url(endpoint: str, repo: str, sha: str, path: str | None) -> str:
+    """The listing URL, spelled as huggingface_hub spells it (the path as one segment)."""
+    folder = "/" + quote(path, safe="") if path else ""
+    return f"{endpoint}/api/models/{repo}/tree/{quote(sha, safe='')}{folder}"
+
+
+def parse_json(data: bytes, what: str) -> Any:
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        raise IntegrityError(f"{what}: the Hub answered something that is not JSON") from None
+
+
+def read_tree(settings: Settings, repo: str, url: str, headers: dict[str, str], *, recursive: bool,
+              what: str, missing_ok: bool = False) -> Listing | None:
+    """Every page of one listing, within the listing bounds of ``settings``; None when
+    the folder does not exist and ``missing_ok``."""
+    from huggingface_hub.errors import RemoteEntryNotFoundError
+
+    def too_big() -> LimitError:
+        return LimitError(f"{what}: the Hub's listing is larger than {settings.max_listing_bytes} bytes"
+                          " (CKPT_MAX_LISTING_BYTES): raise it if the repo is really that big")
+
+    def get(url: str, params: dict[str, str] | None, limit: int, first: bool) -> Any:
+        try:
+            return get_bounded(settings, url, headers, limit=limit, too_big=too_big, params=params)
+        except RemoteEntryNotFoundError:
+            if missing_ok and first:  # an absent folder; a later page going missing is an error
+                return None
+            raise
+
+    out = Listing()
+    pages = count = size = 0
+    next_url: str | None = url
+    params: dict[str, str] | None = {"recursive": str(recursive).lower(), "expand": "false"}
+    while next_url is not None:
+        pages += 1
+        if pages > settings.max_listing_pages:
+            raise LimitError(f"{what}: the Hub's listing runs past {settings.max_listing_pages} pages"
+                             " (CKPT_MAX_LISTING_PAGES): raise it if the repo is really that big")
+        # Each page is retried on its own; the byte cap is what the listing has left.
+        response = call(settings, what, get, next_url, params, settings.max_listing_bytes - size, pages == 1,
+                        repo=repo)
+        if response is None:
+            return None
+        size += len(response.content)
+        page = parse_json(response.content, what)
+        if not isinstance(page, list):
+            raise IntegrityError(f"{what}: the Hub answered a listing that is not a list")
+        count += len(page)
+        if count > settings.max_listing_entries:
+            raise LimitError(f"{what}: the Hub's listing holds more than {settings.max_listing_entries} entries"
+                             " (CKPT_MAX_LISTING_ENTRIES): raise it if the repo is really that big")
+        for item in page:
+            entry = _entry(item, what)
+            if entry is None:
+                continue
+            why = path_problem(entry.path)
+            if why is None:
+                out.entries.append(entry)
+            else:
+                out.unusable.append((entry, why))
+        link = response.links.get("next", {}).get("url")
+        next_url = urljoin(next_url, link) if link else None
+        if next_url is not None and not on_endpoint(next_url, settings.endpoint):
+            # The request would carry the token: never to a host the user did not name.
+            raise IntegrityError(f"{what}: the Hub's next page is at another origin"
+                                 f" ({quoted(urlsplit(next_url).netloc, 60)}): refusing to follow it")
+        params = None  # the next link carries its own query
+    return out
+
+
+def _entry(item: object, what: str) -> Entry | None:
+    """A checked entry; None for kinds that are neither file nor folder."""
+    def bad(why: str) -> IntegrityError:
+        return IntegrityError(f"{what}: the Hub answered a malformed tree entry ({why}): refusing the listing")
+
+    if not isinstance(item, dict):
+        raise bad("not an object")
+    kind = item.get("type")
+    if kind not in ("file", "directory"):
+        return None
+    path, oid = item.get("path"), item.get("oid")
+    if not isinstance(path, str) or not path or len(path) > 4096:
+        raise bad("no path")
+    if not isinstance(oid, str) or not SHA_RE.match(oid):
+        raise bad(f"the id of {quoted(path)} is not 40 lowercase hex")
+    if kind == "directory":
+        return Entry(path, True, oid)
+    size, lfs = item.get("size"), item.get("lfs")
+    if not is_whole(size):
+        raise bad(f"the size of {quoted(path)} is not a whole number >= 0")
+    sha256 = None
+    if lfs is not None:
+        sha256 = lfs.get("oid") if isinstance(lfs, dict) else None
+        if not isinstance(sha256, str) or not _SHA256_RE.match(sha256):
+            raise bad(f"the LFS sha256 of {quoted(path)} is not 64 lowercase hex")
+    return Entry(path, False, oid, size, sha256)
