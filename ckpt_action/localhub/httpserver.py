@@ -139,12 +139,12 @@ class Body:
         while not self._buffer and not self.done:
             event = self._conn.next_body_event()
             if isinstance(event, h11.Data):
-                self._buffer = memoryview(bytes(event.data))
+                self._buffer = memoryview(event.data)  # no copy: h11 hands over a fresh buffer
             else:
                 self.done = True
 
     def _take(self, n: int) -> bytes:
-        data = bytes(self._buffer[:n])
+        data = self._buffer[:n].tobytes()
         self._buffer = self._buffer[len(data):]
         self.count += len(data)
         return data
@@ -167,7 +167,7 @@ class Body:
             self._fill()
             if not self._buffer:
                 return b"".join(parts)
-            end = bytes(self._buffer[: limit + 1 - size]).find(b"\n")
+            end = self._buffer[: limit + 1 - size].tobytes().find(b"\n")
             part = self._take(end + 1 if end >= 0 else limit + 1 - size)
             parts.append(part)
             size += len(part)
