@@ -292,9 +292,28 @@ def test_chunked_and_malformed_requests(served):
     href = batch["objects"][0]["actions"]["upload"]["href"]
     put = httpx.put(href, content=(data[i:i + 7000] for i in range(0, len(data), 7000)))  # chunked encoding
     assert put.status_code == 200 and put.request.headers.get("Transfer-Encoding") == "chunked"
-    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
         sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n")
         assert sock.recv(100).startswith(b"HTTP/1.1 400")
+    # Expect: 100-continue: the server asks for the body when it wants it...
+    other = os.urandom(1000)
+    oid = hashlib.sha256(other).hexdigest()
+    batch = httpx.post(f"{server.url}/{REPO}.git/info/lfs/objects/batch",
+                       json={"operation": "upload", "objects": [{"oid": oid, "size": len(other)}]}).json()
+    target = httpx.URL(batch["objects"][0]["actions"]["upload"]["href"]).raw_path.decode()
+    expect = f"Host: x\r\nContent-Length: {len(other)}\r\nExpect: 100-continue\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        sock.sendall(f"PUT {target} HTTP/1.1\r\n{expect}".encode())
+        assert sock.recv(100).startswith(b"HTTP/1.1 100")
+        sock.sendall(other)
+        assert sock.recv(100).startswith(b"HTTP/1.1 200")
+    # ... and refuses without it, hanging up rather than waiting for a body that will not come.
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        sock.sendall(f"PUT {target.replace('sig=', 'sig=0')} HTTP/1.1\r\n{expect}".encode())
+        answer = b""
+        while chunk := sock.recv(4096):
+            answer += chunk
+        assert answer.startswith(b"HTTP/1.1 403") and b"connection: close" in answer.lower()
 
 
 def test_in_process_hub_stops_its_connections(tmp_path, hf_client):

@@ -177,7 +177,10 @@ class Body:
                 raise HttpError(413, f"A line of the request body is longer than {limit} bytes")
 
     def drain(self) -> bool:
-        """Discard what is left; False when too much is left to be worth reading."""
+        """Discard what is left; False when too much is left to be worth reading, or when the
+        client still waits for ``100 Continue`` (it was answered without: the body never comes)."""
+        if self._conn.conn.they_are_waiting_for_100_continue:
+            return False
         if self.declared is not None and self.declared - self.count > DRAIN_LIMIT:
             return False
         total = 0
