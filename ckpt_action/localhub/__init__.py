@@ -14,8 +14,8 @@ ckpt-action this package imports.
 
 Example:
 
-    >>> from ckpt_action.localhub import LocalHub
-    >>> with LocalHub("/tmp/hubdata") as hub:
+    >>> from ckpt_action.localhub import LocalHub  # doctest: +SKIP
+    >>> with LocalHub("/tmp/hubdata") as hub:  # doctest: +SKIP
     ...     print(hub.url)
     http://127.0.0.1:40411
 

@@ -12,9 +12,10 @@ byte of its response leaves, so a client holding a whole response can read its l
 
 Example:
 
-    >>> def app(request: Request) -> Response:
+    >>> def app(request: Request) -> Response:  # doctest: +SKIP
     ...     return json_response({"path": request.path})
-    >>> server = Listener(("127.0.0.1", 0), SimpleApp(app))   # then server.serve_forever()
+    >>> server = Listener(("127.0.0.1", 0), SimpleApp(app))  # doctest: +SKIP
+    >>> server.start("example")  # doctest: +SKIP
 """
 
 from __future__ import annotations

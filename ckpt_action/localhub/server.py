@@ -3,8 +3,8 @@ for the CDN that LFS downloads are redirected to.
 
 Example (in-process, e.g. in a test or a demo):
 
-    >>> from huggingface_hub import HfApi
-    >>> with LocalHub("/tmp/hubdata") as hub:
+    >>> from huggingface_hub import HfApi  # doctest: +SKIP
+    >>> with LocalHub("/tmp/hubdata") as hub:  # doctest: +SKIP
     ...     api = HfApi(endpoint=hub.url, token="anything")
     ...     api.create_repo("me/ckpts")
     ...     api.upload_file(path_or_fileobj=b"hi", path_in_repo="a.txt", repo_id="me/ckpts")
@@ -50,8 +50,9 @@ class LocalHub:
 
     Example:
 
-        >>> with LocalHub("/tmp/hubdata", token="secret") as hub:
-        ...     print(hub.url, hub.cdn_url)      # http://127.0.0.1:PORT http://127.0.0.1:OTHER
+        >>> with LocalHub("/tmp/hubdata", token="secret") as hub:  # doctest: +SKIP
+        ...     print(hub.url, hub.cdn_url)
+        http://127.0.0.1:41233 http://127.0.0.1:41235
     """
 
     def __init__(self, data_dir: str | os.PathLike[str], host: str = "127.0.0.1", port: int = 0,
