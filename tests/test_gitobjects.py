@@ -23,6 +23,8 @@ from ckpt_action.gitobjects import (
     tree_oid,
 )
 
+ROOT = Path(__file__).resolve().parent.parent
+
 
 def git(cwd: Path, *args: str, stdin: str | None = None) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
@@ -138,3 +140,29 @@ def test_gitignore_agrees_with_git_check_ignore(repo):
     rules = GitIgnore.parse(GITIGNORE)
     assert {p for p in IGNORE_PATHS if rules.ignores(p)} == expected
     assert "nested/file.bin" in expected and "sub/keep.log" not in expected
+
+
+def _ckpt_imports(path: Path) -> set[str]:
+    """Modules of ckpt_action a source file imports, as dotted names."""
+    import ast
+
+    package = "ckpt_action." + ".".join(path.relative_to(ROOT / "ckpt_action").with_suffix("").parts[:-1])
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rstrip(".").split(".")
+                base = base[: len(base) - node.level + 1]
+                found.add(".".join([*base, *(node.module.split(".") if node.module else [])]))
+            elif node.module and node.module.startswith("ckpt_action"):
+                found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("ckpt_action")}
+    return found
+
+
+def test_the_local_hub_takes_only_git_facts_from_the_core():
+    assert _ckpt_imports(ROOT / "ckpt_action/gitobjects.py") == set()
+    for path in sorted((ROOT / "ckpt_action/localhub").glob("*.py")):
+        outside = {m for m in _ckpt_imports(path) if not m.startswith("ckpt_action.localhub")}
+        assert outside <= {"ckpt_action.gitobjects"}, f"{path.name} imports {outside}"
