@@ -3,7 +3,7 @@
 Use them with ``pytest_plugins = ["tests.localhub_fixtures"]`` (conftest) or
 ``from tests.localhub_fixtures import *``.
 
-- ``hub_server``: factory; ``hub_server(token=None, faults=None)`` starts
+- ``hub_server``: factory; ``hub_server(token=None, faults=None, extra_args=())`` starts
   ``python -m ckpt_action.localhub`` as a subprocess on a free port and returns a
   :class:`HubProcess` (``.url``, ``.port``, ``.data_dir``, ``.access_log``, ``.faults_path``,
   ``.token``, ``.set_faults(list)``, ``.log_entries()``, ``.env()``, ``.stop()``, ``.restart()``).
