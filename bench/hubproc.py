@@ -64,18 +64,19 @@ class Requests:
 
 
 class HubProcess:
-    """``python entrypoint.py local-hub`` on a free port, stopped by ``stop()``."""
+    """``python -m ckpt_action.localhub`` on a free port, stopped by ``stop()``.
 
-    def __init__(self, base: Path, *, nodelay: bool = True) -> None:
+    LFS downloads take the Hub's redirect to its CDN listener, as in production; the
+    access log holds both listeners' lines.
+    """
+
+    def __init__(self, base: Path) -> None:
         self.base = base
-        self.nodelay = nodelay
         self.data_dir = base / "data"
         self.access_log = base / "access.log"
         port_file = base / "port"
         base.mkdir(parents=True, exist_ok=True)
-        # bench.nodelay_hub is the server's own entry point with Nagle off (see there why).
-        module = "bench.nodelay_hub" if nodelay else "ckpt_action.localhub"
-        cmd = [sys.executable, "-m", module, "--data-dir", str(self.data_dir),
+        cmd = [sys.executable, "-m", "ckpt_action.localhub", "--data-dir", str(self.data_dir),
                "--port", "0", "--port-file", str(port_file), "--access-log", str(self.access_log)]
         self._stderr = open(base / "server.stderr", "ab")
         path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
@@ -93,9 +94,9 @@ class HubProcess:
     def _settled_size(self) -> int:
         """The log's size once it stopped growing.
 
-        The server writes a request's line after sending the response, so a client can
-        be done before its last line is written; waiting for quiet keeps each line with
-        the step that made it.
+        The server writes a request's line before the response's last byte, so a finished
+        client's lines are all there; waiting for quiet also keeps the lines of requests a
+        client abandoned mid-answer with the step that made them.
         """
         last, stable = -1, 0
         while stable < 3:

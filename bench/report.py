@@ -149,10 +149,11 @@ def benchmarks_md(sections: list[Section], info: dict[str, str], seconds: float)
         "fetches `GET /api/agent-harnesses` once a day; with a fresh `HF_HOME` that is once per process,",
         "so it is counted apart and excluded from request counts.",
         "",
-        "The local Hub runs through `bench/nodelay_hub.py`, its own entry point with Nagle's algorithm off:",
-        "it sends headers and body in two writes, so with Nagle on every small API response waited for",
-        "the client's delayed ACK (~40 ms) and latency, not the approach, decided `latest`. The real Hub",
-        "has no such stall. Throughput is bytes / whole-process wall time (hashing and start included).",
+        "The local Hub turns Nagle's algorithm off on its connections: with it on, every small API response",
+        "waited for the client's delayed ACK (~40 ms) and latency, not the approach, decided `latest`. The",
+        "real Hub has no such stall. LFS downloads follow the Hub's redirect to a second listener standing",
+        "in for its CDN, as in production; request counts include those hops.",
+        "Throughput is bytes / whole-process wall time (hashing and start included).",
         "",
     ]
     return "\n".join(lines)

@@ -22,8 +22,8 @@ SUBFOLDER = "checkpoint-1"
 
 
 def _curl_rate(url: str) -> float:
-    """Bytes per second of one plain GET, as curl reports it."""
-    out = run(["curl", "-s", "-o", "/dev/null", "-w", "%{speed_download}", url], {"PATH": "/usr/bin:/bin"})
+    """Bytes per second of one plain GET (following the Hub's redirect to its CDN), as curl reports it."""
+    out = run(["curl", "-s", "-L", "-o", "/dev/null", "-w", "%{speed_download}", url], {"PATH": "/usr/bin:/bin"})
     return float(out.stdout.strip().replace(",", "."))
 
 

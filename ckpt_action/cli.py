@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar
 from urllib.parse import urlsplit
 
 import click
@@ -245,7 +245,26 @@ def command(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class _Group(click.Group):
+    """The commands, with those defined elsewhere loaded only when named: the local Hub
+    owns its command line, and importing it would slow every other command's start."""
+
+    elsewhere: ClassVar[dict[str, tuple[str, str]]] = {"local-hub": ("ckpt_action.localhub.command", "local_hub")}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.elsewhere])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.elsewhere:
+            import importlib
+
+            module, name = self.elsewhere[cmd_name]
+            command: click.Command = getattr(importlib.import_module(module), name)
+            return command
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="ckpt-action")
 def cli() -> None:
     """Move training checkpoints between CI jobs and a Hugging Face Hub repo, pinned to commit SHAs.
@@ -541,7 +560,7 @@ def prune(repo: str, keep_last: int, dry_run: bool, hub: HubOptions) -> None:
     emit("prune", prune_outputs(repo, plan, sha, dry_run), hub)
 
 
-# --- the action, the local hub and the demo -----------------------------------------------------
+# --- the action and the demo ------------------------------------------------------------
 
 @cli.command("from-action", hidden=True)
 @click.pass_context
@@ -557,24 +576,6 @@ def from_action(ctx: click.Context) -> None:
     sub = cli.commands[name]
     with sub.make_context(name, args, parent=ctx.parent) as sub_ctx:
         sub.invoke(sub_ctx)
-
-
-@cli.command("local-hub")
-@click.option("--data-dir", required=True, type=click.Path(file_okay=False), help="Where repos are stored.")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (loopback by default).")
-@click.option("--port", default=0, show_default=True, type=int, help="Port; 0 picks a free one.")
-@click.option("--port-file", type=click.Path(dir_okay=False), help="Write the port here once listening.")
-@click.option("--access-log", type=click.Path(dir_okay=False), help="One JSON line per request.")
-@click.option("--faults", type=click.Path(dir_okay=False), help="JSON fault rules, re-read when changed.")
-@click.option("--token", help="Require this bearer token (default: open).")
-@command
-def local_hub(data_dir: str, host: str, port: int, port_file: str | None, access_log: str | None,
-              faults: str | None, token: str | None) -> None:
-    """Run the Hub-compatible local server (prints its URL as the first line once listening)."""
-    from ckpt_action.localhub import run_server
-
-    run_server(data_dir, host=host, port=port, port_file=port_file, access_log=access_log, faults=faults,
-               token=token)
 
 
 @cli.command()

@@ -9,7 +9,6 @@ checkpoint complete; a multi-commit push writes ``complete: false`` first.
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import json
 import os
@@ -22,6 +21,7 @@ from pathlib import Path
 
 from . import __version__, validate
 from .errors import InputError, UnreadableManifest, quoted
+from .gitobjects import TreeItem, blob_hasher, blob_oid, is_lfs, lfs_pointer, tree_oid
 from .handle import SHA_RE, is_whole
 from .validate import safe_relative
 
@@ -31,24 +31,13 @@ FORMAT = "ckpt-action/manifest/v1"
 # id, so regular files can be checked against a tree listing without downloading them.
 GIT_OID_LIMIT = 20 * 1024 * 1024
 _CHUNK = 8 * 1024 * 1024
-# How the Hub decides that an upload goes through LFS: the patterns of the .gitattributes
-# every new repo starts with, files of 10 MiB or more, and binary files (a NUL byte in the
-# first 512 bytes the client sends as a sample).
-LFS_MIN_SIZE = 10 * 1024 * 1024
-HUB_LFS_PATTERNS = (
-    "*.7z", "*.arrow", "*.bin", "*.bz2", "*.ckpt", "*.ftz", "*.gz", "*.h5", "*.joblib", "*.lfs.*",
-    "*.mlmodel", "*.model", "*.msgpack", "*.npy", "*.npz", "*.onnx", "*.ot", "*.parquet", "*.pb",
-    "*.pickle", "*.pkl", "*.pt", "*.pth", "*.rar", "*.safetensors", "saved_model/**/*", "*.tar.*",
-    "*.tar", "*.tflite", "*.tgz", "*.wasm", "*.xz", "*.zip", "*.zst", "*tfevents*",
-)
 
 
 def predict_lfs(path: str, size: int, sample: bytes) -> bool:
-    """Whether the Hub will store this file through LFS (a prediction: a repo's own
-    .gitattributes can say otherwise, which only costs latest its fast path)."""
-    name = path.rsplit("/", 1)[-1]
-    return size >= LFS_MIN_SIZE or b"\x00" in sample[:512] or any(
-        fnmatch.fnmatchcase(name, pat) or fnmatch.fnmatchcase(path, pat) for pat in HUB_LFS_PATTERNS)
+    """Whether the Hub will store this file through LFS: the local Hub's rule with the
+    .gitattributes every new repo starts with (a repo whose own .gitattributes says
+    otherwise only costs latest its fast path)."""
+    return is_lfs(path, size, sample)
 
 
 @dataclass(frozen=True)
@@ -91,8 +80,7 @@ class Hasher:
     def __init__(self, size: int | None) -> None:
         self.size = size
         self.sha = hashlib.sha256()
-        self.git = (hashlib.sha1(b"blob %d\x00" % size, usedforsecurity=False)
-                    if size is not None and size <= GIT_OID_LIMIT else None)
+        self.git = blob_hasher(size) if size is not None and size <= GIT_OID_LIMIT else None
         self.done = 0
         self.sample = b""
 
@@ -308,14 +296,6 @@ def _checked(check: Callable[[str], str], value: str) -> bool:
         return False
 
 
-def _blob_oid(data: bytes) -> bytes:
-    return hashlib.sha1(b"blob %d\x00" % len(data) + data, usedforsecurity=False).digest()
-
-
-def lfs_pointer(sha256: str, size: int) -> bytes:
-    return f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n".encode()
-
-
 def folder_tree_oid(files: Mapping[str, FileDigest], manifest_bytes: bytes) -> str | None:
     """The git tree id a folder holding exactly these files and this manifest must have.
 
@@ -324,14 +304,14 @@ def folder_tree_oid(files: Mapping[str, FileDigest], manifest_bytes: bytes) -> s
     the computation needs (older manifests, large regular files).
     """
     tree: dict[str, object] = {}
-    leaves: list[tuple[str, bytes]] = [(MANIFEST_NAME, _blob_oid(manifest_bytes))]
+    leaves: list[tuple[str, str]] = [(MANIFEST_NAME, blob_oid(manifest_bytes))]
     for path, d in files.items():
         if d.lfs is None or d.sha256 is None:
             return None
         if d.lfs:
-            leaves.append((path, _blob_oid(lfs_pointer(d.sha256, d.size))))
+            leaves.append((path, blob_oid(lfs_pointer(d.sha256, d.size))))
         elif d.git_oid:
-            leaves.append((path, bytes.fromhex(d.git_oid)))
+            leaves.append((path, d.git_oid))
         else:
             return None
     for path, oid in leaves:
@@ -344,18 +324,11 @@ def folder_tree_oid(files: Mapping[str, FileDigest], manifest_bytes: bytes) -> s
             node = child
         node[name] = oid
 
-    def oid_of(node: dict[str, object]) -> bytes:
-        entries = []
-        for name, value in node.items():
-            if isinstance(value, dict):
-                entries.append(((name + "/").encode(), b"40000 " + name.encode() + b"\x00" + oid_of(value)))
-            else:
-                assert isinstance(value, bytes)
-                entries.append((name.encode(), b"100644 " + name.encode() + b"\x00" + value))
-        body = b"".join(entry for _key, entry in sorted(entries))
-        return hashlib.sha1(b"tree %d\x00" % len(body) + body, usedforsecurity=False).digest()
+    def oid_of(node: dict[str, object]) -> str:
+        return tree_oid(TreeItem(name, oid_of(value), is_dir=True) if isinstance(value, dict)
+                        else TreeItem(name, str(value)) for name, value in node.items())
 
-    return oid_of(tree).hex()
+    return oid_of(tree)
 
 
 def matches_remote(want: FileDigest, got: RemoteFile | None) -> bool:

@@ -79,12 +79,16 @@ def cli_reference() -> str:
     from ckpt_action import cli
 
     parts = []
+    group_ctx = click.Context(cli.cli, info_name="ckpt-action")
     for name in COMMAND_ORDER:
-        cmd = cli.cli.commands[name]
+        cmd = cli.cli.get_command(group_ctx, name)
+        assert cmd is not None, name
         ctx = click.Context(cmd, info_name=f"ckpt-action {name}", max_content_width=100,
                             terminal_width=100)
         parts.append(f"#### `{name}`\n\n```text\n{cmd.get_help(ctx)}\n```")
-    missing = {n for n, c in cli.cli.commands.items() if not c.hidden} - set(COMMAND_ORDER)
+    commands = {n: cli.cli.get_command(group_ctx, n) for n in cli.cli.list_commands(group_ctx)}
+    shown = {n for n, c in commands.items() if c is not None and not c.hidden}
+    missing = shown - set(COMMAND_ORDER)
     if missing:
         raise SystemExit(f"commands missing from COMMAND_ORDER: {sorted(missing)}")
     return "\n\n".join(parts)

@@ -3,7 +3,7 @@
 Use them with ``pytest_plugins = ["tests.localhub_fixtures"]`` (conftest) or
 ``from tests.localhub_fixtures import *``.
 
-- ``hub_server``: factory; ``hub_server(token=None, faults=None)`` starts
+- ``hub_server``: factory; ``hub_server(token=None, faults=None, extra_args=())`` starts
   ``python -m ckpt_action.localhub`` as a subprocess on a free port and returns a
   :class:`HubProcess` (``.url``, ``.port``, ``.data_dir``, ``.access_log``, ``.faults_path``,
   ``.token``, ``.set_faults(list)``, ``.log_entries()``, ``.env()``, ``.stop()``, ``.restart()``).
@@ -12,10 +12,16 @@ Use them with ``pytest_plugins = ["tests.localhub_fixtures"]`` (conftest) or
 - ``local_hub``: an in-process :class:`~ckpt_action.localhub.LocalHub` (fast; no faults file).
 - ``hf_client``: configures the in-process huggingface_hub for a local Hub (no Xet, no
   telemetry, cache and token files under tmp) and returns the cache dir to pass as ``cache_dir``.
+- ``served``: a subprocess Hub (no token) holding ``REPO`` with an LFS and a regular file;
+  returns ``(server, api, weights)``.
+
+Access-log lines of a request are written before its response's last byte leaves, so a
+test may read the log as soon as the client has an answer.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -30,7 +36,40 @@ import pytest
 from ckpt_action.localhub import LocalHub
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-__all__ = ["HubProcess", "hf_client", "hub_env", "hub_server", "local_hub", "make_hub_env"]
+TOKEN = "hf_local_test_token"
+REPO = "local-user/ckpts"
+__all__ = ["REPO", "TOKEN", "HubProcess", "entries", "hf_client", "hub_env", "hub_server", "local_hub", "make_folder",
+           "make_hub_env", "served", "sha256_file"]
+
+
+def sha256_file(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def make_folder(root: Path, files: dict[str, bytes]) -> Path:
+    for name, data in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return root
+
+
+def read_log(path: Path | None) -> list[dict[str, Any]]:
+    if path is None or not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def entries(server: HubProcess | LocalHub, method: str | None = None, contains: str = "",
+            listener: str | None = None) -> list[dict[str, Any]]:
+    """Access-log lines of a Hub, filtered by method, a substring of the path, and listener."""
+    return [e for e in read_log(server.access_log)
+            if (method is None or e["method"] == method) and contains in e["path"]
+            and (listener is None or e["listener"] == listener)]
 
 
 def make_hub_env(url: str, home: Path, token: str | None = None) -> dict[str, str]:
@@ -52,8 +91,10 @@ def make_hub_env(url: str, home: Path, token: str | None = None) -> dict[str, st
 class HubProcess:
     """A local Hub running as a subprocess; survives ``restart()`` with the same data and port."""
 
-    def __init__(self, base: Path, token: str | None = None, faults: list[dict[str, Any]] | None = None) -> None:
+    def __init__(self, base: Path, token: str | None = None, faults: list[dict[str, Any]] | None = None,
+                 extra_args: tuple[str, ...] = ()) -> None:
         self.base = base
+        self.extra_args = extra_args
         self.data_dir = base / "data"
         self.access_log = base / "access.log"
         self.faults_path = base / "faults.json"
@@ -75,6 +116,7 @@ class HubProcess:
         ]
         if self.token is not None:
             cmd += ["--token", self.token]
+        cmd += self.extra_args
         env = dict(os.environ)
         env.pop("LOCAL_HUB_TOKEN", None)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
@@ -97,9 +139,7 @@ class HubProcess:
         os.replace(tmp, self.faults_path)
 
     def log_entries(self) -> list[dict[str, Any]]:
-        if not self.access_log.exists():
-            return []
-        return [json.loads(line) for line in self.access_log.read_text().splitlines() if line.strip()]
+        return read_log(self.access_log)
 
     def env(self, token: str | None = None, home: Path | None = None) -> dict[str, str]:
         return make_hub_env(self.url, home or self.base / "hf_home", token if token is not None else self.token)
@@ -128,8 +168,9 @@ class HubProcess:
 def hub_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., HubProcess]]:
     started: list[HubProcess] = []
 
-    def start(token: str | None = None, faults: list[dict[str, Any]] | None = None) -> HubProcess:
-        server = HubProcess(tmp_path_factory.mktemp("hub"), token=token, faults=faults)
+    def start(token: str | None = None, faults: list[dict[str, Any]] | None = None,
+              extra_args: tuple[str, ...] = ()) -> HubProcess:
+        server = HubProcess(tmp_path_factory.mktemp("hub"), token=token, faults=faults, extra_args=extra_args)
         started.append(server)
         return server
 
@@ -172,3 +213,17 @@ def hf_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def local_hub(tmp_path: Path, hf_client: Path) -> Iterator[LocalHub]:
     with LocalHub(tmp_path / "hub_data", access_log=tmp_path / "hub_access.log") as hub:
         yield hub
+
+
+@pytest.fixture
+def served(hub_server: Callable[..., HubProcess], hf_client: Path) -> tuple[HubProcess, Any, bytes]:
+    """A subprocess hub (no token) with one repo holding a regular and an LFS file."""
+    from huggingface_hub import CommitOperationAdd, HfApi
+
+    server = hub_server()
+    api = HfApi(endpoint=server.url, token=False)
+    api.create_repo(REPO)
+    weights = os.urandom(5000)
+    api.create_commit(REPO, [CommitOperationAdd("model/weights.bin", weights),
+                             CommitOperationAdd("model/config.json", b'{"a": 1}')], commit_message="first")
+    return server, api, weights

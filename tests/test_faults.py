@@ -266,6 +266,8 @@ def test_a_download_cut_mid_body_resumes_with_range(hub_server, hf_client, cli, 
     run = cli("pull", "--repo", "o/r", "--latest", "--local-dir", str(dest), env=env_for(hub, tmp_path))
     assert run.code == 0, run.stderr
     assert (dest / "model.safetensors").read_bytes() == files["model.safetensors"]
-    gets = [e for e in hub.log_entries()[start:] if e["method"] == "GET" and "model.safetensors" in e["path"]]
+    # The requests that carried bytes (the Hub's redirects to its CDN aside).
+    gets = [e for e in hub.log_entries()[start:] if e["method"] == "GET" and "model.safetensors" in e["path"]
+            and e["status"] != 302]
     assert [e["status"] for e in gets] == ["reset", 206], gets
     assert gets[1]["bytes_out"] == size - size // 2

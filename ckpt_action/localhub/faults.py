@@ -2,42 +2,59 @@
 
 The file holds a JSON list of rules. A rule matches a request when its optional
 ``method`` equals the request method and its ``path`` regex is found (``re.search``)
-in the URL path. Rules are tried in file order and each request consumes at most one
-rule: the first matching one that still has fires left (``times``, default 1;
-``times: -1`` never runs out). Counts live in memory and restart whenever the file
-changes. Actions (several may be combined in one rule):
+in the URL path (without the query). Rules apply on both listeners, the Hub and its
+CDN: a CDN URL's path is the ``/resolve/`` path it serves, so a rule written for a file
+reaches its bytes whichever listener sends them. Rules are tried in file order and each
+request consumes at most one rule: the first matching one that still has fires left
+(``times``, default 1; ``times: -1`` never runs out). Counts live in memory and restart
+whenever the file changes. Actions (several may be combined in one rule):
 
-- ``status`` (int) [+ ``retry_after`` seconds]: answer that status with a JSON error.
+- ``status`` (int) [+ ``retry_after`` seconds]: answer that status with a JSON error
+  (``Retry-After`` carries the given number).
+- ``ratelimit_reset`` (int seconds) [+ ``ratelimit_quota`` (default 500),
+  ``ratelimit_window`` (default 300)]: the Hub's rate limit. The rule's first match opens
+  a fixed window of that many seconds, and every matching request until it closes gets
+  ``429`` (or ``status`` if given) with ``RateLimit: "api";r=0;t=<seconds left>`` and
+  ``RateLimit-Policy: "fixed window";"api";q=<quota>;w=<window>``, plus ``Retry-After``
+  only if ``retry_after`` is given. Requests inside an open window use no fire; ``times``
+  counts windows.
 - ``reset`` (int N): requests with a body: read N body bytes, then drop the connection;
   otherwise send the headers and N bytes of the response body, then drop it (a HEAD
   is dropped before any answer). The access log records status ``"reset"``.
 - ``delay_s`` (float): sleep before answering (normally, or with the other actions).
-- ``corrupt`` (true): flip one byte of the response body, headers unchanged. Never
-  matches a HEAD (there is no body to corrupt).
+  Writes (any method but GET and HEAD) sleep before the request takes effect.
+- ``corrupt`` (true): flip one byte of the response body, headers unchanged.
 - ``tree_escape`` (str): add a file entry with that path to tree and paths-info answers.
 - ``etag`` (str): replace the ``ETag`` and ``X-Linked-Etag`` response headers.
 
-Example:
+A rule with ``corrupt`` or ``reset`` and no ``status`` acts on response bytes, so it
+never matches an answer without any: a ``corrupt`` rule skips HEAD requests, and both
+skip redirects (an LFS file's ``/resolve/`` on the Hub) and fire on the request that
+follows the redirect instead.
 
-    >>> faults = FaultSet.load("faults.json")   # raises FaultFileError when invalid
-    >>> rule = faults.take("GET", "/me/ckpts/resolve/main/model.bin")
-    >>> rule.reset if rule else None
+Example (``load`` raises FaultFileError for an invalid file):
+
+    >>> faults = FaultSet.load("faults.json")  # doctest: +SKIP
+    >>> firing = faults.take("GET", "/me/ckpts/resolve/main/model.bin")  # doctest: +SKIP
+    >>> firing.rule.reset if firing else None  # doctest: +SKIP
     1000
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
 _KNOWN_KEYS = {"method", "path", "times", "status", "retry_after", "reset", "delay_s", "corrupt",
-               "tree_escape", "etag", "comment"}
-_ACTIONS = ("status", "reset", "delay_s", "corrupt", "tree_escape", "etag")
+               "tree_escape", "etag", "comment", "ratelimit_reset", "ratelimit_quota", "ratelimit_window"}
+_ACTIONS = ("status", "reset", "delay_s", "corrupt", "tree_escape", "etag", "ratelimit_reset")
 
 
 class FaultFileError(ValueError):
@@ -57,13 +74,35 @@ class Rule:
     corrupt: bool = False
     tree_escape: str | None = None
     etag: str | None = None
+    ratelimit_reset: int | None = None
+    ratelimit_quota: int = 500
+    ratelimit_window: int = 300
 
-    def applies_to(self, method: str, path: str) -> bool:
+    @property
+    def on_bytes(self) -> bool:
+        """The rule acts on response bytes (so it waits for an answer that has some)."""
+        return (self.corrupt or self.reset is not None) and self.status is None and self.ratelimit_reset is None
+
+    def applies_to(self, method: str, path: str, redirect: bool = False) -> bool:
         if self.method is not None and self.method != method:
             return False
         if self.corrupt and method == "HEAD":
             return False
+        if redirect and self.on_bytes:
+            return False
         return self.path.search(path) is not None
+
+    def ratelimit_headers(self, reset_in: int) -> dict[str, str]:
+        return {"RateLimit": f'"api";r=0;t={reset_in}',
+                "RateLimit-Policy": f'"fixed window";"api";q={self.ratelimit_quota};w={self.ratelimit_window}'}
+
+
+@dataclass(frozen=True)
+class Firing:
+    """A rule taken by one request; ``reset_in`` is the seconds left in its rate-limit window."""
+
+    rule: Rule
+    reset_in: int | None = None
 
 
 def _int(value: Any, key: str, where: str, minimum: int = 0) -> int:
@@ -110,6 +149,11 @@ def parse_rules(text: str, source: str = "faults") -> list[Rule]:
             rule.retry_after = _int(item["retry_after"], "retry_after", where)
         if "reset" in item:
             rule.reset = _int(item["reset"], "reset", where)
+        if "ratelimit_reset" in item:
+            rule.ratelimit_reset = _int(item["ratelimit_reset"], "ratelimit_reset", where)
+        for key in ("ratelimit_quota", "ratelimit_window"):
+            if key in item:
+                setattr(rule, key, _int(item[key], key, where))
         if "delay_s" in item:
             delay = item["delay_s"]
             if isinstance(delay, bool) or not isinstance(delay, (int, float)) or delay < 0:
@@ -136,6 +180,7 @@ class FaultSet:
         self._lock = threading.Lock()
         self._rules: list[Rule] = []
         self._left: list[int] = []
+        self._window_end: list[float] = []
         self._stamp: tuple[int, int, int] | None = None
         if self.path is not None:
             self._stamp = self._stat()
@@ -167,6 +212,7 @@ class FaultSet:
     def _set(self, rules: list[Rule]) -> None:
         self._rules = rules
         self._left = [r.times for r in rules]
+        self._window_end = [0.0 for _ in rules]
 
     def _refresh(self) -> None:
         stamp = self._stat()
@@ -182,15 +228,27 @@ class FaultSet:
         except FaultFileError as exc:
             print(f"local-hub: warning: keeping previous fault rules: {exc}", file=sys.stderr, flush=True)
 
-    def take(self, method: str, path: str) -> Rule | None:
-        """The rule this request triggers (consuming one of its fires), or None."""
+    def take(self, method: str, path: str, redirect: bool = False) -> Firing | None:
+        """The rule this request triggers (consuming one of its fires), or None.
+
+        ``redirect``: the answer is a redirect, which rules acting on bytes pass over.
+        """
         if self.path is None:
             return None
+        now = time.monotonic()
         with self._lock:
             self._refresh()
             for i, rule in enumerate(self._rules):
-                if self._left[i] != 0 and rule.applies_to(method, path):
-                    if self._left[i] > 0:
-                        self._left[i] -= 1
-                    return rule
+                if not rule.applies_to(method, path, redirect):
+                    continue
+                if self._window_end[i] > now:  # inside an open rate-limit window: no fire used
+                    return Firing(rule, math.ceil(self._window_end[i] - now))
+                if self._left[i] == 0:
+                    continue
+                if self._left[i] > 0:
+                    self._left[i] -= 1
+                if rule.ratelimit_reset is not None:
+                    self._window_end[i] = now + rule.ratelimit_reset
+                    return Firing(rule, rule.ratelimit_reset)
+                return Firing(rule)
         return None

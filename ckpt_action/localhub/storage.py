@@ -1,75 +1,76 @@
-"""Content-addressed, crash-safe storage for the local Hub.
+"""Crash-safe storage of the local Hub's repos: metadata, refs, commits and trees.
 
-Layout under ``data_dir``::
+Layout under ``data_dir`` (objects are described in :mod:`.objects`)::
 
-    objects/blobs/ab/<sha1>      regular file contents, keyed by git blob oid
-    objects/lfs/ab/<sha256>      LFS object contents, keyed by sha256 (shared by all repos)
-    objects/trees/ab/<sha1>      directory listings (JSON), keyed by git tree oid
-    objects/commits/ab/<sha1>    commits (JSON), keyed by a git-like commit sha1
-    repos/<type>s/<ns>/<name>/meta.json, refs.json    visibility and branch/tag heads
-    tmp/                         partial writes; wiped at startup
+    objects/...                                     content-addressed, shared by all repos
+    repos/<type>s/<ns>/<name>/meta.json, refs.json  visibility, gating and branch/tag heads
+    lock                                            held while a server uses the dir
 
-Every object is written to ``tmp/``, fsynced and moved into place with ``os.replace``;
-refs are replaced last, so a crash mid-commit leaves the previous head intact and at
+Repo ids are case-insensitive as on the Hub: the directory is the lower-cased id and
+``meta.json`` keeps the spelling the repo was created with, which every answer uses.
+Refs are replaced last, so a crash mid-commit leaves the previous head intact and at
 worst some unreferenced objects behind.
 
 Example:
 
-    >>> store = Storage("/tmp/hubdata")
-    >>> store.create_repo("model", "me/ckpts", private=False)
-    >>> head = store.resolve("model", "me/ckpts", "main")
-    >>> sha = store.commit("model", "me/ckpts", "main",
-    ...                    [AddBlob("a.txt", b"hi")], title="add a")
+    >>> store = Storage("/tmp/hubdata")  # doctest: +SKIP
+    >>> meta = store.create_repo("model", "me/ckpts", private=False)  # doctest: +SKIP
+    >>> blob = store.objects.put_blob(b"hi")  # doctest: +SKIP
+    >>> sha = store.commit("model", "me/ckpts", "main", [AddBlob("a.txt", blob)], title="add a")  # doctest: +SKIP
+    >>> store.resolve("model", "ME/Ckpts", sha[:7]) == sha  # doctest: +SKIP
+    True
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
 import os
 import re
 import shutil
+import sys
 import threading
-import time
 import uuid
-from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any, BinaryIO, NamedTuple
+from typing import IO
+
+from ..gitobjects import (
+    DEFAULT_GITATTRIBUTES,
+    GitAttributes,
+    GitIgnore,
+    lfs_pointer_oid,
+    parse_gitattributes,
+)
+from .objects import (
+    LRU,
+    SHA1_RE,
+    BadContent,
+    Commit,
+    ObjectStore,
+    StorageError,
+    StoredBlob,
+    TreeEntry,
+)
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows has no flock; the lock is best effort
     fcntl = None  # type: ignore[assignment]
 
-AUTHOR = "local-user"
-EMPTY_TREE_OID = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+__all__ = ["AddBlob", "AddLfs", "BadContent", "Commit", "Delete", "Operation", "RepoMeta", "Storage",
+           "StorageError", "TreeEntry"]
+
 REPO_TYPES = ("model", "dataset", "space")
+GATED = (False, "auto", "manual")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
-_SHA1_RE = re.compile(r"^[0-9a-f]{40}$")
-_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+_HEX_RE = re.compile(r"^[0-9a-f]{7,40}$")
 _REF_RE = re.compile(r"^[A-Za-z0-9._][A-Za-z0-9._/-]{0,199}$")
-COPY_CHUNK = 8 * 1024 * 1024
-
-# Mirrors the .gitattributes the Hub puts in every new repo.
-LFS_PATTERNS = (
-    "*.7z", "*.arrow", "*.bin", "*.bz2", "*.ckpt", "*.ftz", "*.gz", "*.h5", "*.joblib",
-    "*.lfs.*", "*.mlmodel", "*.model", "*.msgpack", "*.npy", "*.npz", "*.onnx", "*.ot",
-    "*.parquet", "*.pb", "*.pickle", "*.pkl", "*.pt", "*.pth", "*.rar", "*.safetensors",
-    "saved_model/**/*", "*.tar.*", "*.tar", "*.tflite", "*.tgz", "*.wasm", "*.xz", "*.zip",
-    "*.zst", "*tfevents*",
-)
-GITATTRIBUTES = "".join(f"{p} filter=lfs diff=lfs merge=lfs -text\n" for p in LFS_PATTERNS).encode()
-
-
-class StorageError(Exception):
-    """An operation was refused; ``status`` and ``code`` say how to report it over HTTP."""
-
-    status = 400
-    code: str | None = None
+# A repo's own .gitattributes / .gitignore are read at most this far (the Hub's limit is
+# similar in spirit: they are small text files).
+_RULES_FILE_LIMIT = 1024 * 1024
+STALE_PARENT = "The branch was updated since you opened this page. Please refresh and try again."
 
 
 class RepoNotFound(StorageError):
@@ -91,23 +92,32 @@ class Conflict(StorageError):
     status = 409
 
 
+class RepoExists(Conflict):
+    """Any spelling of the repo exists already; ``meta`` is the repo that does."""
+
+    def __init__(self, message: str, meta: RepoMeta) -> None:
+        super().__init__(message)
+        self.meta = meta
+
+
+class Forbidden(StorageError):
+    status = 403
+
+
 class StaleParent(StorageError):
     status = 412
 
 
-class BadContent(StorageError):
-    status = 400
+class InvalidPath(StorageError):
+    status = 422
 
 
-def git_blob_oid(data: bytes) -> str:
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # noqa: S324 - git object id
-
-
-def lfs_pointer(sha256: str, size: int) -> bytes:
-    return f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n".encode()
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
 
 
 def check_repo_id(repo_id: str) -> tuple[str, str]:
+    """``namespace/name`` split in two, or StorageError; ids without a namespace are refused."""
     parts = repo_id.split("/")
     if len(parts) != 2 or not all(_NAME_RE.match(p) and ".." not in p for p in parts):
         raise StorageError(f"Invalid repo id {repo_id!r}: expected namespace/name")
@@ -124,52 +134,31 @@ def check_path(path: str) -> str:
         or "\0" in path
         or any(p in ("", ".", "..", ".git") for p in parts)
     ):
-        raise StorageError(f"Invalid path in repo: {path!r}")
+        raise InvalidPath(f"Invalid path in repo: {path!r}")
     return path
 
 
-def check_ref_name(name: str) -> str:
-    if not _REF_RE.match(name) or ".." in name or name.endswith(("/", ".lock")) or "//" in name:
-        raise StorageError(f"Invalid ref name {name!r}")
+def check_ref_name(name: str, kind: str) -> str:
+    if not _REF_RE.match(name) or ".." in name or name.endswith(("/", ".lock")) or "//" in name \
+            or name.startswith("refs/"):
+        raise StorageError(f"Invalid reference for a {kind}: {name}")
     return name
-
-
-class TreeEntry(NamedTuple):
-    name: str
-    kind: str  # "file" or "directory"
-    oid: str  # git blob oid (of the LFS pointer for LFS files) or git tree oid
-    size: int
-    lfs: str | None  # sha256 for LFS files
-
-
-@dataclass(frozen=True)
-class Commit:
-    oid: str
-    tree: str
-    parents: tuple[str, ...]
-    author: str
-    time: int
-    title: str
-    message: str
-
-    @property
-    def date(self) -> str:
-        return datetime.fromtimestamp(self.time, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
 
 
 @dataclass(frozen=True)
 class RepoMeta:
     repo_type: str
-    repo_id: str
+    repo_id: str  # the spelling the repo was created (or moved) with
     private: bool
     created_at: str
+    gated: bool | str = False
 
 
 # Commit operations, already decoded from the wire format.
 @dataclass(frozen=True)
 class AddBlob:
     path: str
-    data: bytes
+    blob: StoredBlob
 
 
 @dataclass(frozen=True)
@@ -188,40 +177,6 @@ class Delete:
 Operation = AddBlob | AddLfs | Delete
 
 
-class _LRU:
-    def __init__(self, maxsize: int) -> None:
-        self._data: OrderedDict[Any, Any] = OrderedDict()
-        self._max = maxsize
-        self._lock = threading.Lock()
-
-    def get(self, key: Any) -> Any:
-        with self._lock:
-            value = self._data.get(key)
-            if value is not None:
-                self._data.move_to_end(key)
-            return value
-
-    def put(self, key: Any, value: Any) -> None:
-        with self._lock:
-            self._data[key] = value
-            self._data.move_to_end(key)
-            while len(self._data) > self._max:
-                self._data.popitem(last=False)
-
-
-def _git_tree_sort_key(entry: TreeEntry) -> bytes:
-    name = entry.name.encode()
-    return name + b"/" if entry.kind == "directory" else name
-
-
-def _tree_oid(entries: list[TreeEntry]) -> str:
-    body = b"".join(
-        (b"40000 " if e.kind == "directory" else b"100644 ") + e.name.encode() + b"\0" + bytes.fromhex(e.oid)
-        for e in sorted(entries, key=_git_tree_sort_key)
-    )
-    return hashlib.sha1(b"tree %d\0" % len(body) + body).hexdigest()  # noqa: S324 - git object id
-
-
 class _MutDir:
     """A directory being edited by a commit; untouched subtrees stay as TreeEntry references."""
 
@@ -234,21 +189,15 @@ class Storage:
 
     def __init__(self, data_dir: str | os.PathLike[str]) -> None:
         self.root = Path(data_dir)
-        self.tmp = self.root / "tmp"
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock_fh: IO[bytes] | None = self._lock_data_dir()
-        for sub in ("objects/blobs", "objects/lfs", "objects/trees", "objects/commits", "repos"):
-            (self.root / sub).mkdir(parents=True, exist_ok=True)
-        # Leftovers of writes torn by a crash: never referenced, safe to drop.
-        shutil.rmtree(self.tmp, ignore_errors=True)
-        self.tmp.mkdir(parents=True, exist_ok=True)
+        self.objects = ObjectStore(self.root)
+        (self.root / "repos").mkdir(exist_ok=True)
         self._locks: dict[tuple[str, str], threading.RLock] = {}
         self._locks_guard = threading.Lock()
-        self._trees = _LRU(8192)
-        self._listings = _LRU(64)
-        self._commits = _LRU(4096)
-        self._reach = _LRU(64)
-        self._write_object(self.root / "objects/trees" / EMPTY_TREE_OID[:2] / EMPTY_TREE_OID, b"[]")
+        self._listings = LRU(64)
+        self._reach = LRU(64)
+        self._lower_case_repo_dirs()
 
     def _lock_data_dir(self) -> IO[bytes] | None:
         # Two servers on one data dir would each serialize commits on their own: refuse the second.
@@ -262,212 +211,123 @@ class Storage:
             raise StorageError(f"data dir {self.root} is in use by another local hub") from None
         return fh
 
+    def _lower_case_repo_dirs(self) -> None:
+        """Data dirs written before ids were case-insensitive keep repos under their spelling:
+        move them to the lower-cased directory, remembering the spelling in meta.json."""
+        for meta_path in sorted(self.root.glob("repos/*/*/*/meta.json")):
+            repo_dir = meta_path.parent
+            ns, name = repo_dir.parent.name, repo_dir.name
+            raw = json.loads(meta_path.read_bytes())
+            if "id" in raw:
+                continue
+            raw["id"] = f"{ns}/{name}"
+            target = repo_dir.parent.parent / ns.lower() / name.lower()
+            if target != repo_dir:
+                if target.exists():
+                    print(f"local-hub: warning: {raw['id']} and {target.parent.name}/{target.name} differ only "
+                          "in case; keeping the latter", file=sys.stderr)
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(repo_dir, target)
+            self.objects.write_json_atomic(target / "meta.json", raw)
+
     def close(self) -> None:
         if self._lock_fh is not None:
             self._lock_fh.close()
             self._lock_fh = None
 
-    # ---------------------------------------------------------------- low-level writes
-    def tmp_file(self) -> tuple[Path, BinaryIO]:
-        path = self.tmp / uuid.uuid4().hex
-        return path, open(path, "xb")
-
-    def _install(self, tmp_path: Path, fh: BinaryIO, dest: Path) -> None:
-        fh.flush()
-        os.fsync(fh.fileno())
-        fh.close()
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(tmp_path, dest)
-
-    def _write_object(self, dest: Path, data: bytes) -> None:
-        if dest.exists():
-            return
-        tmp_path, fh = self.tmp_file()
-        try:
-            fh.write(data)
-            self._install(tmp_path, fh, dest)
-        finally:
-            fh.close()
-            with contextlib.suppress(FileNotFoundError):
-                tmp_path.unlink()
-
-    def _write_json_atomic(self, dest: Path, value: Any) -> None:
-        tmp_path, fh = self.tmp_file()
-        try:
-            fh.write(json.dumps(value, indent=1, sort_keys=True).encode())
-            self._install(tmp_path, fh, dest)
-        finally:
-            fh.close()
-            with contextlib.suppress(FileNotFoundError):
-                tmp_path.unlink()
-        # Refs and metadata are what make a commit visible: make the rename itself durable.
-        with contextlib.suppress(OSError):
-            dir_fd = os.open(dest.parent, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
-
-    # ---------------------------------------------------------------- objects
-    def blob_path(self, oid: str) -> Path:
-        return self.root / "objects/blobs" / oid[:2] / oid
-
-    def lfs_path(self, sha256: str) -> Path:
-        return self.root / "objects/lfs" / sha256[:2] / sha256
-
-    def lfs_size(self, sha256: str) -> int | None:
-        if not _SHA256_RE.match(sha256):
-            return None
-        try:
-            return self.lfs_path(sha256).stat().st_size
-        except FileNotFoundError:
-            return None
-
-    def put_blob(self, data: bytes) -> str:
-        oid = git_blob_oid(data)
-        self._write_object(self.blob_path(oid), data)
-        return oid
-
-    def put_lfs_stream(self, sha256: str, size: int, read: Callable[[int], bytes]) -> None:
-        """Store an LFS object from ``read`` (a socket reader), refusing it unless it hashes to ``sha256``.
-
-        Nothing is stored when the bytes are short, long or wrong.
-        """
-        if not _SHA256_RE.match(sha256):
-            raise BadContent(f"Invalid LFS oid {sha256!r}")
-        tmp_path, fh = self.tmp_file()
-        try:
-            digest = hashlib.sha256()
-            received = 0
-            while True:
-                chunk = read(COPY_CHUNK)
-                if not chunk:
-                    break
-                received += len(chunk)
-                if received > size:
-                    raise BadContent(f"LFS upload is larger than the announced {size} bytes")
-                digest.update(chunk)
-                fh.write(chunk)
-            if received != size:
-                raise BadContent(f"LFS upload has {received} bytes, {size} announced")
-            if digest.hexdigest() != sha256:
-                raise BadContent(f"LFS upload does not hash to its oid {sha256}")
-            self._install(tmp_path, fh, self.lfs_path(sha256))
-        finally:
-            fh.close()
-            with contextlib.suppress(FileNotFoundError):
-                tmp_path.unlink()
-
-    def read_tree(self, oid: str) -> list[TreeEntry]:
-        cached = self._trees.get(oid)
-        if cached is not None:
-            return cached
-        raw = json.loads((self.root / "objects/trees" / oid[:2] / oid).read_bytes())
-        entries = [TreeEntry(*item) for item in raw]
-        self._trees.put(oid, entries)
-        return entries
-
-    def _put_tree(self, entries: list[TreeEntry]) -> str:
-        entries = sorted(entries, key=lambda e: e.name)
-        oid = _tree_oid(entries)
-        self._write_object(self.root / "objects/trees" / oid[:2] / oid, json.dumps(entries).encode())
-        self._trees.put(oid, entries)
-        return oid
-
-    def read_commit(self, oid: str) -> Commit:
-        cached = self._commits.get(oid)
-        if cached is not None:
-            return cached
-        raw = json.loads((self.root / "objects/commits" / oid[:2] / oid).read_bytes())
-        commit = Commit(
-            oid=oid,
-            tree=raw["tree"],
-            parents=tuple(raw["parents"]),
-            author=raw["author"],
-            time=raw["time"],
-            title=raw["title"],
-            message=raw["message"],
-        )
-        self._commits.put(oid, commit)
-        return commit
-
-    def _put_commit(self, tree: str, parents: list[str], title: str, message: str) -> str:
-        now = int(time.time())
-        body = f"tree {tree}\n" + "".join(f"parent {p}\n" for p in parents)
-        ident = f"{AUTHOR} <{AUTHOR}@localhub> {now} +0000"
-        body += f"author {ident}\ncommitter {ident}\n\n{title}\n"
-        if message:
-            body += f"\n{message}\n"
-        raw = body.encode()
-        oid = hashlib.sha1(b"commit %d\0" % len(raw) + raw).hexdigest()  # noqa: S324 - git object id
-        record = {"tree": tree, "parents": parents, "author": AUTHOR, "time": now, "title": title,
-                  "message": message}
-        self._write_object(self.root / "objects/commits" / oid[:2] / oid, json.dumps(record).encode())
-        return oid
-
-    def commit_exists(self, oid: str) -> bool:
-        return bool(_SHA1_RE.match(oid)) and (self.root / "objects/commits" / oid[:2] / oid).exists()
-
-    # ---------------------------------------------------------------- repos and refs
+    # ---------------------------------------------------------------- repos
     def _repo_dir(self, repo_type: str, repo_id: str) -> Path:
         if repo_type not in REPO_TYPES:
             raise RepoNotFound(f"Unknown repo type {repo_type!r}")
         ns, name = check_repo_id(repo_id)
-        return self.root / "repos" / f"{repo_type}s" / ns / name
+        return self.root / "repos" / f"{repo_type}s" / ns.lower() / name.lower()
 
     def repo_lock(self, repo_type: str, repo_id: str) -> threading.RLock:
         with self._locks_guard:
-            return self._locks.setdefault((repo_type, repo_id), threading.RLock())
+            return self._locks.setdefault((repo_type, repo_id.lower()), threading.RLock())
 
     def get_repo(self, repo_type: str, repo_id: str) -> RepoMeta:
         try:
             raw = json.loads((self._repo_dir(repo_type, repo_id) / "meta.json").read_bytes())
         except (FileNotFoundError, StorageError):
-            raise RepoNotFound(f"Repository {repo_id} not found") from None
-        return RepoMeta(repo_type, repo_id, bool(raw["private"]), raw["createdAt"])
+            raise RepoNotFound("Repository not found") from None
+        return RepoMeta(repo_type, raw.get("id", repo_id), bool(raw["private"]), raw["createdAt"],
+                        raw.get("gated", False))
+
+    def _write_meta(self, repo_dir: Path, meta: RepoMeta) -> None:
+        self.objects.write_json_atomic(repo_dir / "meta.json", {
+            "id": meta.repo_id, "private": meta.private, "createdAt": meta.created_at, "gated": meta.gated})
 
     def create_repo(self, repo_type: str, repo_id: str, private: bool) -> RepoMeta:
+        """A new repo with one commit holding the Hub's .gitattributes; RepoExists when any
+        spelling of it exists."""
         repo_dir = self._repo_dir(repo_type, repo_id)
         with self.repo_lock(repo_type, repo_id):
             if (repo_dir / "meta.json").exists():
-                raise Conflict("You already created this model repo")
+                raise RepoExists(f"You already created this {repo_type} repo", self.get_repo(repo_type, repo_id))
             repo_dir.mkdir(parents=True, exist_ok=True)
-            # Like the Hub: a new repo starts with one commit holding .gitattributes.
-            blob = self.put_blob(GITATTRIBUTES)
-            tree = self._put_tree([TreeEntry(".gitattributes", "file", blob, len(GITATTRIBUTES), None)])
-            head = self._put_commit(tree, [], "initial commit", "")
-            self._write_json_atomic(repo_dir / "refs.json", {"heads": {"main": head}, "tags": {}})
-            created = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
-            self._write_json_atomic(repo_dir / "meta.json", {"private": private, "createdAt": created})
+            blob = self.objects.put_blob(DEFAULT_GITATTRIBUTES)
+            tree = self.objects.put_tree([TreeEntry(".gitattributes", "file", blob.oid, blob.size, None)])
+            head = self.objects.put_commit(tree, [], "initial commit", "")
+            self._write_refs(repo_dir, {"heads": {"main": head}, "tags": {}})
+            self._write_meta(repo_dir, RepoMeta(repo_type, repo_id, private, _now()))
         return self.get_repo(repo_type, repo_id)
 
-    def set_private(self, repo_type: str, repo_id: str, private: bool) -> None:
+    def update_settings(self, repo_type: str, repo_id: str, private: bool | None = None,
+                        gated: bool | str | None = None) -> RepoMeta:
+        if gated is not None and gated not in GATED:
+            raise StorageError(f"Invalid gated value {gated!r}: expected false, 'auto' or 'manual'")
         with self.repo_lock(repo_type, repo_id):
             meta = self.get_repo(repo_type, repo_id)
-            self._write_json_atomic(
-                self._repo_dir(repo_type, repo_id) / "meta.json",
-                {"private": private, "createdAt": meta.created_at},
-            )
+            meta = RepoMeta(repo_type, meta.repo_id, meta.private if private is None else private,
+                            meta.created_at, meta.gated if gated is None else gated)
+            self._write_meta(self._repo_dir(repo_type, repo_id), meta)
+        return meta
 
     def delete_repo(self, repo_type: str, repo_id: str) -> None:
         repo_dir = self._repo_dir(repo_type, repo_id)
         with self.repo_lock(repo_type, repo_id):
             self.get_repo(repo_type, repo_id)
             # Rename first so the repo vanishes atomically, then remove at leisure.
-            graveyard = self.tmp / f"deleted-{uuid.uuid4().hex}"
+            graveyard = self.objects.tmp / f"deleted-{uuid.uuid4().hex}"
             os.replace(repo_dir, graveyard)
             shutil.rmtree(graveyard, ignore_errors=True)
 
+    def move_repo(self, repo_type: str, from_id: str, to_id: str) -> RepoMeta:
+        source, target = self._repo_dir(repo_type, from_id), self._repo_dir(repo_type, to_id)
+        first, second = sorted([(repo_type, from_id.lower()), (repo_type, to_id.lower())])
+        with self.repo_lock(*first), self.repo_lock(*second):
+            meta = self.get_repo(repo_type, from_id)
+            if target != source and (target / "meta.json").exists():
+                raise Conflict(f"A {repo_type} repository called {self.get_repo(repo_type, to_id).repo_id} "
+                               "already exists")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(source, target)
+            moved = RepoMeta(repo_type, to_id, meta.private, meta.created_at, meta.gated)
+            self._write_meta(target, moved)
+            return moved
+
+    def list_repos(self, repo_type: str) -> list[RepoMeta]:
+        out = []
+        for meta_path in sorted(self.root.glob(f"repos/{repo_type}s/*/*/meta.json")):
+            raw = json.loads(meta_path.read_bytes())
+            out.append(RepoMeta(repo_type, raw["id"], bool(raw["private"]), raw["createdAt"],
+                                raw.get("gated", False)))
+        return out
+
+    # ---------------------------------------------------------------- refs
     def refs(self, repo_type: str, repo_id: str) -> dict[str, dict[str, str]]:
         self.get_repo(repo_type, repo_id)
         raw = json.loads((self._repo_dir(repo_type, repo_id) / "refs.json").read_bytes())
         return {"heads": dict(raw["heads"]), "tags": dict(raw["tags"])}
 
-    def _write_refs(self, repo_type: str, repo_id: str, refs: dict[str, dict[str, str]]) -> None:
-        self._write_json_atomic(self._repo_dir(repo_type, repo_id) / "refs.json", refs)
+    def _write_refs(self, repo_dir: Path, refs: dict[str, dict[str, str]]) -> None:
+        self.objects.write_json_atomic(repo_dir / "refs.json", refs)
 
     def resolve(self, repo_type: str, repo_id: str, revision: str) -> str:
-        """Commit sha of a branch, tag or (full) commit sha; raises RevisionNotFound."""
+        """Commit sha of a branch, a tag, or a commit sha (7 to 40 hex digits, as git takes
+        it); raises RevisionNotFound."""
         refs = self.refs(repo_type, repo_id)
         for prefix, kind in (("refs/heads/", "heads"), ("refs/tags/", "tags")):
             if revision.startswith(prefix) and revision[len(prefix):] in refs[kind]:
@@ -476,15 +336,22 @@ class Storage:
             return refs["heads"][revision]
         if revision in refs["tags"]:
             return refs["tags"][revision]
-        if self.commit_exists(revision) and self._reachable(refs, revision):
-            return revision
+        if _HEX_RE.match(revision):
+            reachable = self._reachable(refs)
+            if SHA1_RE.match(revision):
+                if revision in reachable:
+                    return revision
+            else:
+                # A sha is only visible through the repo that holds it (objects are shared).
+                found = [oid for oid in reachable if oid.startswith(revision)]
+                if len(found) == 1:
+                    return found[0]
         raise RevisionNotFound(f"Invalid rev id: {revision}")
 
-    def _reachable(self, refs: dict[str, dict[str, str]], oid: str) -> bool:
-        # A sha is only visible through the repo that holds it (objects are shared between repos).
-        # The reachable set is cached by the ref tips it was computed from.
+    def _reachable(self, refs: dict[str, dict[str, str]]) -> set[str]:
+        # Cached by the ref tips it was computed from: a new commit or ref makes a new key.
         tips = tuple(sorted({*refs["heads"].values(), *refs["tags"].values()}))
-        seen = self._reach.get(tips)
+        seen: set[str] | None = self._reach.get(tips)
         if seen is None:
             seen = set()
             stack = list(tips)
@@ -493,65 +360,70 @@ class Storage:
                 if current in seen:
                     continue
                 seen.add(current)
-                stack.extend(self.read_commit(current).parents)
+                stack.extend(self.objects.read_commit(current).parents)
             self._reach.put(tips, seen)
-        return oid in seen
+        return seen
 
     def create_branch(self, repo_type: str, repo_id: str, branch: str, start: str | None) -> None:
-        check_ref_name(branch)
+        check_ref_name(branch, "branch")
+        repo_dir = self._repo_dir(repo_type, repo_id)
         with self.repo_lock(repo_type, repo_id):
             refs = self.refs(repo_type, repo_id)
             if branch in refs["heads"]:
-                raise Conflict(f"Reference already exists: refs/heads/{branch}")
+                raise Conflict(f"Reference refs/heads/{branch} already exists")
             refs["heads"][branch] = self.resolve(repo_type, repo_id, start or "main")
-            self._write_refs(repo_type, repo_id, refs)
+            self._write_refs(repo_dir, refs)
 
     def delete_branch(self, repo_type: str, repo_id: str, branch: str) -> None:
+        repo_dir = self._repo_dir(repo_type, repo_id)
         with self.repo_lock(repo_type, repo_id):
             refs = self.refs(repo_type, repo_id)
-            if branch not in refs["heads"]:
-                raise RevisionNotFound(f"Branch {branch} not found")
             if branch == "main":
-                raise StorageError("Cannot delete the default branch")
+                raise Forbidden("Cannot delete refs/heads/main")
+            if branch not in refs["heads"]:
+                raise RevisionNotFound(f"Invalid rev id: {branch}")
             del refs["heads"][branch]
-            self._write_refs(repo_type, repo_id, refs)
+            self._write_refs(repo_dir, refs)
 
     def create_tag(self, repo_type: str, repo_id: str, tag: str, revision: str) -> str:
-        check_ref_name(tag)
+        repo_dir = self._repo_dir(repo_type, repo_id)
         with self.repo_lock(repo_type, repo_id):
+            # The Hub resolves the revision first: a missing one is a 404 even for a bad tag name.
+            target = self.resolve(repo_type, repo_id, revision)
+            check_ref_name(tag, "tag")
             refs = self.refs(repo_type, repo_id)
             if tag in refs["tags"]:
-                raise Conflict(f"Tag {tag} already exists")
-            target = self.resolve(repo_type, repo_id, revision)
+                raise Conflict(f"Reference refs/tags/{tag} already exists")
             refs["tags"][tag] = target
-            self._write_refs(repo_type, repo_id, refs)
+            self._write_refs(repo_dir, refs)
             return target
 
     def delete_tag(self, repo_type: str, repo_id: str, tag: str) -> None:
+        repo_dir = self._repo_dir(repo_type, repo_id)
         with self.repo_lock(repo_type, repo_id):
             refs = self.refs(repo_type, repo_id)
             if tag not in refs["tags"]:
-                raise RevisionNotFound(f"Tag {tag} not found")
+                raise RevisionNotFound(f"Invalid rev id: {tag}")
             del refs["tags"][tag]
-            self._write_refs(repo_type, repo_id, refs)
+            self._write_refs(repo_dir, refs)
 
     def log(self, head: str) -> Iterator[Commit]:
         """First-parent history, newest first."""
         current: str | None = head
         while current:
-            commit = self.read_commit(current)
+            commit = self.objects.read_commit(current)
             yield commit
             current = commit.parents[0] if commit.parents else None
 
     # ---------------------------------------------------------------- trees
     def entry(self, commit_oid: str, path: str) -> TreeEntry | None:
         """The entry at ``path`` in a commit; ``path == ""`` is the root directory."""
-        tree = self.read_commit(commit_oid).tree
+        tree = self.objects.read_commit(commit_oid).tree
         current = TreeEntry("", "directory", tree, 0, None)
         for part in [p for p in path.split("/") if p]:
             if current.kind != "directory":
                 return None
-            match = next((e for e in self.read_tree(current.oid) if e.name == part), None)
+            match = next((e for e in self.objects.read_tree(current.oid) if e.name == part), None)
             if match is None:
                 return None
             current = match
@@ -563,13 +435,13 @@ class Storage:
         Cached by tree oid: trees are immutable, so a cached listing can never go stale.
         """
         key = (tree_oid, prefix, recursive)
-        cached = self._listings.get(key)
+        cached: list[tuple[str, TreeEntry]] | None = self._listings.get(key)
         if cached is not None:
             return cached
         out: list[tuple[str, TreeEntry]] = []
 
         def walk(oid: str, base: str) -> None:
-            for e in self.read_tree(oid):
+            for e in self.objects.read_tree(oid):
                 full = f"{base}{e.name}"
                 out.append((full, e))
                 if recursive and e.kind == "directory":
@@ -578,6 +450,21 @@ class Storage:
         walk(tree_oid, f"{prefix}/" if prefix else "")
         self._listings.put(key, out)
         return out
+
+    def _rules_file(self, commit_oid: str, name: str) -> bytes | None:
+        entry = self.entry(commit_oid, name)
+        if entry is None or entry.kind != "file" or entry.lfs is not None:
+            return None
+        with open(self.objects.blob_path(entry.oid), "rb") as fh:
+            return fh.read(_RULES_FILE_LIMIT)
+
+    def attributes(self, commit_oid: str) -> GitAttributes:
+        """The repo's .gitattributes at a commit (none: no attributes at all)."""
+        return parse_gitattributes(self._rules_file(commit_oid, ".gitattributes") or b"")
+
+    def gitignore(self, commit_oid: str) -> GitIgnore | None:
+        data = self._rules_file(commit_oid, ".gitignore")
+        return GitIgnore.parse(data) if data is not None else None
 
     # ---------------------------------------------------------------- commits
     def commit(
@@ -590,35 +477,68 @@ class Storage:
         message: str = "",
         parent_commit: str | None = None,
     ) -> str:
-        """Apply ``operations`` on top of ``branch`` and move the branch; returns the new commit sha."""
+        """Apply ``operations`` on top of ``branch`` and move the branch; returns the new commit sha.
+
+        Regular files that the resulting .gitattributes marks ``filter=lfs`` are stored as
+        LFS objects, as git's clean filter would (the client sends them as regular content
+        when its preupload was made against other attributes).
+        """
         for op in operations:
             check_path(op.path.rstrip("/") if isinstance(op, Delete) else op.path)
             if isinstance(op, AddLfs):
-                stored = self.lfs_size(op.oid)
+                stored = self.objects.lfs_size(op.oid)
                 if stored is None:
                     raise BadContent(f"LFS object {op.oid} for {op.path} was never uploaded")
                 if op.size is not None and stored != op.size:
                     raise BadContent(f"LFS object {op.oid} has {stored} bytes, commit says {op.size}")
+        branch = branch.removeprefix("refs/heads/")
+        repo_dir = self._repo_dir(repo_type, repo_id)
         with self.repo_lock(repo_type, repo_id):
             refs = self.refs(repo_type, repo_id)
             if branch not in refs["heads"]:
-                raise RevisionNotFound(f"Invalid rev id: {branch} is not a branch")
+                raise RevisionNotFound(f"Invalid rev id: {branch}")
             head = refs["heads"][branch]
-            if parent_commit is not None and not (len(parent_commit) >= 5 and head.startswith(parent_commit)):
-                raise StaleParent("A commit has happened since. Please refresh and try again.")
-            root = _MutDir(self.read_tree(self.read_commit(head).tree))
+            if parent_commit is not None and not (len(parent_commit) >= 7 and head.startswith(parent_commit)):
+                raise StaleParent(STALE_PARENT)
+            attributes = self._attributes_after(head, operations)
+            root = _MutDir(self.objects.read_tree(self.objects.read_commit(head).tree))
             for op in operations:
-                self._apply(root, op)
-            tree = self._write_mut(root) or self._put_tree([])
-            new = self._put_commit(tree, [head], title, message)
+                self._apply(root, op, attributes)
+            tree = self._write_mut(root) or self.objects.put_tree([])
+            new = self.objects.put_commit(tree, [head], title, message)
             refs["heads"][branch] = new
-            self._write_refs(repo_type, repo_id, refs)
+            self._write_refs(repo_dir, refs)
+            return new
+
+    def _attributes_after(self, head: str, operations: list[Operation]) -> GitAttributes:
+        for op in reversed(operations):
+            if op.path.strip("/") == ".gitattributes":
+                if isinstance(op, AddBlob):
+                    with open(self.objects.blob_path(op.blob.oid), "rb") as fh:
+                        return parse_gitattributes(fh.read(_RULES_FILE_LIMIT))
+                return GitAttributes(())
+        return self.attributes(head)
+
+    def super_squash(self, repo_type: str, repo_id: str, branch: str, message: str) -> str:
+        """Replace a branch's history by one commit holding its current tree."""
+        repo_dir = self._repo_dir(repo_type, repo_id)
+        with self.repo_lock(repo_type, repo_id):
+            refs = self.refs(repo_type, repo_id)
+            if branch not in refs["heads"]:
+                if branch in refs["tags"]:
+                    raise StorageError(f"Invalid reference for a branch: {branch}")
+                raise RevisionNotFound(f"Invalid rev id: {branch}")
+            tree = self.objects.read_commit(refs["heads"][branch]).tree
+            title, _, body = message.strip().partition("\n")
+            new = self.objects.put_commit(tree, [], title or "Super-squash", body.strip())
+            refs["heads"][branch] = new
+            self._write_refs(repo_dir, refs)
             return new
 
     def _load(self, node: TreeEntry | _MutDir) -> _MutDir:
-        return node if isinstance(node, _MutDir) else _MutDir(self.read_tree(node.oid))
+        return node if isinstance(node, _MutDir) else _MutDir(self.objects.read_tree(node.oid))
 
-    def _apply(self, root: _MutDir, op: Operation) -> None:
+    def _apply(self, root: _MutDir, op: Operation, attributes: GitAttributes) -> None:
         parts = op.path.strip("/").split("/")
         node = root
         for i, part in enumerate(parts[:-1]):
@@ -645,13 +565,18 @@ class Storage:
         if is_dir:
             raise BadContent(f"Cannot write file {op.path}: a folder has that name")
         if isinstance(op, AddBlob):
-            oid = self.put_blob(op.data)
-            node.children[name] = TreeEntry(name, "file", oid, len(op.data), None)
+            blob = op.blob
+            # git-lfs leaves empty files alone and never tracks .gitattributes itself.
+            if blob.size and op.path != ".gitattributes" and attributes.tracks_lfs(op.path):
+                self.objects.blob_to_lfs(blob)
+                entry = TreeEntry(name, "file", lfs_pointer_oid(blob.sha256, blob.size), blob.size, blob.sha256)
+            else:
+                entry = TreeEntry(name, "file", blob.oid, blob.size, None)
+            node.children[name] = entry
         else:
-            size = self.lfs_size(op.oid)
+            size = self.objects.lfs_size(op.oid)
             assert size is not None  # checked before taking the lock
-            pointer_oid = git_blob_oid(lfs_pointer(op.oid, size))
-            node.children[name] = TreeEntry(name, "file", pointer_oid, size, op.oid)
+            node.children[name] = TreeEntry(name, "file", lfs_pointer_oid(op.oid, size), size, op.oid)
 
     @staticmethod
     def _missing_message(op: Delete) -> str:
@@ -667,4 +592,4 @@ class Storage:
                     entries.append(TreeEntry(name, "directory", oid, 0, None))
             else:
                 entries.append(child)
-        return self._put_tree(entries) if entries else None
+        return self.objects.put_tree(entries) if entries else None

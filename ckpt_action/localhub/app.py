@@ -1,0 +1,77 @@
+"""One listener's application: route a request, let the fault layer shape it, and answer
+errors the way the Hub words them, every answer with an ``X-Request-Id``."""
+
+from __future__ import annotations
+
+import secrets
+import time
+
+from . import faultlayer
+from .accesslog import AccessLog
+from .context import Call, Hub
+from .faults import FaultSet
+from .httpserver import HttpError, Request, Response, json_response
+from .routes import RouteTable
+from .storage import EntryNotFound, StorageError
+
+
+def _request_id() -> str:
+    # The shape of the Hub's ids (an AWS trace id); clients quote it in their errors.
+    return f"Root=1-{int(time.time()):08x}-{secrets.token_hex(12)}"
+
+
+def error_response(status: int, message: str, code: str | None = None,
+                   headers: dict[str, str] | None = None) -> Response:
+    headers = dict(headers or {})
+    if code:
+        headers["X-Error-Code"] = code
+    safe = message.encode("ascii", "replace").decode()[:500]
+    headers["X-Error-Message"] = safe.replace("\r", " ").replace("\n", " ")
+    return json_response({"error": message}, status, headers)
+
+
+class HubApp:
+    """Serves ``routes`` for one listener (``"hub"`` or ``"cdn"``) of a Hub."""
+
+    def __init__(self, hub: Hub, routes: RouteTable, listener: str, faults: FaultSet, log: AccessLog) -> None:
+        self.hub = hub
+        self.routes = routes
+        self.listener = listener
+        self.faults = faults
+        self.log = log
+
+    def handle(self, request: Request) -> Response:
+        request_id = request.notes["request_id"] = _request_id()
+        response = faultlayer.around(self.faults, request, lambda: self._route(request))
+        response.headers.setdefault("X-Request-Id", request_id)
+        return response
+
+    def _route(self, request: Request) -> Response:
+        found = self.routes.match(request.method, request.path)
+        if found is None:
+            return error_response(404, f"Not found: {request.method} {request.path}")
+        handler, params = found
+        call = Call(self.hub, request, params)
+        try:
+            return handler(call)
+        except HttpError as exc:
+            return error_response(exc.status, exc.message, exc.code, exc.headers)
+        except StorageError as exc:
+            headers: dict[str, str] = {}
+            if isinstance(exc, EntryNotFound) and call.repo_commit:
+                headers["X-Repo-Commit"] = call.repo_commit
+            return error_response(exc.status, str(exc), exc.code, headers)
+
+    def finished(self, request: Request, status: int | str, bytes_out: int, seconds: float) -> None:
+        self.log.write({
+            "ts": round(time.time(), 3),
+            "method": request.method,
+            "path": request.target,
+            "status": status,
+            "bytes_in": request.body.count,
+            "bytes_out": bytes_out,
+            "ms": round(seconds * 1000, 1),
+            "listener": self.listener,
+            "auth": "Authorization" in request.headers,
+            "request_id": request.notes.get("request_id"),
+        })

@@ -1,0 +1,46 @@
+"""The local Hub's one command line: ``local-hub`` (also ``python -m ckpt_action.localhub``).
+
+Example:
+
+    $ python -m ckpt_action.localhub --data-dir /tmp/hubdata --port 0 --port-file /tmp/port
+    http://127.0.0.1:41233
+
+The first stdout line is the base URL. The token may also come from ``LOCAL_HUB_TOKEN``
+so it stays out of process listings. Exit status: 2 for an unusable faults file or a
+data dir another server holds, 1 when a port cannot be bound.
+"""
+
+from __future__ import annotations
+
+import click
+
+from .faults import FaultFileError
+from .objects import StorageError
+from .server import run_server
+
+
+@click.command("local-hub")
+@click.option("--data-dir", required=True, type=click.Path(file_okay=False), help="Where repos are stored.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (loopback by default).")
+@click.option("--port", default=0, show_default=True, type=int, help="Port; 0 picks a free one.")
+@click.option("--port-file", type=click.Path(dir_okay=False), help="Write the port here once listening.")
+@click.option("--access-log", type=click.Path(dir_okay=False), help="One JSON line per request.")
+@click.option("--faults", type=click.Path(dir_okay=False), help="JSON fault rules, re-read when changed.")
+@click.option("--token", envvar="LOCAL_HUB_TOKEN", help="Require this bearer token (default: open). "
+              "Also read from LOCAL_HUB_TOKEN.")
+@click.option("--cdn-port", default=0, show_default=True, type=int,
+              help="Port of the second listener that LFS downloads are redirected to; 0 picks a free one.")
+@click.option("--lfs-direct", is_flag=True,
+              help="Serve LFS downloads from the Hub's own port instead of redirecting them to the CDN listener.")
+def local_hub(data_dir: str, host: str, port: int, port_file: str | None, access_log: str | None,
+              faults: str | None, token: str | None, cdn_port: int, lfs_direct: bool) -> None:
+    """Run the Hub-compatible local server (prints its URL as the first line once listening)."""
+    try:
+        run_server(data_dir, host=host, port=port, port_file=port_file, access_log=access_log, faults=faults,
+                   token=token or None, lfs_redirect=not lfs_direct, cdn_port=cdn_port)
+    except (FaultFileError, StorageError) as exc:
+        click.echo(f"local-hub: error: {exc}", err=True)
+        raise SystemExit(2) from None
+    except OSError as exc:
+        click.echo(f"local-hub: error: cannot serve on {host}:{port}: {exc.strerror or exc}", err=True)
+        raise SystemExit(1) from None

@@ -1,0 +1,126 @@
+"""What a route handler works with: the Hub's shared state and one request's context.
+
+``Hub`` holds what every request shares (storage, the token, the URL signer, where the
+CDN listens). ``Call`` is one request with its route parameters and the checks every
+endpoint makes the way the Hub makes them: who is asking, whether they may see or
+change a repo, and which commit a revision names.
+
+Auth: with a token set, a wrong bearer token gets 401; anonymous requests may read
+public repos only (private ones answer 404 RepoNotFound, files of gated ones 401
+GatedRepo) and every write gets 401. Without a token everything is open and every
+caller counts as the owner.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs
+
+from .httpserver import HttpError, Request
+from .signing import Signer
+from .storage import RepoMeta, RepoNotFound, Storage
+
+
+@dataclass
+class Hub:
+    store: Storage
+    token: str | None = None
+    signer: Signer = field(default_factory=Signer)
+    lfs_redirect: bool = True
+    """Answer an LFS file's ``resolve`` with a redirect to the CDN listener, as the Hub does."""
+    cdn_url: str | None = None
+    """The CDN listener's base URL, once it listens."""
+
+
+def repo_url(base_url: str, repo_type: str, repo_id: str) -> str:
+    prefix = "" if repo_type == "model" else f"{repo_type}s/"
+    return f"{base_url}/{prefix}{repo_id}"
+
+
+class Call:
+    """One request to a route: ``params`` are the route's parts, unquoted."""
+
+    def __init__(self, hub: Hub, req: Request, params: dict[str, str]) -> None:
+        self.hub = hub
+        self.req = req
+        self.params = params
+        self.repo_commit: str | None = None
+        """The commit a read resolved to: 404s for missing files still carry it."""
+        self.meta: RepoMeta | None = None
+
+    @property
+    def store(self) -> Storage:
+        return self.hub.store
+
+    # ------------------------------------------------------------------ who is asking
+    def authorized(self) -> bool:
+        """True when the caller is the owner (anyone, without a server token); raises 401 on a wrong token."""
+        header = self.req.headers.get("Authorization") or ""
+        given = header[7:].strip() if header.lower().startswith("bearer ") else None
+        if self.hub.token is None:
+            return True
+        if given is None:
+            return False
+        if not hmac.compare_digest(given.encode(), self.hub.token.encode()):
+            raise HttpError(401, "Invalid credentials in Authorization header")
+        return True
+
+    def require_write(self) -> None:
+        if not self.authorized():
+            raise HttpError(401, "You must be authenticated to perform this action (Invalid credentials)")
+
+    # ------------------------------------------------------------------ repos and revisions
+    def repo_ref(self) -> tuple[str, str]:
+        """(repo type, repo id) from the route's ``types``/``ns``/``name`` parts."""
+        types = self.params.get("types") or "models"
+        return types[:-1], f"{self.params['ns']}/{self.params['name']}"
+
+    def repo(self, write: bool = False) -> RepoMeta:
+        """The route's repo, if the caller may see it (and, with ``write``, change it)."""
+        repo_type, repo_id = self.repo_ref()
+        if write:
+            self.require_write()
+            self.meta = self.store.get_repo(repo_type, repo_id)
+            return self.meta
+        authed = self.authorized()
+        meta = self.store.get_repo(repo_type, repo_id)
+        if meta.private and not authed:
+            raise RepoNotFound("Repository not found")
+        self.meta = meta
+        return meta
+
+    def head(self, revision: str) -> str:
+        """The commit ``revision`` names in the route's repo (which the caller may read)."""
+        meta = self.repo()
+        sha = self.store.resolve(meta.repo_type, meta.repo_id, revision)
+        self.repo_commit = sha
+        return sha
+
+    def require_file_access(self, meta: RepoMeta) -> None:
+        """A gated repo's files need an identified caller, as on the Hub."""
+        if meta.gated and not self.authorized():
+            kind = meta.repo_type
+            raise HttpError(401, f"Access to {kind} {meta.repo_id} is restricted. You must have access to it and be "
+                            "authenticated to access it. Please log in.", code="GatedRepo")
+
+    # ------------------------------------------------------------------ request bodies
+    def json(self) -> Any:
+        raw = self.req.body.read()
+        if not raw:
+            return {}
+        try:
+            return json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise HttpError(400, "Request body is not valid JSON") from None
+
+    def json_object(self) -> dict[str, Any]:
+        value = self.json()
+        if not isinstance(value, dict):
+            raise HttpError(400, "Request body must be a JSON object")
+        return value
+
+    def form(self) -> dict[str, list[str]]:
+        return parse_qs(self.req.body.read().decode("utf-8", "replace"), keep_blank_values=True)

@@ -1,0 +1,96 @@
+"""The routes: which function answers which method and path, for each listener.
+
+Patterns are regexes over the percent-encoded path; their named groups reach the
+handler unquoted, in ``call.params``. The first route that matches wins, so the
+catch-alls for ids without a namespace (``gpt2``-style, which this Hub never holds)
+come last: they answer ``RepoNotFound`` as the Hub does, so ``repo_exists`` and
+``file_exists`` say False instead of raising.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import unquote
+
+from . import api_commit, api_git, api_repos, transfer
+from .context import Call
+from .httpserver import HttpError, Response
+from .storage import RepoNotFound
+
+Handler = Callable[[Call], Response]
+
+_REPO = r"(?P<ns>[^/]+)/(?P<name>[^/]+)"
+_API = r"/api/(?P<types>models|datasets|spaces)/" + _REPO
+_FILES = r"(?:/(?P<types>datasets|spaces))?/" + _REPO
+_REST = r"(?P<{}>.+)"
+
+
+@dataclass(frozen=True)
+class Route:
+    methods: frozenset[str]
+    pattern: re.Pattern[str]
+    handler: Handler
+
+
+def route(methods: str, pattern: str, handler: Handler) -> Route:
+    return Route(frozenset(methods.split("|")), re.compile(pattern), handler)
+
+
+class RouteTable:
+    def __init__(self, routes: list[Route]) -> None:
+        self.routes = routes
+
+    def match(self, method: str, path: str) -> tuple[Handler, dict[str, str]] | None:
+        for r in self.routes:
+            if method in r.methods and (m := r.pattern.fullmatch(path)):
+                return r.handler, {k: unquote(v) for k, v in m.groupdict().items() if v is not None}
+        return None
+
+
+def _no_such_repo(call: Call) -> Response:
+    raise RepoNotFound("Repository not found")
+
+
+def _not_here(call: Call) -> Response:
+    """An endpoint the Hub has and this one answers 404 on purpose: Xet (clients fall back to LFS)."""
+    raise HttpError(404, f"Not found: {call.req.method} {call.req.path}")
+
+
+HUB_ROUTES = RouteTable([
+    route("GET", r"/api/whoami-v2", api_repos.whoami),
+    route("POST", r"/api/repos/create", api_repos.create_repo),
+    route("DELETE", r"/api/repos/delete", api_repos.delete_repo),
+    route("POST", r"/api/repos/move", api_repos.move_repo),
+    route("POST", r"/api/validate-yaml", api_repos.validate_yaml),
+    route("GET", r"/api/settings/repositories", api_repos.user_repos),
+    route("GET", r"/api/organizations/(?P<ns>[^/]+)/settings/repositories", api_repos.user_repos),
+    route("GET", r"/api/(?P<types>models|datasets|spaces)", api_repos.list_repos),
+    route("GET", _API, api_repos.repo_info),
+    route("GET", _API + r"/revision/" + _REST.format("rev"), api_repos.repo_info),
+    route("PUT", _API + r"/settings", api_repos.settings),
+    route("GET", _API + r"/tree/(?P<rev>[^/]+)(?:/(?P<path>.*))?", api_git.tree),
+    route("POST", _API + r"/paths-info/" + _REST.format("rev"), api_git.paths_info),
+    route("GET", _API + r"/refs", api_git.refs),
+    route("GET", _API + r"/commits/" + _REST.format("rev"), api_git.commits),
+    route("POST", _API + r"/branch/" + _REST.format("branch"), api_git.create_branch),
+    route("DELETE", _API + r"/branch/" + _REST.format("branch"), api_git.delete_branch),
+    route("POST", _API + r"/tag/" + _REST.format("rev"), api_git.create_tag),
+    route("DELETE", _API + r"/tag/" + _REST.format("tag"), api_git.delete_tag),
+    route("POST", _API + r"/super-squash/" + _REST.format("branch"), api_git.super_squash),
+    route("POST", _API + r"/preupload/" + _REST.format("rev"), api_commit.preupload),
+    route("POST", _API + r"/commit/" + _REST.format("rev"), api_commit.commit),
+    route("GET", _API + r"/xet-write-token/.*", _not_here),
+    route("POST", r"(?:/(?P<types>datasets|spaces))?/(?P<ns>[^/]+)/(?P<name>[^/]+)\.git/info/lfs/objects/batch",
+          transfer.lfs_batch),
+    route("PUT", r"/localhub-lfs/(?P<oid>[0-9a-f]{64})", transfer.lfs_put),
+    route("GET|HEAD", _FILES + r"/resolve/(?P<rev>[^/]+)/(?P<path>.+)", transfer.resolve),
+    # Ids without a namespace: never stored here, so "not found" whatever follows.
+    route("GET|HEAD|POST|PUT|DELETE", r"/api/(?:models|datasets|spaces)/[^/]+(?:/.*)?", _no_such_repo),
+    route("GET|HEAD", r"(?:/(?:datasets|spaces))?/[^/]+/resolve/.*", _no_such_repo),
+])
+
+CDN_ROUTES = RouteTable([
+    route("GET|HEAD", r"/.*", transfer.cdn_get),
+])
