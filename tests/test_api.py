@@ -298,3 +298,20 @@ def test_log_pointer_to_the_active_run_or_the_given_one(wandb_offline: Path) -> 
 
     with pytest.raises(ckpt.WandbError, match="no active W&B run"):
         ckpt.log_pointer(h300)
+
+
+def test_a_disabled_run_is_no_run(wandb_offline: Path) -> None:
+    import wandb
+
+    from ckpt_action.wandb_pointer import active_run, log_pointer_to_run
+
+    h = ckpt.CheckpointHandle("org/run", "checkpoint-1", "a" * 40, 1)
+    run = wandb.init(mode="disabled")
+    try:
+        assert wandb.run is not None and active_run() is None  # it would log nothing
+        with pytest.raises(ckpt.WandbError, match="no active W&B run"):
+            ckpt.log_pointer(h)
+        with pytest.raises(ckpt.WandbError, match="no active W&B run"):
+            log_pointer_to_run(h, run)
+    finally:
+        run.finish()
