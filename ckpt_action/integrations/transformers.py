@@ -131,8 +131,9 @@ class CheckpointCallback(TrainerCallback):
             return
         if getattr(args, "push_to_hub", False):
             log.warning("Trainer's push_to_hub is on as well: each save is pushed twice (once by Trainer)")
-        # Left by a process that died while pushing; nothing else reads it.
-        shutil.rmtree(_output_dir(args) / STAGING_DIR, ignore_errors=True)
+        if self._queue is None:  # else an earlier train() of this callback is still pushing from it
+            # Left by a process that died while pushing; nothing else reads it.
+            shutil.rmtree(_output_dir(args) / STAGING_DIR, ignore_errors=True)
 
     def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                 **kwargs: Any) -> None:
