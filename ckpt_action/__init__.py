@@ -1,7 +1,121 @@
 """ckpt-action: move training checkpoints between CI jobs and a Hugging Face Hub repo.
 
 Every checkpoint handed out is pinned to an immutable commit SHA. The package holds the
-core (no Click here); ``entrypoint.py`` is the thin CLI over it.
+core (no Click here), the CLI over it (``ckpt_action.cli``) and the Python API::
+
+    import ckpt_action as ckpt
+
+    h = ckpt.push("out/checkpoint-300", repo="org/run", step=300)
+    found = ckpt.latest("org/run")
+    path = ckpt.pull(found, "resume/")
+
+The API's names are resolved on first use (PEP 562), so ``import ckpt_action`` imports
+neither huggingface_hub nor wandb: a CLI call or a training script pays for them only
+when it talks to the Hub or W&B.
 """
 
+from __future__ import annotations
+
+import sys
+import types
+
+# typing's import costs more than this package's own (CPython 3.14 spells it this way too).
+TYPE_CHECKING = False
+
 __version__ = "0.1.0"
+
+# Exported name -> the module (in this package) that defines it.
+_EXPORTS: dict[str, str] = {
+    "push": "api",
+    "latest": "api",
+    "pull": "api",
+    "log_pointer": "api",
+    "promote": "api",
+    "list_checkpoints": "api",
+    "prune": "api",
+    "PruneResult": "api",
+    "CheckpointHandle": "handle",
+    "CheckpointInfo": "discover",
+    "PointerResult": "wandb_pointer",
+    "CkptError": "errors",
+    "InputError": "errors",
+    "RemoteError": "errors",
+    "AuthError": "errors",
+    "NotFoundError": "errors",
+    "IntegrityError": "errors",
+    "NoCheckpointError": "errors",
+    "ConflictError": "errors",
+    "WandbError": "wandb_pointer",
+}
+__all__ = [  # the same names as _EXPORTS (a test checks)
+    "AuthError",
+    "CheckpointHandle",
+    "CheckpointInfo",
+    "CkptError",
+    "ConflictError",
+    "InputError",
+    "IntegrityError",
+    "NoCheckpointError",
+    "NotFoundError",
+    "PointerResult",
+    "PruneResult",
+    "RemoteError",
+    "WandbError",
+    "latest",
+    "list_checkpoints",
+    "log_pointer",
+    "promote",
+    "prune",
+    "pull",
+    "push",
+]
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .api import PruneResult, latest, list_checkpoints, log_pointer, promote, prune, pull, push
+    from .discover import CheckpointInfo
+    from .errors import (
+        AuthError,
+        CkptError,
+        ConflictError,
+        InputError,
+        IntegrityError,
+        NoCheckpointError,
+        NotFoundError,
+        RemoteError,
+    )
+    from .handle import CheckpointHandle
+    from .wandb_pointer import PointerResult, WandbError
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+class _Package(types.ModuleType):
+    """``push`` and ``pull`` name both API functions and core modules (``ckpt_action/push.py``).
+
+    Importing a submodule sets it as an attribute of its package, which would turn
+    ``ckpt_action.push`` from the function into the module for the rest of the process.
+    The submodules stay reachable through ``sys.modules`` and ``from ckpt_action.push import ...``.
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _EXPORTS and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

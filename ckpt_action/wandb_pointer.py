@@ -11,8 +11,10 @@ plus any ``extra`` keys. The artifact metadata is the same payload, and it gets 
 
 Unlike the helper this grew from, logging does not need a run active in the training
 process: :func:`log_pointer` starts (or, given ``run_id``, attaches to) a run itself and
-finishes it. ``wandb`` is imported only inside the functions that need it (the import costs
-about 0.7 s), so importing this module stays cheap. wandb writes nothing to stdout while
+finishes it; :func:`log_pointer_to_run` logs to a run the process already has (the Python
+API and the Trainer callback use it for ``wandb.run``). ``wandb`` is imported only inside
+the functions that need it (the import costs about 0.7 s), so importing this module stays
+cheap. wandb writes nothing to stdout while
 these functions run (the CLI prints JSON there).
 
 Environment defaults (WANDB_PROJECT, WANDB_ENTITY, WANDB_RUN_ID) are resolved by the CLI.
@@ -233,6 +235,77 @@ def _settings(wandb: Any, init_timeout: float | None) -> Any:
 # --------------------------------------------------------------------------- logging
 
 
+def _pointer(handle: CheckpointHandle, artifact_name: str | None,
+             extra: Mapping[str, Any] | None) -> tuple[str, dict[str, Any], tuple[str, ...]]:
+    """The artifact name (checked), the payload and the aliases for ``handle``."""
+    name = default_artifact_name(handle.repo, handle.subfolder) if artifact_name is None else artifact_name
+    if not ARTIFACT_NAME_RE.match(name):
+        raise InputError(f"invalid W&B artifact name {name!r}: use 1-128 of A-Z a-z 0-9 . _ -")
+    payload = pointer_payload(handle, extra)
+    aliases: tuple[str, ...] = ("latest",) if handle.step is None else ("latest", f"step-{handle.step}")
+    return name, payload, aliases
+
+
+def _log_artifact(wandb: Any, run: Any, handle: CheckpointHandle, name: str, payload: dict[str, Any],
+                  aliases: tuple[str, ...]) -> None:
+    """Log the pointer artifact to ``run`` (wandb failures propagate to the caller)."""
+    with tempfile.TemporaryDirectory(prefix="ckpt-pointer-") as tmp:
+        path = Path(tmp) / POINTER_FILE
+        path.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        artifact = wandb.Artifact(
+            name=name,
+            type=ARTIFACT_TYPE,
+            description=f"Pointer to {handle.hub_url}",
+            metadata=payload,
+        )
+        # add_file copies into wandb's staging dir right away (that copy is what gets
+        # uploaded, or synced later when offline), so the temp dir can go.
+        artifact.add_file(str(path), name=POINTER_FILE)
+        run.log_artifact(artifact, aliases=list(aliases))
+
+
+def active_run() -> Any | None:
+    """The W&B run active in this process (``wandb.run``), or None.
+
+    Never imports wandb: a process that has not imported it has no run. A disabled run
+    (``mode="disabled"``) logs nothing, so it counts as none.
+    """
+    wandb = sys.modules.get("wandb")
+    run = getattr(wandb, "run", None) if wandb is not None else None
+    if run is None or getattr(run, "disabled", False):
+        return None
+    return run
+
+
+def log_pointer_to_run(
+    handle: CheckpointHandle,
+    run: Any,
+    *,
+    artifact_name: str | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> PointerResult:
+    """Log a ``model-pointer`` artifact for ``handle`` to ``run``, a run of this process.
+
+    The run is the caller's (a training run): it is neither started nor finished here.
+    Raises :class:`InputError` for a bad name/extra, :class:`WandbError` for any W&B
+    failure, and for a disabled run (it would log nothing).
+    """
+    name, payload, aliases = _pointer(handle, artifact_name, extra)
+    if run is None or getattr(run, "disabled", False):
+        raise WandbError("no active W&B run: call wandb.init() first, or pass the run")
+    wandb = _import_wandb()
+    with _quiet(), _then_finish(None, "pointer logging"):
+        _log_artifact(wandb, run, handle, name, payload, aliases)
+    return PointerResult(
+        artifact_name=name,
+        run_id=str(getattr(run, "id", "")),
+        aliases=aliases,
+        payload=payload,
+        project=str(getattr(run, "project", "") or ""),
+        entity=getattr(run, "entity", None) or None,
+    )
+
+
 def log_pointer(
     handle: CheckpointHandle,
     *,
@@ -255,13 +328,7 @@ def log_pointer(
     """
     if not project:
         raise InputError("a W&B project is required to log a pointer")
-    if artifact_name is None:
-        artifact_name = default_artifact_name(handle.repo, handle.subfolder)
-    name = artifact_name
-    if not ARTIFACT_NAME_RE.match(name):
-        raise InputError(f"invalid W&B artifact name {name!r}: use 1-128 of A-Z a-z 0-9 . _ -")
-    payload = pointer_payload(handle, extra)
-    aliases: tuple[str, ...] = ("latest",) if handle.step is None else ("latest", f"step-{handle.step}")
+    name, payload, aliases = _pointer(handle, artifact_name, extra)
     if job_type is None and run_id is None:
         job_type = "checkpoint"
     if _mode() == "disabled":  # wandb would hand back a dummy run and log nothing
@@ -291,21 +358,9 @@ def log_pointer(
             except Exception as exc:  # noqa: BLE001
                 raise WandbError(f"W&B run init failed: {_one_line(exc)}") from None
             started = True
-        with _then_finish(run if started else None, "pointer logging"), \
-                tempfile.TemporaryDirectory(prefix="ckpt-pointer-") as tmp:
-                path = Path(tmp) / POINTER_FILE
-                path.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-                artifact = wandb.Artifact(
-                    name=name,
-                    type=ARTIFACT_TYPE,
-                    description=f"Pointer to {handle.hub_url}",
-                    metadata=payload,
-                )
-                # add_file copies into wandb's staging dir right away (that copy is what gets
-                # uploaded, or synced later when offline), so the temp dir can go.
-                artifact.add_file(str(path), name=POINTER_FILE)
-                run.log_artifact(artifact, aliases=list(aliases))
-                logged_run_id = str(run.id)
+        with _then_finish(run if started else None, "pointer logging"):
+            _log_artifact(wandb, run, handle, name, payload, aliases)
+            logged_run_id = str(run.id)
     return PointerResult(
         artifact_name=name,
         run_id=logged_run_id,

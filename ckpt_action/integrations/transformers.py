@@ -1,0 +1,261 @@
+"""transformers Trainer: push every save to the Hub in the background, resume from the Hub.
+
+::
+
+    from ckpt_action.integrations.transformers import CheckpointCallback, resume_from_hub
+
+    trainer = Trainer(..., callbacks=[CheckpointCallback(repo="org/run")])
+    trainer.train(resume_from_checkpoint=resume_from_hub("org/run", args.output_dir))
+
+Each save ``output_dir/checkpoint-N`` is pushed as ``checkpoint-N`` with the same
+guarantees as ``ckpt-action push`` (manifest last, pinned SHA, retries), while training
+goes on. Unlike Trainer's own ``push_to_hub``/``hub_strategy`` it reports the SHA, marks
+completeness, and resumes from the Hub. Needs ``pip install 'ckpt-action[transformers]'``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from .. import api, validate
+from ..errors import CkptError, InputError
+from ..handle import CheckpointHandle
+from ..settings import Settings
+from .pushqueue import Outcome, PushFailedError, PushQueue
+
+try:
+    from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        f"ckpt_action.integrations.transformers needs transformers: pip install 'ckpt-action[transformers]' ({exc})"
+    ) from exc
+
+__all__ = ["CheckpointCallback", "PushFailedError", "resume_from_hub"]
+
+log = logging.getLogger("ckpt_action")
+CHECKPOINT_PREFIX = "checkpoint"  # transformers.trainer_utils.PREFIX_CHECKPOINT_DIR
+STAGING_DIR = ".ckpt-action-push"
+"""Under ``output_dir``: hard-linked copies of the checkpoints waiting or being pushed."""
+
+
+@dataclass(frozen=True)
+class _Job:
+    step: int
+    staged: Path
+
+
+def _stage(src: Path, root: Path) -> Path:
+    """A copy of ``src`` under ``root`` made of hard links (a full copy where links fail).
+
+    The push reads the copy, so Trainer may delete ``src`` (``save_total_limit``) while it
+    uploads: the linked files live on until the copy is removed.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    dest = Path(tempfile.mkdtemp(prefix=f"{src.name}-", dir=root))
+    for dirpath, _dirs, files in os.walk(src):
+        here = dest / Path(dirpath).relative_to(src)
+        here.mkdir(exist_ok=True)
+        for name in files:
+            try:
+                os.link(Path(dirpath) / name, here / name)
+            except OSError:  # another filesystem, or links not allowed
+                shutil.copy2(Path(dirpath) / name, here / name)
+    return dest
+
+
+class CheckpointCallback(TrainerCallback):
+    """Push each checkpoint Trainer saves to ``repo`` as ``checkpoint-N``, in the background.
+
+    - One push runs at a time, in save order; at most one waits behind it, and a newer
+      save replaces the waiting one. Only the world's main process (rank 0) pushes.
+    - Each push is recorded in ``self.pushed`` (handles, pinned to 40-hex SHAs), in
+      ``state.log_history`` (``{"checkpoint": "checkpoint-N", "checkpoint_revision": SHA,
+      "checkpoint_hub_url": URL, "step": N}``) and, with a W&B run active, as a pointer
+      artifact with aliases ``latest`` and ``step-N``.
+    - At the end of training it waits for the last push. A failed push raises
+      :class:`PushFailedError` there (``on_failure="warn"`` logs it instead); it never
+      leaves a partial checkpoint on the Hub, whose manifest comes last.
+
+    Options are :func:`ckpt_action.push`'s (``endpoint``, ``token``, ``private``,
+    ``timeout``, ``retries``), defaulting from the same environment variables; they are
+    checked here, so a bad one fails before training starts. ``artifact_name`` names the
+    W&B pointer; ``log_to_wandb=False`` logs none.
+
+    >>> callbacks = [CheckpointCallback(repo="org/run")]  # doctest: +SKIP
+    >>> trainer = Trainer(model, args, train_dataset=ds, callbacks=callbacks)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        repo: str,
+        *,
+        endpoint: str | None = None,
+        token: str | None = None,
+        private: bool = True,
+        timeout: float | None = None,
+        retries: int | None = None,
+        on_failure: Literal["raise", "warn"] = "raise",
+        log_to_wandb: bool = True,
+        artifact_name: str | None = None,
+    ) -> None:
+        self.repo = validate.repo_id(repo)
+        if on_failure not in ("raise", "warn"):
+            raise InputError(f"on_failure must be 'raise' or 'warn', not {on_failure!r}")
+        settings = Settings.from_env(endpoint=endpoint, token=token or None, timeout=timeout, retries=retries)
+        validate.token_for_write(settings.token, settings.endpoint)
+        self._options: dict[str, Any] = {"endpoint": endpoint, "token": token, "private": private,
+                                         "timeout": timeout, "retries": retries}
+        self.on_failure = on_failure
+        self.log_to_wandb = log_to_wandb
+        self.artifact_name = artifact_name
+        self.pushed: list[CheckpointHandle] = []
+        """Every checkpoint pushed, in order."""
+        self.failures: list[tuple[str, Exception]] = []
+        """(checkpoint-N, error) for every push that failed."""
+        self._queue: PushQueue[_Job] | None = None
+
+    def __repr__(self) -> str:  # the token stays out of logs
+        return f"CheckpointCallback(repo={self.repo!r})"
+
+    # ------------------------------------------------------------------ Trainer events
+
+    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                       **kwargs: Any) -> None:
+        if not _is_main(args, state):
+            return
+        if getattr(args, "push_to_hub", False):
+            log.warning("Trainer's push_to_hub is on as well: each save is pushed twice (once by Trainer)")
+        if self._queue is None:  # else an earlier train() of this callback is still pushing from it
+            # Left by a process that died while pushing; nothing else reads it.
+            shutil.rmtree(_output_dir(args) / STAGING_DIR, ignore_errors=True)
+
+    def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                **kwargs: Any) -> None:
+        if not _is_main(args, state):
+            return
+        self._record(state)
+        step = int(state.global_step)
+        name = f"{CHECKPOINT_PREFIX}-{step}"
+        src = _output_dir(args) / name
+        if not src.is_dir():
+            error = FileNotFoundError(f"{src} does not exist: only checkpoints under args.output_dir are pushed")
+            log.warning("cannot push %s: %s", name, error)
+            self.failures.append((name, error))
+            return
+        if self._queue is None:
+            self._queue = PushQueue(self._push, discard=lambda job: shutil.rmtree(job.staged, ignore_errors=True))
+        self._queue.submit(_Job(step, _stage(src, _output_dir(args) / STAGING_DIR)))
+
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                    **kwargs: Any) -> None:
+        if _is_main(args, state):
+            self._record(state)
+
+    def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                     **kwargs: Any) -> None:
+        if not _is_main(args, state):
+            return
+        self.wait(state)
+
+    # ------------------------------------------------------------------ the pushes
+
+    def wait(self, state: TrainerState | None = None) -> None:
+        """Wait for the running and the waiting push, record them, and report failures.
+
+        Called at the end of training; call it yourself after a training loop that
+        stopped early. Raises :class:`PushFailedError` unless ``on_failure="warn"``.
+        """
+        if self._queue is not None:
+            self._queue.close()
+            self._queue, queue = None, self._queue
+            self._record(state, queue)
+        if self.failures:
+            error = PushFailedError.of(self.failures)
+            self.failures = []
+            if self.on_failure == "raise":
+                raise error
+            log.warning("%s", error)
+
+    def _push(self, job: _Job) -> CheckpointHandle:
+        subfolder = f"{CHECKPOINT_PREFIX}-{job.step}"
+        return api.push(job.staged, self.repo, step=job.step, subfolder=subfolder, **self._options)
+
+    def _record(self, state: TrainerState | None, queue: PushQueue[_Job] | None = None) -> None:
+        """Take the finished pushes (on Trainer's thread): log history, ``pushed``, W&B."""
+        queue = queue or self._queue
+        if queue is None:
+            return
+        for outcome in queue.drain():
+            self._record_one(state, outcome)
+
+    def _record_one(self, state: TrainerState | None, outcome: Outcome[_Job]) -> None:
+        name = f"{CHECKPOINT_PREFIX}-{outcome.item.step}"
+        if outcome.status == "superseded":
+            log.info("%s not pushed: a newer checkpoint replaced it while another push ran", name)
+            return
+        if outcome.error is not None:
+            log.warning("pushing %s failed: %s", name, outcome.error)
+            self.failures.append((name, outcome.error))
+            return
+        handle = outcome.handle
+        assert handle is not None
+        self.pushed.append(handle)
+        log.info("pushed %s at %s", name, handle.revision)
+        if state is not None:
+            entry: dict[str, Any] = {"checkpoint": handle.subfolder, "checkpoint_revision": handle.revision,
+                                     "checkpoint_hub_url": handle.hub_url, "step": outcome.item.step}
+            state.log_history.append(entry)
+        if self.log_to_wandb:
+            from .. import wandb_pointer
+
+            run = wandb_pointer.active_run()
+            if run is not None:
+                try:
+                    wandb_pointer.log_pointer_to_run(handle, run, artifact_name=self.artifact_name)
+                except CkptError as exc:
+                    log.warning("%s is pushed, but logging its W&B pointer failed: %s", name, exc)
+
+
+def _output_dir(args: TrainingArguments) -> Path:
+    return Path(args.output_dir or "trainer_output")  # TrainingArguments' own default
+
+
+def _is_main(args: TrainingArguments, state: TrainerState) -> bool:
+    """The world's main process: the one that pushes (every process calls the callback)."""
+    return bool(getattr(state, "is_world_process_zero", True)) and getattr(args, "process_index", 0) == 0
+
+
+def resume_from_hub(
+    repo: str,
+    output_dir: str | os.PathLike[str],
+    *,
+    revision: str | None = None,
+    endpoint: str | None = None,
+    token: str | None = None,
+    timeout: float | None = None,
+    retries: int | None = None,
+) -> str | None:
+    """Pull the latest complete ``checkpoint-N`` of ``repo`` into ``output_dir/checkpoint-N``.
+
+    Returns that path, for ``trainer.train(resume_from_checkpoint=...)``, or None when the
+    repo has no complete checkpoint (a first run). Errors raise: "could not tell" never
+    looks like "start from scratch". The files are verified before the folder appears;
+    an existing ``output_dir/checkpoint-N`` is replaced by the verified copy.
+
+    Call it once per machine before training reads ``output_dir`` (e.g. on the main
+    process, before the others start): two processes pulling into one folder race.
+
+    >>> trainer.train(resume_from_checkpoint=resume_from_hub("org/run", args.output_dir))  # doctest: +SKIP
+    """
+    options: dict[str, Any] = {"endpoint": endpoint, "token": token, "timeout": timeout, "retries": retries}
+    found = api.latest(repo, revision=revision, **options)
+    if found is None:
+        return None
+    target = Path(output_dir) / found.subfolder
+    return str(api.pull(found, target, force=True, **options))

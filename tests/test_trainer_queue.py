@@ -1,0 +1,108 @@
+"""The callback's push queue: order, one waiting push replaced by a newer one, failures reported.
+
+A fake push that blocks until the test releases it makes every interleaving deterministic;
+no test here depends on timing (every wait has a deadline and a reason to end).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from ckpt_action.handle import CheckpointHandle
+from ckpt_action.integrations.pushqueue import PushFailedError, PushQueue
+
+DEADLINE = 30.0
+
+
+class FakePush:
+    """push(n) blocks until release(n); records the order pushes start in."""
+
+    def __init__(self, fail: set[int] | None = None) -> None:
+        self.started: list[int] = []
+        self.discarded: list[int] = []
+        self.fail = fail or set()
+        self._go: dict[int, threading.Event] = {}
+        self._began: dict[int, threading.Event] = {}
+        self._lock = threading.Lock()
+
+    def _event(self, table: dict[int, threading.Event], n: int) -> threading.Event:
+        with self._lock:
+            return table.setdefault(n, threading.Event())
+
+    def __call__(self, n: int) -> CheckpointHandle:
+        self.started.append(n)
+        self._event(self._began, n).set()
+        assert self._event(self._go, n).wait(DEADLINE), f"push {n} was never released"
+        if n in self.fail:
+            raise RuntimeError(f"push {n} failed")
+        return CheckpointHandle("org/run", f"checkpoint-{n}", f"{n:040x}", n)
+
+    def release(self, n: int) -> None:
+        self._event(self._go, n).set()
+
+    def wait_started(self, n: int) -> None:
+        assert self._event(self._began, n).wait(DEADLINE), f"push {n} never started"
+
+    def discard(self, n: int) -> None:
+        self.discarded.append(n)
+
+
+def test_pushes_run_in_order_and_a_newer_save_replaces_the_waiting_one() -> None:
+    fake = FakePush()
+    q: PushQueue[int] = PushQueue(fake, discard=fake.discard)
+    q.submit(1)
+    fake.wait_started(1)  # 1 runs
+    q.submit(2)  # waits
+    q.submit(3)  # replaces 2
+    q.submit(4)  # replaces 3
+    assert q.wait(timeout=0.05) is False  # 1 is still held, 4 waits
+    for n in (1, 2, 3, 4):
+        fake.release(n)
+    assert q.wait(timeout=DEADLINE)
+    assert fake.started == [1, 4]
+    assert [(o.item, o.status) for o in q.drain()] == [(2, "superseded"), (3, "superseded"), (1, "pushed"),
+                                                       (4, "pushed")]
+    assert sorted(fake.discarded) == [1, 2, 3, 4]  # every staging copy removed exactly once
+    assert q.drain() == []
+    assert q.close(timeout=DEADLINE)
+
+
+def test_a_failed_push_is_reported_and_later_ones_still_run() -> None:
+    fake = FakePush(fail={1})
+    q: PushQueue[int] = PushQueue(fake, discard=fake.discard)
+    q.submit(1)
+    fake.wait_started(1)
+    q.submit(2)
+    fake.release(1)
+    fake.release(2)
+    assert q.close(timeout=DEADLINE)
+    outcomes = q.drain()
+    assert [(o.item, o.status) for o in outcomes] == [(1, "failed"), (2, "pushed")]
+    assert isinstance(outcomes[0].error, RuntimeError) and outcomes[0].handle is None
+    assert outcomes[1].handle is not None and outcomes[1].handle.subfolder == "checkpoint-2"
+    assert sorted(fake.discarded) == [1, 2]
+
+
+def test_close_lets_the_queued_pushes_finish_then_refuses_more() -> None:
+    fake = FakePush()
+    q: PushQueue[int] = PushQueue(fake)
+    q.submit(1)
+    fake.wait_started(1)
+    q.submit(2)
+    closer = threading.Thread(target=q.close, args=(DEADLINE,))
+    closer.start()
+    fake.release(1)
+    fake.release(2)
+    closer.join(DEADLINE)
+    assert not closer.is_alive()
+    assert fake.started == [1, 2] and q.idle
+    with pytest.raises(RuntimeError, match="closed"):
+        q.submit(3)
+
+
+def test_push_failed_error_names_the_first_failure_and_the_count() -> None:
+    err = PushFailedError.of([("checkpoint-2", RuntimeError("boom")), ("checkpoint-4", RuntimeError("again"))])
+    assert str(err) == "pushing checkpoint-2 failed (2 pushes failed): boom"
+    assert err.exit_code == 1 and len(err.failures) == 2
