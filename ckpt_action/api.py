@@ -28,13 +28,11 @@ b'weights'
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from . import validate
 from .errors import InputError, NoCheckpointError, NotFoundError
@@ -50,8 +48,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ckpt_action")
 PathLike = str | os.PathLike[str]
-P = ParamSpec("P")
-R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -74,8 +70,9 @@ class PruneResult:
 def _core_push(settings: Settings, repo: str, local_dir: Path, subfolder: str, *, step: int | None,
                private: bool, commit_message: str | None) -> PushResult:
     from .push import push as core_push
+    from .remote import RemoteRepo
 
-    return core_push(settings, repo, local_dir, subfolder, step=step, private=private,
+    return core_push(RemoteRepo(settings, repo), local_dir, subfolder, step=step, private=private,
                      commit_message=commit_message)
 
 
@@ -84,27 +81,6 @@ def _core_pull(remote: RemoteRepo, subfolder: str, revision: str | None, sha: st
     from .pull import pull as core_pull
 
     return core_pull(remote, subfolder, revision, target, force=force, sha=sha)
-
-
-def _keeps_endpoint_default(fn: Callable[P, R]) -> Callable[P, R]:
-    """Leave ``HF_ENDPOINT`` as the call found it.
-
-    The core's client setup (``hubclient.prepare``) sets it to the endpoint in use, for the
-    CLI's one command a process; in a training process that would make one call's
-    ``endpoint=`` the default of every later call.
-    """
-    @functools.wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        before = os.environ.get("HF_ENDPOINT")
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            if before is None:
-                os.environ.pop("HF_ENDPOINT", None)
-            else:
-                os.environ["HF_ENDPOINT"] = before
-
-    return wrapper
 
 
 def _settings(endpoint: str | None, token: str | None, timeout: float | None, retries: int | None) -> Settings:
@@ -157,7 +133,6 @@ def _source(source: CheckpointHandle | str, subfolder: str | None, revision: str
 # --------------------------------------------------------------------------- push, latest, pull
 
 
-@_keeps_endpoint_default
 def push(
     local_dir: PathLike,
     repo: str,
@@ -192,7 +167,6 @@ def push(
                       commit_message=commit_message).handle
 
 
-@_keeps_endpoint_default
 def latest(
     repo: str,
     *,
@@ -221,7 +195,6 @@ def latest(
     return handle
 
 
-@_keeps_endpoint_default
 def pull(
     source: CheckpointHandle | str,
     local_dir: PathLike,
@@ -300,7 +273,6 @@ def log_pointer(
 # --------------------------------------------------------------------------- promote, list, prune
 
 
-@_keeps_endpoint_default
 def promote(
     source: CheckpointHandle | str,
     to: str,
@@ -344,7 +316,6 @@ def promote(
     return core_promote(remote, sub, rev, to, tag=tag, branch=branch, target=target).handle
 
 
-@_keeps_endpoint_default
 def list_checkpoints(
     repo: str,
     *,
@@ -379,7 +350,6 @@ def list_checkpoints(
     return core_list(remote, revision)[1]
 
 
-@_keeps_endpoint_default
 def prune(
     repo: str,
     keep_last: int,

@@ -124,6 +124,11 @@ class HubOptions:
                                      timeout=self.timeout, retries=self.retries)
         from ckpt_action.hubclient import prepare
 
+        # The client's own default endpoint (telemetry, helpers that take no endpoint) must
+        # be this one, also when it came from --endpoint: it is read at the client's import,
+        # which comes next. One command a process, so setting it process-wide is right here
+        # (the Python API passes endpoints instead).
+        os.environ["HF_ENDPOINT"] = settings.endpoint
         prepare(settings)  # before the client's import, so its import-time switches fit the endpoint
         _route_client_logs()
         return settings

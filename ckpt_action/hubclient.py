@@ -36,10 +36,6 @@ def prepare(settings: Settings) -> None:
     plain LFS, which huggingface_hub only does with Xet disabled.
     """
     local = not is_public_hub(settings.endpoint)
-    # The client's own default endpoint (telemetry, helpers that take no endpoint) must be
-    # the one given, also when it came from --endpoint rather than HF_ENDPOINT. It is read
-    # at import, which in the CLI comes after this; in-process callers pass endpoints.
-    os.environ["HF_ENDPOINT"] = settings.endpoint
     if local:
         os.environ.setdefault("HF_HUB_DISABLE_XET", "1")
         os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")

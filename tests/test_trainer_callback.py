@@ -258,3 +258,34 @@ def test_bad_options_fail_before_training(tmp_path: Path, monkeypatch: pytest.Mo
 
 if __name__ == "__main__":
     resume_main(sys.argv[1], sys.argv[2])
+
+
+PUSH_TO_HUB = """
+import sys, torch
+sys.path.insert(0, {root!r})
+from tests.test_trainer_callback import make_trainer
+from pathlib import Path
+trainer = make_trainer(Path({out!r}), 2, [])
+trainer.args.push_to_hub = True
+trainer.args.hub_model_id = "org/tiny-card"
+trainer.args.hub_strategy = "end"
+trainer.train()
+print(trainer.push_to_hub(commit_message="end of training").oid)
+"""
+
+
+def test_the_trainers_own_push_to_hub_works_against_the_local_hub(hub_server, tmp_path: Path) -> None:
+    """transformers' own Hub integration (a model card, README.md at the root) works
+    unchanged against the local Hub: the model card goes through validate-yaml."""
+    from huggingface_hub import HfApi
+
+    hub = hub_server()
+    env = make_hub_env(hub.url, tmp_path / "hf-home", token="hf_local_dummy")
+    code = PUSH_TO_HUB.format(root=str(REPO_ROOT), out=str(tmp_path / "out"))
+    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sha = proc.stdout.strip().splitlines()[-1]
+    files = set(HfApi(endpoint=hub.url).list_repo_files("org/tiny-card", revision=sha))
+    assert {"README.md", "config.json", "model.safetensors"} <= files, files
+    assert any(e["path"].startswith("/api/validate-yaml") and e["status"] == 200 for e in hub.log_entries())
