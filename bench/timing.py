@@ -13,6 +13,8 @@ from pathlib import Path
 from .hubproc import REPO_ROOT
 
 PY_CLI = [sys.executable, str(REPO_ROOT / "entrypoint.py")]
+# The hf CLI installed beside this interpreter (its venv's bin), whatever PATH says.
+HF_CLI = str(Path(sys.executable).with_name("hf"))
 
 
 @dataclass
@@ -29,8 +31,9 @@ class BenchCommandError(RuntimeError):
 def run(cmd: Sequence[str], env: dict[str, str], *, cwd: Path | None = None, check: bool = True,
         timeout: float = 1800) -> Run:
     """Run one process and time it end to end (interpreter start and exit included)."""
+    argv = [HF_CLI if i == 0 and arg == "hf" else arg for i, arg in enumerate(cmd)]
     started = time.perf_counter()
-    proc = subprocess.run(list(cmd), env=env, cwd=cwd or REPO_ROOT, capture_output=True, text=True,
+    proc = subprocess.run(argv, env=env, cwd=cwd or REPO_ROOT, capture_output=True, text=True,
                           timeout=timeout, check=False)
     seconds = time.perf_counter() - started
     if check and proc.returncode != 0:
