@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,6 +55,22 @@ def cli(tmp_path):
         return Run(proc.returncode, proc.stdout, proc.stderr)
 
     return run
+
+
+@pytest.fixture
+def wandb_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """W&B in offline mode for an in-process run, under tmp; yields the W&B dir to decode."""
+    from tests.test_wandb_pointer import offline_env
+
+    for name in list(os.environ):
+        if name.startswith("WANDB_"):
+            monkeypatch.delenv(name)
+    for key, value in offline_env(tmp_path).items():
+        monkeypatch.setenv(key, value)
+    (tmp_path / "wandb-dir").mkdir()
+    yield tmp_path / "wandb-dir"
+    if "wandb" in sys.modules:
+        sys.modules["wandb"].teardown()
 
 
 def write_checkpoint(root: Path, files: dict[str, bytes]) -> Path:

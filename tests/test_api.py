@@ -13,7 +13,6 @@ import re
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,6 @@ import ckpt_action as ckpt
 from ckpt_action import api
 from ckpt_action.localhub import LocalHub
 from tests.conftest import read_tree, write_checkpoint
-from tests.test_wandb_pointer import offline_env
 from tests.wandb_records import decode_single_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -258,19 +256,6 @@ def test_promote_list_prune(hub: LocalHub, tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------- W&B
-
-
-@pytest.fixture
-def wandb_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    for name in list(os.environ):
-        if name.startswith("WANDB_"):
-            monkeypatch.delenv(name)
-    for key, value in offline_env(tmp_path).items():
-        monkeypatch.setenv(key, value)
-    (tmp_path / "wandb-dir").mkdir()
-    yield tmp_path / "wandb-dir"
-    if "wandb" in sys.modules:
-        sys.modules["wandb"].teardown()
 
 
 def test_log_pointer_to_the_active_run_or_the_given_one(wandb_offline: Path) -> None:

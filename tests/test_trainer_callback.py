@@ -43,7 +43,6 @@ from ckpt_action.integrations.transformers import (
 from ckpt_action.localhub import LocalHub
 from tests.conftest import read_tree, write_checkpoint
 from tests.localhub_fixtures import REPO_ROOT, make_hub_env
-from tests.test_wandb_pointer import offline_env
 from tests.wandb_records import decode_single_run
 
 REPO = "org/tiny"
@@ -84,19 +83,6 @@ def resume_main(url: str, output_dir: str) -> None:
 
 def files_of(root: Path) -> dict[str, bytes]:
     return {k: v for k, v in read_tree(root).items() if k != MANIFEST}
-
-
-@pytest.fixture
-def wandb_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    for name in list(os.environ):
-        if name.startswith("WANDB_"):
-            monkeypatch.delenv(name)
-    for key, value in offline_env(tmp_path).items():
-        monkeypatch.setenv(key, value)
-    (tmp_path / "wandb-dir").mkdir()
-    yield tmp_path / "wandb-dir"
-    if "wandb" in sys.modules:
-        sys.modules["wandb"].teardown()
 
 
 def test_trainer_pushes_every_save_and_a_second_process_resumes_from_the_hub(
