@@ -166,7 +166,10 @@ def test_the_proof_costs_one_request_and_a_no_op_push_none(hub_server, hf_client
 def test_a_file_modified_just_before_its_stat_is_read_again(tmp_path, monkeypatch):
     """A coarse file-system clock can leave size, mtime and ctime unchanged across a write
     made right after the stat; files that fresh are read again after the upload."""
-    from ckpt_action import push as push_module
+    import importlib
+
+    # The module, not the package's push() function of the same name.
+    push_module = importlib.import_module("ckpt_action.push")
 
     monkeypatch.setattr(push_module, "_RACY_NS", 3600 * 10**9)  # "just before", however slow this machine is
     src = write_checkpoint(tmp_path / "src", {"a.txt": b"one", "b.txt": b"two"})
