@@ -275,16 +275,31 @@ def _report_skipped(res: Any, repo: str) -> None:
 @click.option("--pointer", type=click.Path(), help="A W&B pointer checkpoint.json (or its dir) to pull.")
 @click.option("--from-wandb", help="A W&B artifact ENTITY/PROJECT/NAME:ALIAS holding a pointer (online).")
 @click.option("--revision", help="A commit SHA, branch or tag (default: main).")
-@click.option("--local-dir", required=True, help="Where the checkpoint's files go.")
-@click.option("--force", is_flag=True, help="Replace a non-empty --local-dir.")
+@click.option("--local-dir", required=True, help="Where the checkpoint's files go: a new or empty dir, or one "
+              "holding an earlier pull (updated in place: only what changed is downloaded).")
+@click.option("--force", is_flag=True, help="Replace a dir holding an earlier pull even if files were added to "
+              "it since. Never replaces other dirs.")
+@click.option("--include", multiple=True, metavar="GLOB", help="Pull only files matching this pattern (path "
+              "inside the folder; repeatable).")
+@click.option("--exclude", multiple=True, metavar="GLOB", help="Skip files matching this pattern (repeatable).")
+@click.option("--cache-dir", envvar="CKPT_CACHE_DIR", help="Keep verified files here by sha256 and fill later "
+              "pulls from it (CKPT_CACHE_DIR; size: CKPT_CACHE_MAX_SIZE, default 50G).")
 @common
 @command
 def pull(**o: Any) -> None:
-    """Download one checkpoint at a pinned SHA, verify every file, then move it into place."""
+    """Download one checkpoint at a pinned SHA, verify every file, then move it into place.
+
+    Files already in --local-dir from an earlier pull, or in --cache-dir, are not downloaded again.
+    """
     sources = [bool(o["subfolder"]), o["use_latest"], bool(o["pointer"]), bool(o["from_wandb"])]
     if sum(sources) != 1:
         raise InputError("pull needs exactly one of --subfolder, --latest, --pointer or --from-wandb")
     target = validate.pull_target(o["local_dir"], force=o["force"])
+    from ckpt_action.cache import CacheConfig
+    from ckpt_action.pull import Selection
+
+    cache = CacheConfig.from_options(o["cache_dir"], target)
+    select = Selection(tuple(o["include"]), tuple(o["exclude"]))
     revision = validate.revision(o["revision"])
     sha = None
     if o["pointer"] or o["from_wandb"]:
@@ -319,9 +334,12 @@ def pull(**o: Any) -> None:
         if found.handle is None:
             raise NoCheckpointError(f"no complete checkpoint-N in {repo} to pull")
         subfolder, sha = found.handle.subfolder, found.handle.revision
-    res = do_pull(remote, subfolder, revision, target, force=o["force"], sha=sha)
-    result = res.handle.to_dict() | {"local_dir": str(res.local_dir), "found": True, "files": res.files,
-                                     "bytes": res.bytes, "verified_by": res.verified_by}
+    res = do_pull(remote, subfolder, revision, target, force=o["force"], sha=sha, select=select, cache=cache)
+    result = res.handle.to_dict() | {
+        "local_dir": str(res.local_dir), "found": True, "files": res.files, "bytes": res.bytes,
+        "verified_by": res.verified_by, "partial": res.partial, "downloaded_files": res.downloaded_files,
+        "downloaded_bytes": res.downloaded_bytes, "reused_files": res.reused_files,
+        "cached_files": res.cached_files, "removed_files": res.removed_files}
     emit("pull", result, o)
 
 

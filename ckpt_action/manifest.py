@@ -23,6 +23,8 @@ from . import __version__
 from .errors import IntegrityError
 
 MANIFEST_NAME = "ckpt-manifest.json"
+# What a pull leaves in the dir it fills (see localdir.py): not a file of the checkpoint.
+PULL_RECORD_NAME = ".ckpt-pull.json"
 FORMAT = "ckpt-action/manifest/v1"
 # The Hub stores files above 10 MB through LFS; below this we also record the git blob
 # id, so regular files can be checked against a tree listing without downloading them.
@@ -83,13 +85,15 @@ class Hasher:
 
     The one hashing pass of both push (the manifest) and pull (verification as bytes
     arrive). The git id's header needs the size up front: pass the expected size.
+    ``git=True`` computes the git id whatever the size (pull checks a file the Hub
+    vouches for only by git id that way).
     """
 
-    def __init__(self, size: int | None) -> None:
+    def __init__(self, size: int | None, *, git: bool = False) -> None:
         self.size = size
         self.sha = hashlib.sha256()
         self.git = (hashlib.sha1(b"blob %d\x00" % size, usedforsecurity=False)
-                    if size is not None and size <= GIT_OID_LIMIT else None)
+                    if size is not None and (git or size <= GIT_OID_LIMIT) else None)
         self.done = 0
         self.sample = b""
 
@@ -148,7 +152,7 @@ def scan_dir(root: Path) -> dict[str, Path]:
     """Every regular file under root, keyed by its posix path relative to root.
 
     A manifest already in the dir (a pulled checkpoint being re-pushed) is left out:
-    push writes a fresh one.
+    push writes a fresh one; so is the record a pull leaves.
     """
     files: dict[str, Path] = {}
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
@@ -156,7 +160,7 @@ def scan_dir(root: Path) -> dict[str, Path]:
         for name in sorted(filenames):
             full = Path(dirpath) / name
             rel = full.relative_to(root).as_posix()
-            if rel == MANIFEST_NAME:
+            if rel in (MANIFEST_NAME, PULL_RECORD_NAME):
                 continue
             files[rel] = full
     return files
