@@ -156,8 +156,29 @@ def write_record(target: Path, record: PullRecord) -> None:
 # --- where a pull stages, and what it leaves beside the target --------------------------------
 
 def pinned(target: Path) -> bool:
-    """A target that cannot be renamed over: a mount point (``docker run -v DIR:/data``)."""
-    return target.is_dir() and os.path.ismount(target)
+    """A target that cannot be renamed over: a mount point (``docker run -v DIR:/data``).
+
+    ``os.path.ismount`` misses a bind mount within one filesystem (same device on both
+    sides), so Linux's own table of mount points is asked too.
+    """
+    if not target.is_dir():
+        return False
+    return os.path.ismount(target) or str(target.resolve()) in _mount_points()
+
+
+def _mount_points() -> set[str]:
+    """Mount points of this process (Linux ``/proc/self/mountinfo``; empty elsewhere)."""
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as fh:
+            lines = fh.readlines(16 * 1024 * 1024)
+    except OSError:
+        return set()
+    points = set()
+    for line in lines:
+        fields = line.split(" ")
+        if len(fields) > 4:  # the mount point is the 5th field, with spaces and such as octal escapes
+            points.add(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4]))
+    return points
 
 
 def staging_base(target: Path) -> Path:

@@ -260,3 +260,53 @@ def test_fifos_and_dangling_links_in_a_pulled_dir_are_refused_up_front_not_opene
     os.mkfifo(dest / RECORD)
     run = puller("checkpoint-1", dest, "--force")
     assert run.code == 2 and "did not pull" in one_line_error(run.stderr)
+
+
+def _in_mount_namespace(dest: Path) -> list[str] | None:
+    """A command prefix that runs the CLI with ``dest`` bind-mounted on itself (a mount
+    point, as ``docker run -v DIR:/data`` makes one), in a private mount namespace."""
+    import shutil
+
+    if not shutil.which("unshare"):
+        return None
+    script = 'mount --bind "$0" "$0" && exec "$@"'
+    for flags in (["-m"], ["-r", "-m"]):
+        probe = subprocess.run(["unshare", *flags, "sh", "-c", script, str(dest), "true"], capture_output=True,
+                               check=False)
+        if probe.returncode == 0:
+            return ["unshare", *flags, "sh", "-c", script, str(dest)]
+    return None
+
+
+def test_a_mount_point_is_updated_entry_by_entry_and_never_left_half_done(puller, tmp_path):
+    one, two, _sha1, _sha2 = _two_checkpoints(puller)
+    dest = tmp_path / "mnt"
+    dest.mkdir()
+    prefix = _in_mount_namespace(dest)
+    if prefix is None:
+        pytest.skip("no private mount namespace here (unshare -m / -rm refused)")
+
+    def pull_in_mount(subfolder):
+        start = len(puller.hub.log_entries())
+        proc = subprocess.run([*prefix, sys.executable, str(ENTRYPOINT), "pull", "--repo", "o/r", "--subfolder",
+                               subfolder, "--local-dir", str(dest), "--json"], env=puller.env, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=300, check=False)
+        from tests.pull_helpers import file_gets
+
+        return proc, file_gets(puller.hub, start)
+
+    first, gets = pull_in_mount("checkpoint-1")
+    assert first.returncode == 0, first.stderr
+    assert pulled(dest) == one and len(gets) == len(one)
+    assert sorted(p.name for p in dest.iterdir() if p.name.startswith(".")) == [RECORD], "staging left behind"
+    second, gets = pull_in_mount("checkpoint-2")
+    assert second.returncode == 0, second.stderr
+    assert pulled(dest) == two and "checkpoint-2/model.safetensors" not in gets
+    assert sorted(p.name for p in dest.iterdir() if p.name.startswith(".")) == [RECORD]
+    assert record(dest)["subfolder"] == "checkpoint-2"
+    before = read_tree(dest) | {RECORD: (dest / RECORD).read_bytes()}
+    puller.hub.set_faults([{"method": "GET", "path": r"/checkpoint-1/config\.json$", "corrupt": True, "times": -1}])
+    failed, _gets = pull_in_mount("checkpoint-1")
+    assert failed.returncode == 1, failed.stderr
+    assert read_tree(dest) | {RECORD: (dest / RECORD).read_bytes()} == before
+    assert sorted(p.name for p in dest.iterdir() if p.name.startswith(".")) == [RECORD]
