@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import localdir
+from . import filefetch, localdir
 from .cache import CacheConfig, ContentCache, Stopped, hash_copy
 from .errors import CkptError, InputError, IntegrityError, NotFoundError
 from .handle import CheckpointHandle, step_of
@@ -43,6 +43,9 @@ from .remote import RemoteRepo
 from .validate import safe_relative
 
 DOWNLOAD_THREADS = 8
+# A file this big is hashed in a thread of its own while the next buffer arrives; below,
+# starting a thread costs more than it saves.
+THREADED_HASH_MIN = 16 * 1024 * 1024
 # What a Hub ETag is: a git blob id or an LFS sha256, maybe weak or quoted. Anything else
 # (a path, "../x") is a hostile or broken server; huggingface_hub itself does not check.
 _ETAG_RE = re.compile(r'^(W/)?"?[0-9A-Za-z_.:+=-]{1,128}"?$')
@@ -123,38 +126,62 @@ def download(remote: RemoteRepo, sha: str, path: str, dest: Path, want: FileDige
     One request per file (no HEAD), verification in the same pass as the write, a body
     never read past the expected size, and a retry picks up where the bytes stopped
     rather than starting over. Returns the digest of what was written, which matches
-    ``want`` (else IntegrityError).
+    ``want`` (else IntegrityError). The body streams through :mod:`filefetch` unless a
+    proxy applies, then through the client library.
     """
-    from huggingface_hub.utils import get_session, hf_raise_for_status
-
     url, base = remote.file_url(sha, path), remote.headers()
     by_git = want.sha256 is None  # a regular file the Hub identifies by git blob id only
     state = Hasher(want.size, git=by_git)
 
-    def attempt() -> None:
+    def check() -> None:
+        if stop is not None and stop.is_set():
+            raise Cancelled(f"download of {path} stopped: another file failed")
+
+    def begin(status: int, header: Callable[[str], str | None]) -> int:
+        """Check an answer's headers; the offset its body starts at (0: the server ignored Range)."""
         nonlocal state
+        for name in ("ETag", "X-Linked-Etag"):
+            tag = header(name)
+            if tag is not None and not _ETAG_RE.match(tag):
+                raise IntegrityError(f"the Hub sent a malformed {name} for {path}: refusing the download")
+        if state.done and status != 206:
+            state = Hasher(want.size, git=by_git)  # start the file over
+        # What is on disk beyond what was hashed (a write cut short) goes: disk and hash agree.
+        os.ftruncate(fd, state.done)
+        os.lseek(fd, state.done, os.SEEK_SET)
+        return state.done
+
+    def write(view: memoryview) -> None:
+        while view:
+            view = view[os.write(fd, view):]
+
+    def attempt() -> None:
         headers = dict(base)
         if state.done:
             headers["Range"] = f"bytes={state.done}-"
+        if filefetch.direct(url):
+            with filefetch.get(url, headers, remote.settings.timeout) as resp:
+                offset = begin(resp.status, resp.getheader)
+                filefetch.pump(resp, write, state.update, want.size - offset, check,
+                               threaded=want.size - offset >= THREADED_HASH_MIN)
+            return
+        from huggingface_hub.utils import get_session, hf_raise_for_status
+
         with get_session().stream("GET", url, headers=headers) as response:
             hf_raise_for_status(response)
-            for name in ("ETag", "X-Linked-Etag"):
-                tag = response.headers.get(name)
-                if tag is not None and not _ETAG_RE.match(tag):
-                    raise IntegrityError(f"the Hub sent a malformed {name} for {path}: refusing the download")
-            if state.done and response.status_code != 206:
-                state = Hasher(want.size, git=by_git)  # the server ignored Range: start the file over
-            with open(dest, "ab" if state.done else "wb") as fh:
-                # Chunks as they arrive (a buffered chunk size would lose what came before a drop).
-                for chunk in response.iter_bytes():
-                    if stop is not None and stop.is_set():
-                        raise Cancelled(f"download of {path} stopped: another file failed")
-                    fh.write(chunk)
-                    state.update(chunk)
-                    if state.done > want.size:
-                        break  # more than the file has: no need to read the rest of a hostile body
+            begin(response.status_code, response.headers.get)
+            for chunk in response.iter_bytes():  # chunks as they arrive: a drop loses nothing
+                check()
+                write(memoryview(chunk))
+                state.update(chunk)
+                if state.done > want.size:
+                    break  # more than the file has: no need to read the rest of a hostile body
 
-    call(remote.settings, f"downloading {path}", attempt, repo=remote.repo)
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    try:
+        call(remote.settings, f"downloading {path}", attempt, repo=remote.repo)
+    finally:
+        os.close(fd)
     have = state.digest()
     if not satisfies(have, want):
         expected = f"sha256 {want.sha256[:12]}…" if want.sha256 else f"git blob id {(want.git_oid or '?')[:12]}…"
