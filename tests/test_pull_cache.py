@@ -4,6 +4,7 @@ never shared between pulled dirs, trimmed to its size least recently used first.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 
 import pytest
@@ -109,3 +110,54 @@ def test_bad_cache_settings_exit_2_before_any_request(extra, env, words, puller,
                  env=dict(puller.env, **{k: v.format(**fmt) for k, v in env.items()}))
     assert run.code == 2 and words in one_line_error(run.stderr)
     assert len(puller.hub.log_entries()) == start and listing(tmp_path) == before
+
+
+@pytest.mark.slow
+def test_memory_stays_bounded_whatever_the_source(puller, tmp_path):
+    """A 256 MiB file downloaded, re-hashed after a touch, and copied from the cache: the
+    process's peak RSS stays far below the file (buffers are reused, never the whole file)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ENTRYPOINT
+
+    size = 256 * 2**20
+    big = tmp_path / "seed-src" / "model.safetensors"
+    big.parent.mkdir()
+    with open(big, "wb") as fh:
+        block = os.urandom(2**20)
+        for i in range(size // len(block)):
+            fh.write(i.to_bytes(8, "little") + block[8:])
+    from huggingface_hub import CommitOperationAdd, HfApi
+
+    from ckpt_action.manifest import MANIFEST_NAME, Manifest, digest_files, scan_dir
+
+    api = HfApi(endpoint=puller.hub.url)
+    api.create_repo("o/r", exist_ok=True)
+    manifest = Manifest(files=digest_files(scan_dir(big.parent)), step=1)
+    api.create_commit("o/r", operations=[CommitOperationAdd("checkpoint-1/model.safetensors", str(big)),
+                                         CommitOperationAdd(f"checkpoint-1/{MANIFEST_NAME}", manifest.to_json())],
+                      commit_message="big")
+    wrapper = ("import os, resource, runpy, sys\n"
+               "sys.argv = sys.argv[1:]\n"
+               "sys.path.insert(0, os.path.dirname(sys.argv[0]))\n"
+               "try:\n    runpy.run_path(sys.argv[0], run_name='__main__')\n"
+               "finally:\n"
+               "    print('peak-rss-kib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n")
+
+    def peak(dest, *extra):
+        proc = subprocess.run([sys.executable, "-c", wrapper, str(ENTRYPOINT), "pull", "--repo", "o/r", "--subfolder",
+                               "checkpoint-1", "--local-dir", str(dest), "--json", *extra], env=puller.env,
+                              cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
+        assert proc.returncode == 0, proc.stderr
+        kib = int(proc.stderr.rsplit("peak-rss-kib", 1)[1].split()[0])
+        return kib * 1024, json.loads(proc.stdout.strip().splitlines()[-1])
+
+    cache = str(tmp_path / "cache")
+    rss, out = peak(tmp_path / "a", "--cache-dir", cache)
+    assert out["downloaded_bytes"] == size and rss < 200 * 2**20, f"download: {rss / 2**20:.0f} MiB"
+    os.utime(tmp_path / "a" / "model.safetensors")
+    rss, out = peak(tmp_path / "a")
+    assert out["reused_files"] == 1 and rss < 200 * 2**20, f"re-hash: {rss / 2**20:.0f} MiB"
+    rss, out = peak(tmp_path / "b", "--cache-dir", cache)
+    assert out["cached_files"] == 1 and rss < 200 * 2**20, f"cache fill: {rss / 2**20:.0f} MiB"
