@@ -127,6 +127,8 @@ def digest_file(path: str | os.PathLike[str], rel: str | None = None) -> FileDig
     the checkpoint) also the predicted LFS flag."""
     hasher = Hasher(os.path.getsize(path))
     with open(path, "rb", buffering=0) as fh:
+        if hasattr(os, "posix_fadvise"):  # one pass front to back: the kernel may read further ahead
+            os.posix_fadvise(fh.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
         buf = bytearray(_CHUNK)
         view = memoryview(buf)
         while n := fh.readinto(buf):
@@ -142,10 +144,15 @@ def digest_bytes(rel: str, data: bytes) -> FileDigest:
 
 
 def digest_files(paths: Mapping[str, Path], threads: int = 4) -> dict[str, FileDigest]:
-    """Digest many files; hashlib drops the GIL on big buffers, so threads overlap I/O."""
+    """Digest many files; hashlib drops the GIL on big buffers, so threads overlap I/O.
+
+    The biggest files start first, so one big file hashed last cannot leave the other
+    threads idle while it finishes alone.
+    """
+    order = sorted(paths, key=lambda rel: -os.path.getsize(paths[rel]))
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        results = pool.map(digest_file, paths.values(), paths.keys())
-        return dict(zip(paths.keys(), results, strict=True))
+        digests = dict(zip(order, pool.map(digest_file, [paths[rel] for rel in order], order), strict=True))
+    return {rel: digests[rel] for rel in paths}
 
 
 def scan_dir(root: Path) -> dict[str, Path]:
