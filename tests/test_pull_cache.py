@@ -96,6 +96,18 @@ def test_the_cache_is_trimmed_least_recently_used_first(puller, tmp_path):
     assert kept == {1, 2}, kept
 
 
+def test_a_cache_that_fails_costs_a_warning_never_the_pull(puller, tmp_path):
+    files = ckpt(1, big=BIG)
+    puller.seed("checkpoint-1", files, step=1)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "sha256").write_bytes(b"not a dir")  # every store and lookup below it fails
+    run = puller("checkpoint-1", tmp_path / "a", "--cache-dir", str(cache))
+    assert run.code == 0, run.stderr
+    assert pulled(tmp_path / "a") == files and len(run.gets) == 3
+    assert "could not add" in run.stderr and "Traceback" not in run.stderr
+
+
 @pytest.mark.parametrize(("extra", "env", "words"), [
     (["--cache-dir", "{dest}/cache"], {}, "overlaps"),
     (["--cache-dir", "{afile}"], {}, "not a directory"),
