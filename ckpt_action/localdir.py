@@ -334,9 +334,10 @@ def protected_reason(path: Path) -> str | None:
         homes.add(Path.home().resolve())
     if resolved in homes:
         return "is a home dir"
-    cwd = Path.cwd().resolve()
-    if resolved == cwd or resolved in cwd.parents:
-        return "is the current dir or one of its parents"
+    with contextlib.suppress(OSError):  # a cwd that was deleted has no parents to protect
+        cwd = Path.cwd().resolve()
+        if resolved == cwd or resolved in cwd.parents:
+            return "is the current dir or one of its parents"
     return None
 
 
@@ -370,7 +371,10 @@ def inspect(path: Path) -> TargetState:
             if not prefix and (entry.name in (PULL_RECORD_NAME, f"{PULL_RECORD_NAME}.tmp")
                                or is_ours(path, entry.name)):
                 continue
-            st = entry.stat(follow_symlinks=False)
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:  # gone while we looked: nothing to keep or to lose
+                continue
             if stat.S_ISDIR(st.st_mode):
                 stack.append((Path(entry.path), rel + "/"))
             elif stat.S_ISREG(st.st_mode) and state.record is not None and rel in state.record.files:
