@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import logging
 import os
 import re
 import shutil
@@ -42,6 +43,7 @@ from .progress import Ticker
 from .remote import RemoteRepo
 from .validate import safe_relative
 
+log = logging.getLogger(__name__)
 DOWNLOAD_THREADS = 8
 # A file this big is hashed in a thread of its own while the next buffer arrives; below,
 # starting a thread costs more than it saves.
@@ -382,16 +384,30 @@ def _fill(remote: RemoteRepo, handle: CheckpointHandle, wanted: dict[str, FileDi
             {rel: localdir.RecordedFile.of(d, os.lstat(tmp / rel)) for rel, d in tally.digests.items()},
             select.include, select.exclude)
         if cache is not None:
-            for rel, digest in tally.digests.items():
-                if digest.sha256 is not None and rel != MANIFEST_NAME:
-                    cache.store(digest.sha256, tmp / rel)
+            _keep_in_cache(cache, {rel: d for rel, d in tally.digests.items() if rel != MANIFEST_NAME}, tmp)
         _switch(tmp, target, record)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     if cache is not None:
-        cache.evict()
+        try:
+            cache.evict()
+        except OSError as exc:
+            log.warning("could not trim the cache in %s (%s): it may grow past its limit", cache.root, exc)
     return tally
+
+
+def _keep_in_cache(cache: ContentCache, digests: dict[str, FileDigest], staged: Path) -> None:
+    """Add verified files to the cache; a cache that fails (full disk, permissions) costs
+    later pulls their head start, never this pull."""
+    for rel, digest in digests.items():
+        if digest.sha256 is None:
+            continue
+        try:
+            cache.store(digest.sha256, staged / rel)
+        except OSError as exc:
+            log.warning("could not add %s to the cache in %s (%s): later pulls download it", rel, cache.root, exc)
+            return
 
 
 def _digest_of(data: bytes) -> FileDigest:
