@@ -299,7 +299,7 @@ def pull(**o: Any) -> None:
     from ckpt_action.pull import Selection
 
     cache = CacheConfig.from_options(o["cache_dir"], target)
-    select = Selection(tuple(o["include"]), tuple(o["exclude"]))
+    select = Selection.from_options(o["include"], o["exclude"])
     revision = validate.revision(o["revision"])
     sha = None
     if o["pointer"] or o["from_wandb"]:

@@ -72,6 +72,16 @@ class Selection:
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
 
+    @classmethod
+    def from_options(cls, include: Iterable[str], exclude: Iterable[str]) -> Selection:
+        """Check ``--include`` / ``--exclude`` before any request (exit 2 on an unusable pattern)."""
+        for flag, patterns in (("--include", include), ("--exclude", exclude)):
+            for pattern in patterns:
+                if not pattern.strip() or len(pattern) > 1000 or any(ord(c) < 32 for c in pattern):
+                    raise InputError(f"{flag} {pattern!r} is not a usable pattern: give a glob such as"
+                                     " '*.safetensors' (one per flag, no control characters)")
+        return cls(tuple(include), tuple(exclude))
+
     @staticmethod
     def _hit(rel: str, patterns: Iterable[str]) -> bool:
         return any(fnmatch.fnmatchcase(rel, p + "*" if p.endswith("/") else p) for p in patterns)

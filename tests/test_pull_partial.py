@@ -65,6 +65,14 @@ def test_patterns_that_select_nothing_are_refused(puller, tmp_path):
     assert run.gets == {} and listing(tmp_path) == before
 
 
+@pytest.mark.parametrize("pattern", ["", "  ", "a\nb"], ids=["empty", "blank", "newline"])
+def test_unusable_patterns_exit_2_before_any_request(pattern, puller, tmp_path):
+    start = len(puller.hub.log_entries())
+    run = puller("checkpoint-1", tmp_path / "d", "--exclude", pattern)
+    assert run.code == 2 and "not a usable pattern" in one_line_error(run.stderr)
+    assert len(puller.hub.log_entries()) == start and not (tmp_path / "d").exists()
+
+
 def test_full_over_partial_fetches_the_rest_and_partial_over_full_trims(puller, tmp_path):
     files = _checkpoint()
     puller.seed("checkpoint-1", files, step=1)
