@@ -310,3 +310,22 @@ def test_a_mount_point_is_updated_entry_by_entry_and_never_left_half_done(puller
     assert failed.returncode == 1, failed.stderr
     assert read_tree(dest) | {RECORD: (dest / RECORD).read_bytes()} == before
     assert sorted(p.name for p in dest.iterdir() if p.name.startswith(".")) == [RECORD]
+
+
+def test_a_folder_without_manifest_is_re_pulled_by_the_hashes_the_listing_gives(puller, tmp_path):
+    """Trainer or `hf upload` folders carry no manifest: small files are known by git blob
+    id only, big ones by LFS sha256; the record keeps both, so a re-pull still fetches nothing."""
+    from huggingface_hub import HfApi
+
+    files = ckpt(1, big=BIG)
+    src = write_checkpoint(tmp_path / "trainer-out", files)
+    api = HfApi(endpoint=puller.hub.url)
+    api.create_repo("o/r", exist_ok=True)
+    api.upload_folder(repo_id="o/r", folder_path=str(src), path_in_repo="checkpoint-7")
+    dest = tmp_path / "dest"
+    first = puller("checkpoint-7", dest)
+    assert first.code == 0 and first.json["verified_by"] == "tree", first.stderr
+    assert record(dest)["files"]["config.json"]["git_oid"], "a small file is known by its git blob id"
+    again = puller("checkpoint-7", dest)
+    assert again.code == 0 and again.gets == {} and again.json["reused_files"] == 3
+    assert pulled(dest) == files
