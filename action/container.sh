@@ -89,6 +89,16 @@ else
       *) mounts+=("$(dirname "$pointer")") ;;
     esac
   fi
+  cache_dir="$(abspath "${INPUT_CACHE_DIR:-}")"
+  if [ -n "${cache_dir:-}" ]; then
+    case "$cache_dir/" in
+      "$PWD"/*) ;;
+      *)
+        mkdir -p "$cache_dir"  # or nothing would be mounted and the cache would die with the container
+        mounts+=("$cache_dir")
+        ;;
+    esac
+  fi
   mounts+=("${GITHUB_OUTPUT:-}" "${GITHUB_STEP_SUMMARY:-}")
   for p in "${mounts[@]}"; do
     if [ -n "$p" ] && [ -e "$p" ]; then run+=(--volume "$p:$p"); fi

@@ -403,17 +403,33 @@ def _check_pointer_origin(pointed: CheckpointHandle, configured: str) -> None:
 @click.option("--pointer", type=click.Path(), help="A W&B pointer checkpoint.json (or its dir) to pull.")
 @click.option("--from-wandb", help="A W&B artifact ENTITY/PROJECT/NAME:ALIAS holding a pointer (online).")
 @click.option("--revision", help="A commit SHA, branch or tag (default: main).")
-@click.option("--local-dir", required=True, help="Where the checkpoint's files go.")
-@click.option("--force", is_flag=True, help="Replace a non-empty --local-dir.")
+@click.option("--local-dir", required=True, help="Where the checkpoint's files go: a new or empty dir, or one "
+              "holding an earlier pull (updated in place: only what changed is downloaded).")
+@click.option("--force", is_flag=True, help="Replace a dir holding an earlier pull even if files were added to "
+              "it since. Never replaces other dirs.")
+@click.option("--include", multiple=True, metavar="GLOB", help="Pull only files matching this pattern (path "
+              "inside the folder; repeatable).")
+@click.option("--exclude", multiple=True, metavar="GLOB", help="Skip files matching this pattern (repeatable).")
+@click.option("--cache-dir", envvar="CKPT_CACHE_DIR", help="Keep verified files here by sha256 and fill later "
+              "pulls from it (CKPT_CACHE_DIR; size: CKPT_CACHE_MAX_SIZE, default 50G).")
 @hub_options
 @command
 def pull(repo: str | None, subfolder: str | None, use_latest: bool, pointer: str | None, from_wandb: str | None,
-         revision: str | None, local_dir: str, force: bool, hub: HubOptions) -> None:
-    """Download one checkpoint at a pinned SHA, verify every file, then move it into place."""
+         revision: str | None, local_dir: str, force: bool, include: tuple[str, ...], exclude: tuple[str, ...],
+         cache_dir: str | None, hub: HubOptions) -> None:
+    """Download one checkpoint at a pinned SHA, verify every file, then move it into place.
+
+    Files already in --local-dir from an earlier pull, or in --cache-dir, are not downloaded again.
+    """
     sources = [bool(subfolder), use_latest, bool(pointer), bool(from_wandb)]
     if sum(sources) != 1:
         raise InputError("pull needs exactly one of --subfolder, --latest, --pointer or --from-wandb")
     target = validate.pull_target(local_dir, force=force)
+    from ckpt_action.cache import CacheConfig
+    from ckpt_action.pull import Selection
+
+    cache = CacheConfig.from_options(cache_dir, target)
+    select = Selection.from_options(include, exclude)
     revision = validate.revision(revision)
     settings = hub.settings()
     sha = None
@@ -448,7 +464,7 @@ def pull(repo: str | None, subfolder: str | None, use_latest: bool, pointer: str
             raise NoCheckpointError(f"no complete checkpoint-N in {repo} to pull")
         subfolder, sha = found.handle.subfolder, found.handle.revision
     assert subfolder is not None
-    res = do_pull(remote, subfolder, revision, target, force=force, sha=sha)
+    res = do_pull(remote, subfolder, revision, target, force=force, sha=sha, select=select, cache=cache)
     emit("pull", pull_outputs(res), hub)
 
 

@@ -32,7 +32,14 @@ _local = threading.local()
 
 
 class RequestDeadline(TimeoutError):
-    """A request outlived its wall-clock deadline (a stuck or trickling server)."""
+    """A request outlived its wall-clock deadline (a stuck or trickling server).
+
+    ``bound`` names the bound and the setting that raises it, for the one-line error.
+    """
+
+    def __init__(self, message: str, bound: str | None = None) -> None:
+        super().__init__(message)
+        self.bound = bound
 
 
 @contextmanager

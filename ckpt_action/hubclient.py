@@ -129,8 +129,9 @@ def translate(exc: BaseException, what: str, settings: Settings, repo: str | Non
     if isinstance(exc, CkptError):
         return exc
     if isinstance(exc, RequestDeadline):
-        return RemoteError(f"{what}: the Hub did not finish answering within {settings.request_deadline:g} s"
-                           " (CKPT_REQUEST_DEADLINE): try again later, or raise it if the Hub is only slow")
+        bound = exc.bound or f"within {settings.request_deadline:g} s (CKPT_REQUEST_DEADLINE)"
+        return RemoteError(f"{what}: the Hub did not finish answering {bound}: try again later, or raise it if"
+                           " the Hub is only slow")
     where = f" in {repo}" if repo else ""
     status = _status(exc)
     if isinstance(exc, RevisionNotFoundError):

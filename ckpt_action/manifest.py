@@ -26,6 +26,8 @@ from .handle import SHA_RE, is_whole
 from .validate import safe_relative
 
 MANIFEST_NAME = "ckpt-manifest.json"
+# What a pull leaves in the dir it fills (see localdir.py): not a file of the checkpoint.
+PULL_RECORD_NAME = ".ckpt-pull.json"
 FORMAT = "ckpt-action/manifest/v1"
 # The Hub stores files above 10 MB through LFS; below this we also record the git blob
 # id, so regular files can be checked against a tree listing without downloading them.
@@ -75,12 +77,14 @@ class Hasher:
 
     The one hashing pass of both push (the manifest) and pull (verification as bytes
     arrive). The git id's header needs the size up front: pass the expected size.
+    ``git=True`` computes the git id whatever the size (pull checks a file the Hub
+    vouches for only by git id that way).
     """
 
-    def __init__(self, size: int | None) -> None:
+    def __init__(self, size: int | None, *, git: bool = False) -> None:
         self.size = size
         self.sha = hashlib.sha256()
-        self.git = blob_hasher(size) if size is not None and size <= GIT_OID_LIMIT else None
+        self.git = blob_hasher(size) if size is not None and (git or size <= GIT_OID_LIMIT) else None
         self.done = 0
         self.sample = b""
 
@@ -118,6 +122,8 @@ def digest_file(path: str | os.PathLike[str], rel: str | None = None) -> FileDig
     the checkpoint) also the predicted LFS flag."""
     hasher = Hasher(os.path.getsize(path))
     with open(path, "rb", buffering=0) as fh:
+        if hasattr(os, "posix_fadvise"):  # one pass front to back: the kernel may read further ahead
+            os.posix_fadvise(fh.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
         buf = bytearray(_CHUNK)
         view = memoryview(buf)
         while n := fh.readinto(buf):
@@ -133,17 +139,22 @@ def digest_bytes(rel: str, data: bytes) -> FileDigest:
 
 
 def digest_files(paths: Mapping[str, Path], threads: int = 4) -> dict[str, FileDigest]:
-    """Digest many files; hashlib drops the GIL on big buffers, so threads overlap I/O."""
+    """Digest many files; hashlib drops the GIL on big buffers, so threads overlap I/O.
+
+    The biggest files start first, so one big file hashed last cannot leave the other
+    threads idle while it finishes alone.
+    """
+    order = sorted(paths, key=lambda rel: -os.path.getsize(paths[rel]))
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        results = pool.map(digest_file, paths.values(), paths.keys())
-        return dict(zip(paths.keys(), results, strict=True))
+        digests = dict(zip(order, pool.map(digest_file, [paths[rel] for rel in order], order), strict=True))
+    return {rel: digests[rel] for rel in paths}
 
 
 def scan_dir(root: Path) -> dict[str, Path]:
     """Every regular file under root, keyed by its posix path relative to root.
 
     A manifest already in the dir (a pulled checkpoint being re-pushed) is left out:
-    push writes a fresh one.
+    push writes a fresh one; so is the record a pull leaves.
     """
     files: dict[str, Path] = {}
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
@@ -151,7 +162,7 @@ def scan_dir(root: Path) -> dict[str, Path]:
         for name in sorted(filenames):
             full = Path(dirpath) / name
             rel = full.relative_to(root).as_posix()
-            if rel == MANIFEST_NAME:
+            if rel in (MANIFEST_NAME, PULL_RECORD_NAME):
                 continue
             files[rel] = full
     return files

@@ -41,10 +41,16 @@ OUTPUTS: dict[str, str] = {
     "commits": "`push`, `promote`: commits made (0 when the content was already there).",
     "uploaded-files": "`push`: files uploaded.",
     "deleted-files": "`push`: stale files removed from the folder.",
-    "files": "`pull`: files in the pulled checkpoint.",
-    "bytes": "`pull`: bytes in the pulled checkpoint.",
+    "files": "`pull`: files in the pulled checkpoint (or the part of it selected).",
+    "bytes": "`pull`: bytes in the pulled checkpoint (or the part of it selected).",
     "verified-by": "`pull`: what every file was checked against: `manifest`, or `tree` for a folder without "
                    "a manifest (the hashes the Hub lists).",
+    "partial": "`pull`: `true` when `include`/`exclude` selected part of the checkpoint.",
+    "downloaded-files": "`pull`: files downloaded (the others were reused).",
+    "downloaded-bytes": "`pull`: bytes downloaded.",
+    "reused-files": "`pull`: files kept from the earlier pull in `local-dir` without downloading them.",
+    "cached-files": "`pull`: files filled from `cache-dir` without downloading them.",
+    "removed-files": "`pull`: files of the earlier pull in `local-dir` that the checkpoint no longer has.",
     "source-subfolder": "`promote`: the checkpoint folder that was promoted.",
     "source-revision": "`promote`: the SHA the promoted checkpoint was read at.",
     "tag": "`promote`: the tag created (or found) on the promoted commit.",
@@ -77,8 +83,11 @@ def latest_outputs(repo: str, res: LatestResult) -> dict[str, Any]:
 
 
 def pull_outputs(res: PullResult) -> dict[str, Any]:
-    return res.handle.to_dict() | {"local_dir": str(res.local_dir), "found": True, "files": res.files,
-                                   "bytes": res.bytes, "verified_by": res.verified_by}
+    return res.handle.to_dict() | {
+        "local_dir": str(res.local_dir), "found": True, "files": res.files, "bytes": res.bytes,
+        "verified_by": res.verified_by, "partial": res.partial, "downloaded_files": res.downloaded_files,
+        "downloaded_bytes": res.downloaded_bytes, "reused_files": res.reused_files,
+        "cached_files": res.cached_files, "removed_files": res.removed_files}
 
 
 def promote_outputs(res: PromoteResult) -> dict[str, Any]:

@@ -50,6 +50,10 @@ class Settings:
         120.0, "CKPT_REQUEST_DEADLINE",
         "Wall-clock seconds one read of refs, a listing page or a manifest may take in all (connect, headers"
         " and body), however steadily the bytes trickle in.")
+    min_download_rate: int = _knob(
+        64 * 1024, "CKPT_MIN_DOWNLOAD_RATE",
+        "Bytes per second a file download must average: one attempt may take `request_deadline` plus its size at"
+        " this rate, however steadily the bytes trickle in (then it resumes, as a retry).")
     max_listing_pages: int = _knob(1000, "CKPT_MAX_LISTING_PAGES",
                                    "Pages one tree listing may span; more fails the command (exit 1).")
     max_listing_entries: int = _knob(
@@ -110,5 +114,5 @@ class Settings:
 
 _FLAGS = {"timeout": "--timeout / ", "retries": "--retries / "}
 # Bounds where 0 would refuse everything; the others (delays, retries, waits) may be 0.
-_POSITIVE = {"timeout", "request_deadline", "max_listing_pages", "max_listing_entries", "max_listing_bytes",
-             "max_manifest_bytes"}
+_POSITIVE = {"timeout", "request_deadline", "min_download_rate", "max_listing_pages", "max_listing_entries",
+             "max_listing_bytes", "max_manifest_bytes"}

@@ -204,18 +204,11 @@ def _raise_walk_error(exc: OSError) -> None:
 
 
 def pull_target(value: str | None, *, force: bool) -> Path:
-    if not value:
-        raise InputError("--local-dir is required: give the directory to pull the checkpoint into")
-    path = Path(value)
-    if path.exists() or path.is_symlink():
-        if not path.is_dir() or path.is_symlink():
-            raise InputError(f"--local-dir {value} exists and is not a directory: choose another path")
-        if any(path.iterdir()) and not force:
-            raise InputError(f"--local-dir {value} is not empty: choose an empty path, or pass --force to replace it")
-    parent = path.absolute().parent
-    if parent.exists() and not parent.is_dir():
-        raise InputError(f"--local-dir {value}: its parent is not a directory")
-    return path
+    """Check ``--local-dir`` for pull: new, empty, or holding an earlier pull (see
+    :mod:`ckpt_action.localdir` for the whole rule, ``--force`` included)."""
+    from .localdir import check_target  # localdir builds on this module's path checks
+
+    return check_target(value, force=force).path
 
 
 def positive(value: int | None, flag: str) -> int | None:

@@ -96,11 +96,12 @@ def cli_reference() -> str:
 
 def settings_table() -> str:
     sys.path.insert(0, str(ROOT))
+    from ckpt_action.cache import CacheConfig
     from ckpt_action.settings import Settings
 
     rows = ["| Setting | Flag / variable | Default | Meaning |", "| --- | --- | --- | --- |"]
-    flags = {"timeout": "--timeout / ", "retries": "--retries / "}
-    for name, env, default, doc in Settings.knobs():
+    flags = {"timeout": "--timeout / ", "retries": "--retries / ", "cache_dir": "--cache-dir / "}
+    for name, env, default, doc in [*Settings.knobs(), *CacheConfig.knobs()]:
         rows.append(f"| `{name}` | {flags.get(name, '')}`{env}` | `{default}` | {_cell(doc)} |")
     return "\n".join(rows)
 

@@ -82,4 +82,6 @@ def write_checkpoint(root: Path, files: dict[str, bytes]) -> Path:
 
 
 def read_tree(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    """Every file under root by relative path; the record a pull leaves (.ckpt-pull.json) aside."""
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and p.relative_to(root).as_posix() != ".ckpt-pull.json"}

@@ -134,6 +134,26 @@ jobs:
           local-dir: pulled
           runtime: native
           token: ${{ env.PLAIN_TOKEN }}
+      - id: repull
+        uses: ./
+        with:
+          mode: pull
+          repo: act/native
+          local-dir: pulled
+          runtime: native
+          token: ${{ env.PLAIN_TOKEN }}
+      - id: partial
+        uses: ./
+        with:
+          mode: pull
+          repo: act/native
+          local-dir: weights-only
+          include: |
+            *.bin
+
+            nothing-matches-this
+          runtime: native
+          token: ${{ env.PLAIN_TOKEN }}
       - name: Check outputs
         env:
           EMPTY_OUTCOME: ${{ steps.empty.outcome }}
@@ -149,6 +169,11 @@ jobs:
           PULLED: ${{ steps.pull.outputs.revision }}
           PULL_FOUND: ${{ steps.pull.outputs.found }}
           PULL_DIR: ${{ steps.pull.outputs.local-dir }}
+          REPULL_DOWNLOADED: ${{ steps.repull.outputs.downloaded-files }}
+          REPULL_REUSED: ${{ steps.repull.outputs.reused-files }}
+          REPULL_REV: ${{ steps.repull.outputs.revision }}
+          PARTIAL: ${{ steps.partial.outputs.partial }}
+          PARTIAL_FILES: ${{ steps.partial.outputs.files }}
         run: |
           set -eux
           [ "$EMPTY_OUTCOME" = failure ] && [ "$BAD_OUTCOME" = failure ]
@@ -158,6 +183,9 @@ jobs:
           [ "$LATEST" = "$PUSHED" ] && [ "$FOUND" = true ] && [ "$LATEST_STEP" = 12 ]
           [ "$PULLED" = "$PUSHED" ] && [ "$PULL_FOUND" = true ]
           cmp ckpt/model.bin "$PULL_DIR/model.bin" && cmp ckpt/sub/opt.pt "$PULL_DIR/sub/opt.pt"
+          [ "$REPULL_REV" = "$PUSHED" ] && [ "$REPULL_DOWNLOADED" = 0 ] && [ "$REPULL_REUSED" = 2 ]
+          [ "$PARTIAL" = true ] && [ "$PARTIAL_FILES" = 1 ] && cmp ckpt/model.bin weights-only/model.bin
+          [ ! -e weights-only/sub/opt.pt ]
           echo "masked token: $PLAIN_TOKEN"
           echo ALL-OUTPUTS-OK
 """.replace("CHECKOUT", CHECKOUT)

@@ -63,7 +63,9 @@ def test_container_runtime_forwards_every_setting() -> None:
     prefixes = re.search(r"grep -E '\^\(([A-Z_|]+)\)'", script)
     assert prefixes, "container.sh forwards variables by prefix"
     forwarded = tuple(prefixes.group(1).split("|"))
-    for _field, env, _default, _doc in Settings.knobs():
+    from ckpt_action.cache import CacheConfig
+
+    for _field, env, _default, _doc in [*Settings.knobs(), *CacheConfig.knobs()]:
         assert env.startswith(forwarded), f"{env} is not forwarded into the container"
     for spec in INPUTS:
         assert env_name(spec.name).startswith(forwarded)

@@ -29,7 +29,7 @@ def test_bench_quick(tmp_path: Path) -> None:
     assert doc["quick"] is True
     assert doc["failed_checks"] == []
     s = doc["sections"]
-    assert set(s) == {"1", "2", "3", "4", "5", "6"}
+    assert set(s) == {"1", "2", "3", "4", "5", "6", "7"}
     latest = s["1"]["data"]
     assert latest["latest_requests"] == 3  # refs, top-level tree, the winner's manifest
     assert latest["latest_request_budget"] == 3
@@ -44,3 +44,8 @@ def test_bench_quick(tmp_path: Path) -> None:
     transfer = s["2"]["data"]
     assert set(transfer["lfs_bytes_uploaded"].values()) == {transfer["bytes"] - sum(map(len, SMALL_FILES.values()))}
     assert all(not mods for mods in s["5"]["data"]["wandb_modules"].values())
+    repull = s["7"]["data"]
+    assert repull["file_bytes"]["first"] == repull["bytes"]
+    assert repull["file_bytes"]["repull"] == 0
+    assert repull["file_bytes"]["next"] == repull["changed_bytes"]
+    assert repull["file_bytes"]["weights_only"] == repull["weights_bytes"]

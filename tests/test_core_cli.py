@@ -281,7 +281,7 @@ def test_private_by_default_public_on_request(hub, cli, tmp_path):
     assert api.repo_info("o/pub").private is False
 
 
-def test_pull_refuses_a_non_empty_target_without_force(hub, cli, tmp_path):
+def test_pull_refuses_a_dir_it_did_not_fill_even_with_force(hub, cli, tmp_path):
     env = env_for(hub, tmp_path)
     src = write_checkpoint(tmp_path / "c", {"w.bin": b"new"})
     assert cli("push", "--repo", "o/r", "--local-dir", str(src), "--step", "1", env=env).code == 0
@@ -289,9 +289,10 @@ def test_pull_refuses_a_non_empty_target_without_force(hub, cli, tmp_path):
     run = cli("pull", "--repo", "o/r", "--latest", "--local-dir", str(dest), env=env)
     assert run.code == 2 and "--force" in run.stderr
     assert read_tree(dest) == {"old.txt": b"old"}
+    # --force replaces only a dir that is empty or holds an earlier pull (tests/test_pull_update.py).
     run = cli("pull", "--repo", "o/r", "--latest", "--local-dir", str(dest), "--force", env=env)
-    assert run.code == 0, run.stderr
-    assert "old.txt" not in read_tree(dest) and read_tree(dest)["w.bin"] == b"new"
+    assert run.code == 2 and "dedicated dir" in run.stderr
+    assert read_tree(dest) == {"old.txt": b"old"}
 
 
 def test_pull_by_tag_and_branch_reports_the_sha(hub, cli, tmp_path):

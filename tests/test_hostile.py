@@ -18,16 +18,17 @@ MANIFEST = r"/resolve/[0-9a-f]{40}/checkpoint-1/ckpt-manifest\.json$"
 @pytest.fixture
 def seeded(hub_server, hf_client, tmp_path):
     hub = hub_server()
+    seed(hub.url, "o/r", "checkpoint-0", ckpt(0), tmp_path / "seed", step=0)
     seed(hub.url, "o/r", "checkpoint-1", ckpt(1), tmp_path / "seed", step=1)
     return hub
 
 
-def _pull(cli, hub, tmp_path, *extra):
+def _pull(cli, hub, tmp_path, *extra, subfolder="checkpoint-1"):
     work = tmp_path / "work"
     work.mkdir(parents=True, exist_ok=True)
     env = env_for(hub, tmp_path, HF_HOME=str(tmp_path / "hf-home"))
     (tmp_path / "hf-home").mkdir(parents=True, exist_ok=True)
-    return cli("pull", "--repo", "o/r", "--subfolder", "checkpoint-1", "--local-dir", str(work / "dest"),
+    return cli("pull", "--repo", "o/r", "--subfolder", subfolder, "--local-dir", str(work / "dest"),
                *extra, env=env)
 
 
@@ -58,22 +59,27 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
-@pytest.mark.parametrize("existing", [False, True], ids=["fresh", "force-over-existing"])
+@pytest.mark.parametrize("existing", [None, "update", "force"],
+                         ids=["fresh", "update-earlier-pull", "force-over-earlier-pull"])
 def test_hostile_server_fails_the_pull_and_writes_nothing(case, existing, seeded, cli, tmp_path):
     hub = seeded
     (tmp_path / "work").mkdir()
     (tmp_path / "hf-home").mkdir()
-    old = {"keep.txt": b"previous checkpoint"}
     dest = tmp_path / "work" / "dest"
+    old: dict[str, bytes] = {}
     if existing:
-        write_checkpoint(dest, old)
+        # An earlier pull of another checkpoint, which the failing pull would update in place.
+        assert _pull(cli, hub, tmp_path, subfolder="checkpoint-0").code == 0
+        if existing == "force":
+            write_checkpoint(dest, {"keep.txt": b"added since"})
+        old = read_tree(dest) | {".ckpt-pull.json": (dest / ".ckpt-pull.json").read_bytes()}
     # A clean pull works first, so the failure below is the fault's doing.
     probe = _pull(cli, hub, tmp_path / "probe")
     assert probe.code == 0, probe.stderr
     before = _snapshot(tmp_path)
     hub.set_faults(CASES[case])
     start = len(hub.log_entries())
-    run = _pull(cli, hub, tmp_path, *(["--force"] if existing else []))
+    run = _pull(cli, hub, tmp_path, *(["--force"] if existing == "force" else []))
     hub.set_faults([])
     assert len(hub.log_entries()) > start
     assert run.code == 1, f"{case}: exit {run.code}\n{run.stdout}\n{run.stderr}"
@@ -83,7 +89,7 @@ def test_hostile_server_fails_the_pull_and_writes_nothing(case, existing, seeded
     diff = [sorted(set(a) ^ set(b)) for a, b in zip(before, after, strict=True)]
     assert after == before, f"{case}: something was written ({diff}): {line}"
     if existing:
-        assert read_tree(dest) == old
+        assert read_tree(dest) | {".ckpt-pull.json": (dest / ".ckpt-pull.json").read_bytes()} == old
     else:
         assert not dest.exists()
     import glob

@@ -186,4 +186,5 @@ def test_pull_into_mount_point(image: str, hub_server, tmp_path: Path) -> None:
            "-v", f"{dest}:/data", image, "pull", "--repo", "ci/mount", "--latest",
            "--local-dir", "/data", "--endpoint", hub.url)
     assert (dest / "model.bin").read_bytes() == b"m" * 5000
-    assert sorted(p.name for p in dest.iterdir()) == ["ckpt-manifest.json", "model.bin"], "no staging left"
+    names = sorted(p.name for p in dest.iterdir())
+    assert names == [".ckpt-pull.json", "ckpt-manifest.json", "model.bin"], "no staging left"

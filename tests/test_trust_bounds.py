@@ -47,6 +47,23 @@ def test_a_trickling_server_is_cut_by_the_request_deadline(where, rule, seeded, 
     assert proxy.fired() == 2, "one attempt and one retry, each cut"
 
 
+def test_a_trickling_file_download_is_cut_by_its_size_at_the_minimum_rate(seeded, hostile, cli, tmp_path):
+    """A checkpoint file may take long, in proportion to its size: the request deadline
+    plus its size at CKPT_MIN_DOWNLOAD_RATE; a byte a second never gets there."""
+    # A regular file (served by the Hub itself, not its CDN) whose trickle outlasts HANG.
+    seed(seeded.url, "o/r", "checkpoint-2", {"notes.txt": b"n" * 300}, tmp_path / "seed2", step=2)
+    proxy = hostile(seeded)
+    proxy.set_rules([{"method": "GET", "path": r"/resolve/[0-9a-f]{40}/checkpoint-2/notes\.txt$",
+                      "trickle_bps": 1, "times": -1}])
+    dest = tmp_path / "dest"
+    run = cli("pull", "--repo", "o/r", "--subfolder", "checkpoint-2", "--local-dir", str(dest), "--timeout", "2",
+              "--retries", "1", env=_env(proxy, tmp_path, CKPT_REQUEST_DEADLINE="3"), timeout=HANG)
+    assert run.code == 1, f"exit {run.code}\n{run.stdout}\n{run.stderr}"
+    assert "CKPT_MIN_DOWNLOAD_RATE" in one_line_error(run.stderr) and run.stdout == ""
+    assert proxy.fired() == 2, "one attempt and one retry, each cut"
+    assert not dest.exists()
+
+
 @pytest.mark.parametrize(("setting", "value"), [("CKPT_MAX_LISTING_PAGES", "5"), ("CKPT_MAX_LISTING_ENTRIES", "10"),
                                                  ("CKPT_MAX_LISTING_BYTES", "3000")])
 def test_an_endless_listing_stops_at_its_bound(setting, value, seeded, hostile, cli, tmp_path):
