@@ -40,8 +40,11 @@ from .handle import SHA_RE, CheckpointHandle
 from .settings import Settings
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from .cache import CacheConfig
     from .discover import CheckpointInfo, LatestResult
-    from .pull import PullResult
+    from .pull import PullResult, Selection
     from .push import PushResult
     from .remote import RemoteRepo
     from .wandb_pointer import PointerResult
@@ -77,10 +80,10 @@ def _core_push(settings: Settings, repo: str, local_dir: Path, subfolder: str, *
 
 
 def _core_pull(remote: RemoteRepo, subfolder: str, revision: str | None, sha: str | None, target: Path, *,
-               force: bool) -> PullResult:
+               force: bool, select: Selection | None = None, cache: CacheConfig | None = None) -> PullResult:
     from .pull import pull as core_pull
 
-    return core_pull(remote, subfolder, revision, target, force=force, sha=sha)
+    return core_pull(remote, subfolder, revision, target, force=force, sha=sha, select=select, cache=cache)
 
 
 def _settings(endpoint: str | None, token: str | None, timeout: float | None, retries: int | None) -> Settings:
@@ -202,6 +205,9 @@ def pull(
     subfolder: str | None = None,
     revision: str | None = None,
     force: bool = False,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    cache_dir: PathLike | None = None,
     endpoint: str | None = None,
     token: str | None = None,
     timeout: float | None = None,
@@ -213,16 +219,24 @@ def pull(
     SHA) or a repo id with ``subfolder`` and ``revision`` (a SHA, branch or tag; default
     main's head). A repo id without ``subfolder`` pulls the latest complete checkpoint
     (:class:`~ckpt_action.errors.NoCheckpointError` when there is none). Every file is
-    verified before ``local_dir`` appears; a failure leaves it as it was. A non-empty
-    ``local_dir`` needs ``force=True`` and is then replaced.
+    verified before ``local_dir`` appears; a failure leaves it as it was. A ``local_dir``
+    holding an earlier pull is updated in place (only what changed is downloaded);
+    ``force=True`` replaces one that also holds files added since, never any other dir.
+    ``include``/``exclude`` glob patterns pull part of the checkpoint; ``cache_dir`` (else
+    ``CKPT_CACHE_DIR``) keeps verified files across pulls.
 
     >>> ckpt.pull(found, "resume/")  # doctest: +SKIP
     PosixPath('/work/resume')
     >>> ckpt.pull("org/run", "sft-copy/", subfolder="sft", revision=sha)  # doctest: +SKIP
     PosixPath('/work/sft-copy')
     """
+    from .cache import CacheConfig
+    from .pull import Selection
+
     repo, sub, rev, endpoint = _source(source, subfolder, revision, endpoint)
     target = validate.pull_target(os.fspath(local_dir), force=force)
+    select = Selection.from_options(tuple(include), tuple(exclude))
+    cache = CacheConfig.from_options(os.fspath(cache_dir) if cache_dir is not None else None, target)
     remote = _remote(_settings(endpoint, token, timeout, retries), repo)
     sha = rev if rev is not None and SHA_RE.match(rev) else None
     if sub is None:
@@ -230,7 +244,7 @@ def pull(
         if found is None:
             raise NoCheckpointError(f"no complete checkpoint-N in {repo} to pull")
         sub, sha = found.subfolder, found.revision
-    return _core_pull(remote, sub, rev, sha, target, force=force).local_dir
+    return _core_pull(remote, sub, rev, sha, target, force=force, select=select, cache=cache).local_dir
 
 
 # --------------------------------------------------------------------------- W&B

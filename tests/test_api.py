@@ -300,3 +300,17 @@ def test_a_disabled_run_is_no_run(wandb_offline: Path) -> None:
             log_pointer_to_run(h, run)
     finally:
         run.finish()
+
+
+def test_pull_updates_in_place_and_pulls_part_of_a_checkpoint(hub: LocalHub, tmp_path: Path) -> None:
+    src = write_checkpoint(tmp_path / "src", files_for(4))
+    h = ckpt.push(src, "org/part", step=4, endpoint=hub.url)
+    dest = tmp_path / "dest"
+    ckpt.pull(h, dest, include=["*.safetensors"], endpoint=hub.url)
+    assert set(read_tree(dest)) == {"model.safetensors"}
+    # The same dir again, whole this time: an update in place, no force needed.
+    ckpt.pull(h, dest, endpoint=hub.url)
+    assert {k: v for k, v in read_tree(dest).items() if k != "ckpt-manifest.json"} == files_for(4)
+    with pytest.raises(ckpt.InputError, match="pattern"):
+        ckpt.pull(h, tmp_path / "other", include=[""], endpoint=closed_port_url())
+    assert not (tmp_path / "other").exists()
