@@ -334,11 +334,17 @@ def protected_reason(path: Path) -> str | None:
         homes.add(Path.home().resolve())
     if resolved in homes:
         return "is a home dir"
-    with contextlib.suppress(OSError):  # a cwd that was deleted has no parents to protect
-        cwd = Path.cwd().resolve()
-        if resolved == cwd or resolved in cwd.parents:
-            return "is the current dir or one of its parents"
+    if resolved in _cwd().parents:
+        return "is a parent of the current dir"
     return None
+
+
+def _cwd() -> Path:
+    """The current dir, resolved (a deleted one is nowhere: it has no parents to protect)."""
+    try:
+        return Path.cwd().resolve()
+    except OSError:
+        return Path("/nonexistent-cwd")
 
 
 def inspect(path: Path) -> TargetState:
@@ -390,8 +396,13 @@ def inspect(path: Path) -> TargetState:
 
 def _holds_a_file(path: Path) -> bool:
     """Anything but directories under ``path`` (stops at the first one found, or, taking
-    an endless tree of empty dirs for full, after MAX_TARGET_ENTRIES dirs)."""
+    an endless tree of empty dirs for full, after MAX_TARGET_ENTRIES dirs). What a pull of
+    ``path`` itself keeps at its top (its lock, its staging dirs, for a mount point) does
+    not count: a pull into an empty mount point finds its own lock there."""
     for seen, (dirpath, dirnames, filenames) in enumerate(os.walk(path)):
+        if dirpath == str(path):
+            filenames = [f for f in filenames if not is_ours(path, f)]
+            dirnames[:] = [d for d in dirnames if not is_ours(path, d)]
         if filenames or seen > MAX_TARGET_ENTRIES or any(os.path.islink(os.path.join(dirpath, d)) for d in dirnames):
             return True
     return False
@@ -434,4 +445,9 @@ def check_target(value: str | None, *, force: bool) -> TargetState:
     if state.foreign and not force:
         raise InputError(f"--local-dir {value} holds an earlier pull plus {state.foreign[0]}, which that pull did"
                          " not write: remove it, or pass --force to replace the whole dir")
+    if state.foreign and path.resolve() == _cwd():
+        # The current dir may be updated in place (a container's mounted work dir), but never
+        # emptied of work on the word of a record someone may have copied in.
+        raise InputError(f"--local-dir {value} is the current dir and holds {state.foreign[0]}, which the earlier"
+                         " pull did not write: --force does not replace the current dir; pull into a dedicated dir")
     return state

@@ -125,7 +125,7 @@ def test_force_never_replaces_a_dir_ckpt_action_did_not_fill(puller, tmp_path):
     other = write_checkpoint(tmp_path / "other", {"keep.txt": b"keep"})
     env = dict(puller.env, GITHUB_WORKSPACE=str(workspace), HOME=str(home))
     cases = {checkout: "git checkout", workspace: "workspace root", home: "home dir", other: "did not pull",
-             tmp_path: "current dir", tmp_path.parent: "current dir", Path("/"): "root"}
+             tmp_path: "did not pull", tmp_path.parent: "parent of the current dir", Path("/"): "root"}
     for target, words in cases.items():
         before = listing(tmp_path)
         start = len(puller.hub.log_entries())
@@ -329,3 +329,25 @@ def test_a_folder_without_manifest_is_re_pulled_by_the_hashes_the_listing_gives(
     again = puller("checkpoint-7", dest)
     assert again.code == 0 and again.gets == {} and again.json["reused_files"] == 3
     assert pulled(dest) == files
+
+
+def test_the_current_dir_holding_an_earlier_pull_is_updated_but_never_forced(puller, tmp_path):
+    """The container's case: the work dir is the mounted dir pulled into, again and again.
+    A file the earlier pull did not write stays, even with --force."""
+    _one, two, _sha1, _sha2 = _two_checkpoints(puller)
+    work = tmp_path / "work"
+    work.mkdir()
+
+    def pull_here(subfolder, *extra):
+        return subprocess.run([sys.executable, str(ENTRYPOINT), "pull", "--repo", "o/r", "--subfolder", subfolder,
+                               "--local-dir", ".", *extra], env=puller.env, cwd=work, capture_output=True,
+                              text=True, timeout=300)
+
+    assert pull_here("checkpoint-1").returncode == 0
+    assert pull_here("checkpoint-2").returncode == 0
+    assert pulled(work) == two
+    (work / "notes.txt").write_bytes(b"mine")
+    run = pull_here("checkpoint-1", "--force")
+    assert run.returncode == 2 and "current dir" in run.stderr and "notes.txt" in run.stderr, run.stderr
+    assert (work / "notes.txt").read_bytes() == b"mine"
+    assert {k: v for k, v in pulled(work).items() if k != "notes.txt"} == two
