@@ -58,6 +58,16 @@ def cli(tmp_path):
 
 
 @pytest.fixture
+def seeded(hub_server, hf_client, tmp_path):
+    """A local Hub holding o/r with one complete checkpoint-1 (for proxies and faults in front of it)."""
+    from tests.chaos_helpers import ckpt, seed
+
+    hub = hub_server()
+    seed(hub.url, "o/r", "checkpoint-1", ckpt(1), tmp_path / "seed", step=1)
+    return hub
+
+
+@pytest.fixture
 def wandb_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """W&B in offline mode for an in-process run, under tmp; yields the W&B dir to decode."""
     from tests.test_wandb_pointer import offline_env

@@ -23,13 +23,6 @@ TOP = r"/api/models/o/r/tree/[0-9a-f]{40}$"
 MANIFEST = r"/o/r/resolve/[0-9a-f]{40}/checkpoint-1/ckpt-manifest\.json$"
 
 
-@pytest.fixture
-def seeded(hub_server, hf_client, tmp_path):
-    hub = hub_server()
-    seed(hub.url, "o/r", "checkpoint-1", ckpt(1), tmp_path / "seed", step=1)
-    return hub
-
-
 def _env(proxy, tmp_path, **extra):
     return clean_env(tmp_path, HF_ENDPOINT=proxy.url, GITHUB_OUTPUT=str(tmp_path / "gh-output"), **{**FAST, **extra})
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.chaos_helpers import FAST, ckpt, one_line_error, seed
+from tests.chaos_helpers import FAST, one_line_error, seed
 from tests.conftest import clean_env
 from tests.hostile_proxy import hostile_fixture, sink_fixture  # noqa: F401 - provide the hostile and sink fixtures
 
@@ -18,13 +18,6 @@ HANG = 90  # seconds; far above every bound below, far below what an unbounded r
 REFS = r"/api/models/o/r/refs$"
 TOP = r"/api/models/o/r/tree/[0-9a-f]{40}$"
 TOKEN = "hf_" + "trust" * 6
-
-
-@pytest.fixture
-def seeded(hub_server, hf_client, tmp_path):
-    hub = hub_server()
-    seed(hub.url, "o/r", "checkpoint-1", ckpt(1), tmp_path / "seed", step=1)
-    return hub
 
 
 def _env(proxy, tmp_path, **extra):
