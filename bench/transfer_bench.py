@@ -38,9 +38,10 @@ def _curl_rate(url: str) -> float:
 
 
 def _curl_get_files(hub: HubProcess, names: list[str], into: Path) -> float:
-    """Seconds for one curl process writing every file of the checkpoint to disk."""
+    """Seconds for one curl process writing every file of the checkpoint to disk (LFS files
+    through the Hub's redirect to its CDN, as every client follows it)."""
     into.mkdir(parents=True)
-    cmd = ["curl", "-s", "-f"]
+    cmd = ["curl", "-s", "-f", "-L"]
     for name in names:
         cmd += [f"{hub.url}/{REPO}/resolve/main/{SUBFOLDER}/{name}", "-o", str(into / name)]
     seconds = run(cmd, CURL_ENV).seconds
