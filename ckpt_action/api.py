@@ -1,12 +1,18 @@
-"""The Python API: the CLI's commands as functions, for training code that runs in-process.
+"""The Python API: every command's steps, once. The CLI is a client of these functions.
 
-Each function checks its input like the CLI does (an :class:`~ckpt_action.errors.InputError`
-before any request), takes the CLI's options as keywords (``endpoint``, ``token``,
-``timeout``, ``retries``, ...) defaulting from the same environment variables
-(``HF_ENDPOINT``, ``HF_TOKEN``, ``CKPT_*``), and calls the same core. Errors raise, as
-subclasses of :class:`~ckpt_action.errors.CkptError`; nothing answers None for "could not
-tell". Warnings the CLI prints (a missing repo, checkpoints passed over) go to the
-``ckpt_action`` logger.
+Each command runs here as check inputs -> settings -> repo -> operation -> result, in one
+function returning the full result (:func:`push_checkpoint`, :func:`find_latest`,
+:func:`pull_checkpoint`, :func:`promote_checkpoint`, :func:`list_repo`, :func:`prune`);
+the CLI parses its flags, calls them and renders what they return, and the public
+``ckpt.push``/``ckpt.pull``/... are the same functions answering the handle or path. The
+keywords are the CLI's options (``endpoint``, ``token``, ``timeout``, ``retries``, ...)
+defaulting from the same environment variables (``HF_ENDPOINT``, ``HF_TOKEN``,
+``CKPT_*``). Errors raise, as subclasses of :class:`~ckpt_action.errors.CkptError`
+naming parameters as ``tag=`` here and ``--tag`` on the CLI; nothing answers None for
+"could not tell". Warnings (a missing repo, checkpoints passed over) go to ``warn`` where a
+function takes one, else to the ``ckpt_action`` logger. A call changes nothing global: no
+environment variable, no huggingface_hub constant, and a client factory set with
+``huggingface_hub.set_client_factory`` keeps making the clients (:mod:`ckpt_action.hub.transport`).
 
 A round trip against a local Hub started here (no network, no account):
 
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,22 +45,43 @@ from ckpt_action import names
 from ckpt_action.disk.source import local_dir_to_push
 from ckpt_action.disk.target import pull_target
 
-from .errors import InputError, NoCheckpointError, NotFoundError
+from .errors import InputError, NoCheckpointError, NotFoundError, param
 from .handle import SHA_RE, CheckpointHandle
 from .settings import Settings
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ckpt_action.disk.cache import CacheConfig
     from ckpt_action.hub.repo import RemoteRepo
     from ckpt_action.ops.discover import CheckpointInfo, LatestResult
-    from ckpt_action.ops.pull import PullResult, Selection
+    from ckpt_action.ops.pull import PullResult
     from ckpt_action.ops.push import PushResult
+    from ckpt_action.ops.release import PromoteResult
     from ckpt_action.wandb.pointer import PointerResult
 
 log = logging.getLogger("ckpt_action")
 PathLike = str | os.PathLike[str]
+Warn = Callable[[str], None]
+
+# The operations' result types, for the doors (the CLI renders them without importing the
+# operations): resolved on first use, like the package's own names.
+_RESULTS = {
+    "PushResult": "ckpt_action.ops.push",
+    "PullResult": "ckpt_action.ops.pull",
+    "LatestResult": "ckpt_action.ops.discover",
+    "CheckpointInfo": "ckpt_action.ops.discover",
+    "PromoteResult": "ckpt_action.ops.release",
+    "PointerResult": "ckpt_action.wandb.pointer",
+    "WandbError": "ckpt_action.wandb.pointer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _RESULTS:
+        from importlib import import_module
+
+        return getattr(import_module(_RESULTS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -66,52 +94,65 @@ class PruneResult:
     kept: dict[str, str] = field(default_factory=dict)
     """Each kept ``checkpoint-N`` with why it is kept."""
     dry_run: bool = False
+    repo: str = ""
 
 
-# --------------------------------------------------------------------------- the core, in one place
-# Every call into push/pull's core goes through these two functions, so a change of the
-# core's signatures is adapted here and nowhere else in the API or the integrations.
+@dataclass(frozen=True)
+class ListResult:
+    """What :func:`list_repo` read: every checkpoint of ``repo`` at one SHA, newest step first."""
+
+    repo: str
+    revision: str | None
+    """The SHA read; None when the repo does not exist (or this token cannot see it)."""
+    checkpoints: list[CheckpointInfo]
 
 
-def _core_push(settings: Settings, repo: str, local_dir: Path, subfolder: str, *, step: int | None,
-               private: bool, commit_message: str | None) -> PushResult:
-    from ckpt_action.hub.repo import RemoteRepo
-    from ckpt_action.ops.push import push as core_push
-
-    return core_push(RemoteRepo(settings, repo), local_dir, subfolder, step=step, private=private,
-                     commit_message=commit_message)
-
-
-def _core_pull(remote: RemoteRepo, subfolder: str, revision: str | None, sha: str | None, target: Path, *,
-               force: bool, select: Selection | None = None, cache: CacheConfig | None = None) -> PullResult:
-    from ckpt_action.ops.pull import pull as core_pull
-
-    return core_pull(remote, subfolder, revision, target, force=force, sha=sha, select=select, cache=cache)
+# --------------------------------------------------------------------------- shared steps
 
 
 def _settings(endpoint: str | None, token: str | None, timeout: float | None, retries: int | None) -> Settings:
     return Settings.from_env(endpoint=endpoint, token=token or None, timeout=timeout, retries=retries)
 
 
-def _remote(settings: Settings, repo: str) -> RemoteRepo:
+def _remote(settings: Settings, repo: str, api: Any = None) -> RemoteRepo:
     from ckpt_action.hub.repo import RemoteRepo
 
-    return RemoteRepo(settings, repo)
+    return RemoteRepo(settings, repo, api=api)
 
 
-def _warn_skipped(res: LatestResult, repo: str) -> None:
-    if res.repo_missing:
-        log.warning("%s does not exist, or this token cannot see it: no checkpoint", repo)
-    for name, why in res.skipped:
-        log.warning("skipped %s: %s", name, why)
+def _warn(warn: Warn | None) -> Warn:
+    return warn if warn is not None else log.warning
 
 
-def _find_latest(remote: RemoteRepo, revision: str | None) -> CheckpointHandle | None:
+def missing_repo(repo: str, what: str = "checkpoint") -> str:
+    """The warning for a repo that does not exist, or that this token cannot see."""
+    return f"{repo} does not exist, or this token cannot see it: no {what}"
+
+
+def no_checkpoint(repo: str, purpose: str = "") -> NoCheckpointError:
+    """The error for a repo holding no complete checkpoint (exit 3)."""
+    return NoCheckpointError(f"no complete checkpoint-N in {repo}{purpose}")
+
+
+def _latest(remote: RemoteRepo, revision: str | None, warn: Warn | None) -> LatestResult:
     from ckpt_action.ops.discover import latest as core_latest
 
     res = core_latest(remote, revision)
-    _warn_skipped(res, remote.repo)
-    return res.handle
+    say = _warn(warn)
+    if res.repo_missing:
+        say(missing_repo(remote.repo))
+    for name, why in res.skipped:
+        say(f"skipped {name}: {why}")
+    return res
+
+
+def check_origin(pointed: CheckpointHandle, configured: str) -> None:
+    """The token goes only to the configured endpoint: a pointer naming another host is refused."""
+    there, here = names.origin(pointed.endpoint), names.origin(configured)
+    if there != here:
+        raise InputError(
+            f"the pointer names the Hub at {there}, but the configured endpoint is {here}: pass"
+            f" {param('endpoint')} {there} explicitly if that host is really trusted with the token", param="endpoint")
 
 
 def _source(source: CheckpointHandle | str, subfolder: str | None, revision: str | None,
@@ -119,13 +160,15 @@ def _source(source: CheckpointHandle | str, subfolder: str | None, revision: str
     """(repo, subfolder, revision, endpoint) from a handle or a repo id plus options.
 
     A handle pins everything; options may repeat it but not contradict it. Its endpoint is
-    used when none is configured (as the CLI does with a pointer file).
+    used when none is configured (no ``endpoint=``, no ``HF_ENDPOINT``).
     """
     if isinstance(source, CheckpointHandle):
         if subfolder is not None and subfolder.rstrip("/") != source.subfolder:
-            raise InputError(f"subfolder={subfolder!r} disagrees with the handle's {source.subfolder!r}: drop it")
+            raise InputError(f"{param('subfolder')} {subfolder!r} disagrees with the handle's {source.subfolder!r}:"
+                             " drop it", param="subfolder")
         if revision is not None and revision != source.revision:
-            raise InputError(f"revision={revision!r} disagrees with the handle's {source.revision}: drop it")
+            raise InputError(f"{param('revision')} {revision!r} disagrees with the handle's {source.revision}: drop it",
+                             param="revision")
         if endpoint is None and not os.environ.get("HF_ENDPOINT"):
             endpoint = source.endpoint
         return (names.repo_id(source.repo), names.subfolder(source.subfolder),
@@ -137,6 +180,34 @@ def _source(source: CheckpointHandle | str, subfolder: str | None, revision: str
 
 
 # --------------------------------------------------------------------------- push, latest, pull
+
+
+def push_checkpoint(
+    local_dir: PathLike,
+    repo: str,
+    *,
+    step: int | None = None,
+    subfolder: str | None = None,
+    private: bool = True,
+    commit_message: str | None = None,
+    endpoint: str | None = None,
+    token: str | None = None,
+    timeout: float | None = None,
+    retries: int | None = None,
+) -> PushResult:
+    """:func:`push`, answering the full :class:`~ckpt_action.ops.push.PushResult`: the
+    handle, the commits made and the files uploaded and deleted."""
+    from ckpt_action.ops.push import push as core_push
+
+    repo = names.repo_id(repo)
+    subfolder, step = names.push_target(subfolder, step)
+    path = local_dir_to_push(os.fspath(local_dir))
+    if commit_message is not None:
+        commit_message = names.commit_message(commit_message)
+    settings = _settings(endpoint, token, timeout, retries)
+    names.token_for_write(settings.token, settings.endpoint)
+    return core_push(_remote(settings, repo), path, subfolder, step=step, private=private,
+                     commit_message=commit_message)
 
 
 def push(
@@ -164,13 +235,27 @@ def push(
     >>> ckpt.push("out/sft", repo="org/run", subfolder="sft").subfolder  # doctest: +SKIP
     'sft'
     """
+    return push_checkpoint(local_dir, repo, step=step, subfolder=subfolder, private=private,
+                           commit_message=commit_message, endpoint=endpoint, token=token, timeout=timeout,
+                           retries=retries).handle
+
+
+def find_latest(
+    repo: str,
+    *,
+    revision: str | None = None,
+    endpoint: str | None = None,
+    token: str | None = None,
+    timeout: float | None = None,
+    retries: int | None = None,
+    warn: Warn | None = None,
+) -> LatestResult:
+    """:func:`latest`, answering the full :class:`~ckpt_action.ops.discover.LatestResult`
+    (the handle or None, the SHA read, whether it has a manifest, what was skipped); the
+    warnings go to ``warn`` (default: the ``ckpt_action`` logger)."""
     repo = names.repo_id(repo)
-    subfolder, step = names.push_target(subfolder, step)
-    path = local_dir_to_push(os.fspath(local_dir))
-    settings = _settings(endpoint, token, timeout, retries)
-    names.token_for_write(settings.token, settings.endpoint)
-    return _core_push(settings, repo, path, subfolder, step=step, private=private,
-                      commit_message=commit_message).handle
+    revision = names.revision(revision)
+    return _latest(_remote(_settings(endpoint, token, timeout, retries), repo), revision, warn)
 
 
 def latest(
@@ -193,17 +278,101 @@ def latest(
     >>> ckpt.latest("org/run")  # doctest: +SKIP
     CheckpointHandle(repo='org/run', subfolder='checkpoint-300', revision='3f1c…', step=300, ...)
     """
-    repo = names.repo_id(repo)
-    revision = names.revision(revision)
-    handle = _find_latest(_remote(_settings(endpoint, token, timeout, retries), repo), revision)
-    if handle is None and require:
-        raise NoCheckpointError(f"no complete checkpoint-N in {repo}")
-    return handle
+    res = find_latest(repo, revision=revision, endpoint=endpoint, token=token, timeout=timeout, retries=retries)
+    if res.handle is None and require:
+        raise no_checkpoint(repo)
+    return res.handle
+
+
+def one_source_error() -> InputError:
+    """The error for a pull naming its checkpoint more than once (or, on the command line, not at all)."""
+    return InputError(f"pull needs exactly one of {param('subfolder')}, {param('latest')}, {param('pointer')} or"
+                      f" {param('from_wandb')}")
+
+
+def _pointed(pointer: PathLike | Mapping[str, Any] | None, from_wandb: str | None,
+             settings: Settings) -> CheckpointHandle:
+    from ckpt_action.wandb import pointer as wandb_pointer
+
+    if from_wandb is not None:
+        return wandb_pointer.fetch_pointer(str(from_wandb), timeout=settings.timeout)
+    if isinstance(pointer, Mapping):
+        return wandb_pointer.parse_pointer(dict(pointer))
+    assert pointer is not None
+    return wandb_pointer.read_pointer(pointer)
+
+
+def pull_checkpoint(
+    source: CheckpointHandle | str | None = None,
+    local_dir: PathLike | None = None,
+    *,
+    subfolder: str | None = None,
+    revision: str | None = None,
+    latest: bool = False,
+    pointer: PathLike | Mapping[str, Any] | None = None,
+    from_wandb: str | None = None,
+    force: bool = False,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    cache_dir: PathLike | None = None,
+    endpoint: str | None = None,
+    token: str | None = None,
+    timeout: float | None = None,
+    retries: int | None = None,
+    warn: Warn | None = None,
+) -> PullResult:
+    """:func:`pull`, answering the full :class:`~ckpt_action.ops.pull.PullResult` (the
+    handle, files and bytes, what was downloaded, reused, filled from the cache, removed)."""
+    from ckpt_action.disk.cache import CacheConfig
+    from ckpt_action.ops.pull import Selection
+    from ckpt_action.ops.pull import pull as core_pull
+
+    by_pointer = pointer is not None or from_wandb is not None
+    named = [n for n, given in (("subfolder", subfolder is not None), ("latest", latest),
+                                ("pointer", pointer is not None), ("from_wandb", from_wandb is not None)) if given]
+    if len(named) > 1:
+        raise one_source_error()
+    if by_pointer and isinstance(source, CheckpointHandle):
+        raise InputError(f"a handle does not go with {param(named[0])}: the handle pins the checkpoint already",
+                         param=named[0])
+    target = pull_target(os.fspath(local_dir) if local_dir is not None else "", force=force)
+    cache = CacheConfig.from_options(os.fspath(cache_dir) if cache_dir is not None else None, target)
+    select = Selection.from_options(tuple(include), tuple(exclude))
+    sha: str | None = None
+    if by_pointer:
+        if revision:
+            raise InputError(f"{param('revision')} does not go with a pointer: the pointer pins the SHA",
+                             param="revision")
+        settings = _settings(endpoint, token, timeout, retries)
+        pointed = _pointed(pointer, from_wandb, settings)
+        check_origin(pointed, settings.endpoint)
+        if source is not None and names.repo_id(str(source)) != pointed.repo:
+            raise InputError(f"{param('repo')} {source} disagrees with the pointer's repo {pointed.repo}: drop"
+                             f" {param('repo')}", param="repo")
+        repo, rev, sha = pointed.repo, None, pointed.revision
+        sub_or_latest: str | None = pointed.subfolder
+    else:
+        if source is None:
+            source = names.repo_id(None)
+        repo, sub_or_latest, rev, endpoint = _source(source, subfolder, revision, endpoint)
+        settings = _settings(endpoint, token, timeout, retries)
+        if isinstance(source, CheckpointHandle):
+            sha = source.revision
+        elif rev is not None and SHA_RE.match(rev):
+            sha = rev
+    remote = _remote(settings, repo)
+    sub = sub_or_latest
+    if sub is None:
+        found = _latest(remote, rev, warn).handle
+        if found is None:
+            raise no_checkpoint(repo, " to pull")
+        sub, sha = found.subfolder, found.revision
+    return core_pull(remote, sub, rev, target, force=force, sha=sha, select=select, cache=cache)
 
 
 def pull(
-    source: CheckpointHandle | str,
-    local_dir: PathLike,
+    source: CheckpointHandle | str | None = None,
+    local_dir: PathLike | None = None,
     *,
     subfolder: str | None = None,
     revision: str | None = None,
@@ -211,6 +380,8 @@ def pull(
     include: Sequence[str] = (),
     exclude: Sequence[str] = (),
     cache_dir: PathLike | None = None,
+    pointer: PathLike | Mapping[str, Any] | None = None,
+    from_wandb: str | None = None,
     endpoint: str | None = None,
     token: str | None = None,
     timeout: float | None = None,
@@ -221,33 +392,26 @@ def pull(
     ``source`` is a handle (from :func:`push` or :func:`latest`: exactly that folder at that
     SHA) or a repo id with ``subfolder`` and ``revision`` (a SHA, branch or tag; default
     main's head). A repo id without ``subfolder`` pulls the latest complete checkpoint
-    (:class:`~ckpt_action.errors.NoCheckpointError` when there is none). Every file is
-    verified before ``local_dir`` appears; a failure leaves it as it was. A ``local_dir``
-    holding an earlier pull is updated in place (only what changed is downloaded);
-    ``force=True`` replaces one that also holds files added since, never any other dir.
-    ``include``/``exclude`` glob patterns pull part of the checkpoint; ``cache_dir`` (else
-    ``CKPT_CACHE_DIR``) keeps verified files across pulls.
+    (:class:`~ckpt_action.errors.NoCheckpointError` when there is none). Instead of a
+    source, ``pointer`` (a ``checkpoint.json`` path, its dir, or its dict) or
+    ``from_wandb`` (``ENTITY/PROJECT/NAME:ALIAS``) names the checkpoint; the Hub it names
+    must be the configured endpoint. Every file is verified before ``local_dir`` appears; a
+    failure leaves it as it was. A ``local_dir`` holding an earlier pull is updated in place
+    (only what changed is downloaded); ``force=True`` replaces one that also holds files
+    added since, never any other dir. ``include``/``exclude`` glob patterns pull part of the
+    checkpoint; ``cache_dir`` (else ``CKPT_CACHE_DIR``) keeps verified files across pulls.
 
     >>> ckpt.pull(found, "resume/")  # doctest: +SKIP
     PosixPath('/work/resume')
     >>> ckpt.pull("org/run", "sft-copy/", subfolder="sft", revision=sha)  # doctest: +SKIP
     PosixPath('/work/sft-copy')
+    >>> ckpt.pull(local_dir="resume/", pointer="artifacts/checkpoint.json")  # doctest: +SKIP
+    PosixPath('/work/resume')
     """
-    from ckpt_action.disk.cache import CacheConfig
-    from ckpt_action.ops.pull import Selection
-
-    repo, sub, rev, endpoint = _source(source, subfolder, revision, endpoint)
-    target = pull_target(os.fspath(local_dir), force=force)
-    select = Selection.from_options(tuple(include), tuple(exclude))
-    cache = CacheConfig.from_options(os.fspath(cache_dir) if cache_dir is not None else None, target)
-    remote = _remote(_settings(endpoint, token, timeout, retries), repo)
-    sha = rev if rev is not None and SHA_RE.match(rev) else None
-    if sub is None:
-        found = _find_latest(remote, rev)
-        if found is None:
-            raise NoCheckpointError(f"no complete checkpoint-N in {repo} to pull")
-        sub, sha = found.subfolder, found.revision
-    return _core_pull(remote, sub, rev, sha, target, force=force, select=select, cache=cache).local_dir
+    return pull_checkpoint(source, local_dir, subfolder=subfolder, revision=revision, pointer=pointer,
+                           from_wandb=from_wandb, force=force, include=include, exclude=exclude,
+                           cache_dir=cache_dir, endpoint=endpoint, token=token, timeout=timeout,
+                           retries=retries).local_dir
 
 
 # --------------------------------------------------------------------------- W&B
@@ -261,30 +425,45 @@ def log_pointer(
     extra: dict[str, Any] | None = None,
     project: str | None = None,
     entity: str | None = None,
+    run_id: str | None = None,
+    registry: str | None = None,
+    warn: Warn | None = None,
 ) -> PointerResult:
     """Log a W&B ``model-pointer`` artifact for ``handle`` (aliases ``latest`` and ``step-N``).
 
     It goes to ``run``, else to the run active in this process (``wandb.run``); neither is
     finished here. With no run at all, ``project`` (default ``WANDB_PROJECT``) logs it from
-    a short run of its own, as the CLI does; without one either, it raises
-    :class:`~ckpt_action.wandb.pointer.WandbError`, as it does for any W&B failure.
+    a short run of its own (attached to the run ``run_id`` when given); without one either,
+    it raises :class:`~ckpt_action.wandb.pointer.WandbError`, as it does for any W&B
+    failure. ``registry`` (``wandb-registry-NAME/COLLECTION``) also links the pointer
+    there; a failed link only warns (``warn``, default the ``ckpt_action`` logger), since
+    the pointer is logged.
 
     >>> run = wandb.init(project="llama-sft")  # doctest: +SKIP
     >>> ckpt.log_pointer(h).aliases  # doctest: +SKIP
     ('latest', 'step-300')
     """
+    from ckpt_action.errors import CkptError
     from ckpt_action.wandb import pointer as wandb_pointer
 
-    if run is None:
+    if run is None and run_id is None:
         run = wandb_pointer.active_run()
     if run is None:
         project = project or os.environ.get("WANDB_PROJECT")
         if not project:
             raise wandb_pointer.WandbError(
                 "no active W&B run: call wandb.init() first, pass run=, or give project= (or WANDB_PROJECT)")
-        return wandb_pointer.log_pointer(handle, project=project, entity=entity or os.environ.get("WANDB_ENTITY"),
-                                         artifact_name=artifact_name, extra=extra)
-    return wandb_pointer.log_pointer_to_run(handle, run, artifact_name=artifact_name, extra=extra)
+        result = wandb_pointer.log_pointer(handle, project=project, entity=entity or os.environ.get("WANDB_ENTITY"),
+                                           run_id=run_id, artifact_name=artifact_name, extra=extra)
+    else:
+        result = wandb_pointer.log_pointer_to_run(handle, run, artifact_name=artifact_name, extra=extra)
+    if registry:
+        try:
+            ref = f"{result.entity}/{result.project}/{result.artifact_name}:latest"
+            wandb_pointer.link_to_registry(ref, registry, project=result.project, entity=result.entity)
+        except CkptError as exc:
+            _warn(warn)(f"the pointer is logged, but linking it into {registry} failed: {exc}")
+    return result
 
 
 def active_wandb_run() -> Any:
@@ -296,6 +475,42 @@ def active_wandb_run() -> Any:
 
 
 # --------------------------------------------------------------------------- promote, list, prune
+
+
+def promote_checkpoint(
+    source: CheckpointHandle | str,
+    to: str,
+    *,
+    subfolder: str | None = None,
+    revision: str | None = None,
+    to_repo: str | None = None,
+    tag: str | None = None,
+    branch: str | None = None,
+    endpoint: str | None = None,
+    token: str | None = None,
+    timeout: float | None = None,
+    retries: int | None = None,
+) -> PromoteResult:
+    """:func:`promote`, answering the full :class:`~ckpt_action.ops.release.PromoteResult`
+    (the target's handle, the source, commits made, the tag and branch)."""
+    from ckpt_action.ops.release import promote as core_promote
+
+    repo, sub, rev, endpoint = _source(source, subfolder, revision, endpoint)
+    if sub is None:
+        raise InputError(f"promote needs {param('subfolder')} (or a handle): name the checkpoint to promote",
+                         param="subfolder")
+    to = names.subfolder(to, name="to")
+    tag = names.revision(tag or None, name="tag")
+    branch = names.revision(branch or None, name="branch")
+    target_repo = names.repo_id(to_repo) if to_repo else None
+    if target_repo and branch:
+        raise InputError(f"{param('branch')} does not go with {param('to_repo')}: promote into the other repo's main",
+                         param="branch")
+    settings = _settings(endpoint, token, timeout, retries)
+    names.token_for_write(settings.token, settings.endpoint)
+    remote = _remote(settings, repo)
+    target = _remote(settings, target_repo, api=remote.api) if target_repo else None
+    return core_promote(remote, sub, rev, to, tag=tag, branch=branch, target=target)
 
 
 def promote(
@@ -322,23 +537,36 @@ def promote(
     >>> ckpt.promote(found, "release", tag="v1.0")  # doctest: +SKIP
     CheckpointHandle(repo='org/run', subfolder='release', revision='9ac0…', step=300, ...)
     """
-    repo, sub, rev, endpoint = _source(source, subfolder, revision, endpoint)
-    if sub is None:
-        raise InputError("promote needs subfolder= (or a handle): name the checkpoint to promote")
-    to = names.subfolder(to, flag="to")
-    tag = names.revision(tag)
-    branch = names.revision(branch)
-    target_repo = names.repo_id(to_repo) if to_repo else None
-    if target_repo and branch:
-        raise InputError("branch= does not go with to_repo=: promote into the other repo's main")
-    settings = _settings(endpoint, token, timeout, retries)
-    names.token_for_write(settings.token, settings.endpoint)
-    from ckpt_action.hub.repo import RemoteRepo
-    from ckpt_action.ops.release import promote as core_promote
+    return promote_checkpoint(source, to, subfolder=subfolder, revision=revision, to_repo=to_repo, tag=tag,
+                              branch=branch, endpoint=endpoint, token=token, timeout=timeout,
+                              retries=retries).handle
 
-    remote = RemoteRepo(settings, repo)
-    target = RemoteRepo(settings, target_repo, api=remote.api) if target_repo else None
-    return core_promote(remote, sub, rev, to, tag=tag, branch=branch, target=target).handle
+
+def list_repo(
+    repo: str,
+    *,
+    revision: str | None = None,
+    endpoint: str | None = None,
+    token: str | None = None,
+    timeout: float | None = None,
+    retries: int | None = None,
+    warn: Warn | None = None,
+) -> ListResult:
+    """:func:`list_checkpoints`, answering the SHA read with the checkpoints (:class:`ListResult`)."""
+    from ckpt_action.ops.discover import list_checkpoints as core_list
+
+    repo = names.repo_id(repo)
+    revision = names.revision(revision)
+    remote = _remote(_settings(endpoint, token, timeout, retries), repo)
+    try:
+        remote.resolve(revision)
+    except NotFoundError:
+        if revision is not None:
+            raise
+        _warn(warn)(missing_repo(repo, "checkpoints"))
+        return ListResult(repo, None, [])
+    sha, infos = core_list(remote, revision)
+    return ListResult(repo, sha, infos)
 
 
 def list_checkpoints(
@@ -360,19 +588,8 @@ def list_checkpoints(
     >>> [(i.subfolder, i.status) for i in ckpt.list_checkpoints("org/run")]  # doctest: +SKIP
     [('checkpoint-300', 'complete'), ('checkpoint-200', 'complete'), ('sft', 'complete')]
     """
-    repo = names.repo_id(repo)
-    revision = names.revision(revision)
-    from ckpt_action.ops.discover import list_checkpoints as core_list
-
-    remote = _remote(_settings(endpoint, token, timeout, retries), repo)
-    try:
-        remote.resolve(revision)
-    except NotFoundError:
-        if revision is not None:
-            raise
-        log.warning("%s does not exist, or this token cannot see it: no checkpoints", repo)
-        return []
-    return core_list(remote, revision)[1]
+    return list_repo(repo, revision=revision, endpoint=endpoint, token=token, timeout=timeout,
+                     retries=retries).checkpoints
 
 
 def prune(
@@ -394,14 +611,16 @@ def prune(
     >>> ckpt.prune("org/run", keep_last=2, dry_run=True).deleted  # doctest: +SKIP
     ['checkpoint-100']
     """
+    from ckpt_action.ops.release import prune as core_prune
+
     repo = names.repo_id(repo)
     keep = names.positive(keep_last, "keep_last")
     if keep is None:
-        raise InputError("keep_last is required: how many of the newest checkpoint-N to keep")
+        raise InputError(f"{param('keep_last')} is required: how many of the newest checkpoint-N to keep",
+                         param="keep_last")
     settings = _settings(endpoint, token, timeout, retries)
     if not dry_run:
         names.token_for_write(settings.token, settings.endpoint)
-    from ckpt_action.ops.release import prune as core_prune
-
     plan, sha = core_prune(_remote(settings, repo), keep, dry_run=dry_run)
-    return PruneResult(sha, list(plan.delete), {name: plan.reasons.get(name, "") for name in plan.keep}, dry_run)
+    return PruneResult(sha, list(plan.delete), {name: plan.reasons.get(name, "") for name in plan.keep}, dry_run,
+                       repo)

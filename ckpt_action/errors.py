@@ -2,19 +2,74 @@
 
 Messages are one line and say what to change. They never contain a token: the CLI
 scrubs the token from anything it prints, and the core never formats one in.
+
+A message names the parameters it is about with :func:`param` (``param("tag")``), never as
+one door spells them: the door that raised renders each as its users know it
+(:meth:`CkptError.render`): ``--tag`` on the command line, ``tag=`` in Python (``str()``
+of the error), ``input 'tag'`` in the GitHub Action.
 """
 
 from __future__ import annotations
 
+import re
+from typing import Literal
+
+Door = Literal["api", "cli", "action"]
+# A parameter reference inside a message: control characters, which no quoted value
+# (repr, quoted()) can contain, so a name the Hub or the user sent cannot pass for one.
+_START, _END = "\x02", "\x03"
+_REF_RE = re.compile("\x02([a-z_]+)\x03( (?=['\"]))?")
+
+
+def param(name: str) -> str:
+    """A reference to the parameter ``name`` (its Python spelling, ``local_dir``) for a message."""
+    return f"{_START}{name}{_END}"
+
+
+def spell(name: str, door: Door) -> str:
+    """How the door spells a parameter: ``--local-dir``, ``local_dir=``, ``input 'local-dir'``."""
+    if door == "cli":
+        return "--" + name.replace("_", "-")
+    if door == "action":
+        return f"input '{name.replace('_', '-')}'"
+    return f"{name}="
+
+
+def render(message: str, door: Door) -> str:
+    """``message`` with its parameter references spelled for ``door``; in Python a value
+    right after the name joins it (``tag='bad tag'``)."""
+    def one(m: re.Match[str]) -> str:
+        spelled = spell(m.group(1), door)
+        if m.group(2) and door != "api":
+            spelled += " "
+        return spelled
+
+    return _REF_RE.sub(one, message)
+
 
 class CkptError(Exception):
-    """Base of every error ckpt-action raises on purpose. Exit code 1."""
+    """Base of every error ckpt-action raises on purpose. Exit code 1.
+
+    ``param`` names the parameter the error is about, when there is one (``"tag"``).
+    """
 
     exit_code = 1
 
+    def __init__(self, *args: object, param: str | None = None) -> None:
+        super().__init__(*args)
+        self.param = param
+
+    def render(self, door: Door) -> str:
+        """The message as the door that raised shows it."""
+        return render(super().__str__(), door)
+
+    def __str__(self) -> str:
+        return self.render("api")
+
 
 class InputError(CkptError):
-    """The user's input is wrong; raised before any network call. Exit code 2."""
+    """The user's input is wrong. Exit code 2. Most are raised before any request; the few that
+    need the Hub's answer (a selection that matches none of its files) before anything is written."""
 
     exit_code = 2
 

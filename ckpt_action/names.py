@@ -11,7 +11,7 @@ import re
 from pathlib import PurePosixPath
 from urllib.parse import urlsplit
 
-from ckpt_action.errors import InputError
+from ckpt_action.errors import InputError, param
 from ckpt_action.handle import DEFAULT_ENDPOINT, SHA_RE, step_of
 
 # The Hub's own rule (huggingface_hub.utils.validate_repo_id), plus a mandatory owner:
@@ -33,6 +33,11 @@ _RESERVED_SEGMENTS = {".git", ".cache", ".huggingface", ".gitattributes", ".giti
 HUB_HOSTS = {"huggingface.co", "hf.co", "www.huggingface.co"}
 
 
+def _ref(name: str) -> str:
+    """A parameter reference (``subfolder``), or a label given as it is (``pointer file x: subfolder``)."""
+    return param(name) if name.isidentifier() else name
+
+
 def repo_id(value: str | None) -> str:
     """Check a repo id of the form ``owner/name``.
 
@@ -40,37 +45,40 @@ def repo_id(value: str | None) -> str:
     'org/llama-sft'
     """
     if not value:
-        raise InputError("--repo is required: give the Hub model repo as OWNER/NAME")
+        raise InputError(f"{param('repo')} is required: give the Hub model repo as OWNER/NAME", param='repo')
     if not _REPO_RE.fullmatch(value) or "--" in value or ".." in value or value.endswith(".git"):
         raise InputError(
-            f"--repo {value!r} is not a valid repo id: use OWNER/NAME with letters, digits, '-', '_' or '.'"
+            f"{param('repo')} {value!r} is not a valid repo id: use OWNER/NAME with letters, digits, '-', '_' or '.'"
             " (no '--' or '..', not ending in .git)"
         )
     return value
 
 
-def subfolder(value: str, *, flag: str = "--subfolder") -> str:
+def subfolder(value: str, *, name: str = "subfolder") -> str:
     """Check a subfolder path inside the repo (``sft``, ``checkpoint-1200``, ``release/v1``).
 
     >>> subfolder("checkpoint-1200")
     'checkpoint-1200'
     """
     if value is None or value.strip() == "":
-        raise InputError(f"{flag} is empty: give a folder name such as checkpoint-100 or sft")
+        raise InputError(f"{_ref(name)} is empty: give a folder name such as checkpoint-100 or sft", param=name)
     if "\\" in value:
-        raise InputError(f"{flag} {value!r} contains a backslash: use '/' between folder names")
+        raise InputError(f"{_ref(name)} {value!r} contains a backslash: use '/' between folder names", param=name)
     if value.startswith("/"):
-        raise InputError(f"{flag} {value!r} is absolute: give a path inside the repo, e.g. checkpoint-100")
+        raise InputError(f"{_ref(name)} {value!r} is absolute: give a path inside the repo, e.g."
+                         " checkpoint-100", param=name)
     value = value.rstrip("/")
     parts = value.split("/")
     for part in parts:
         if part in ("", ".", ".."):
-            raise InputError(f"{flag} {value!r} has an empty, '.' or '..' segment: name a plain folder")
+            raise InputError(f"{_ref(name)} {value!r} has an empty, '.' or '..' segment: name a plain"
+                             " folder", param=name)
         if part in _RESERVED_SEGMENTS:
-            raise InputError(f"{flag} {value!r} uses the reserved name {part!r}: choose another folder name")
+            raise InputError(f"{_ref(name)} {value!r} uses the reserved name {part!r}: choose another folder"
+                             " name", param=name)
         if not _SEGMENT_RE.fullmatch(part):
             raise InputError(
-                f"{flag} {value!r} has an unsupported segment {part!r}: use letters, digits and ._+=@-"
+                f"{_ref(name)} {value!r} has an unsupported segment {part!r}: use letters, digits and ._+=@-"
                 " (not starting with '.' or '-')"
             )
     return value
@@ -78,7 +86,8 @@ def subfolder(value: str, *, flag: str = "--subfolder") -> str:
 
 def step(value: int | None) -> int | None:
     if value is not None and value < 0:
-        raise InputError(f"--step {value} is negative: give the training step as a whole number >= 0")
+        raise InputError(f"{param('step')} {value} is negative: give the training step as a whole number >="
+                         " 0", param='step')
     return value
 
 
@@ -93,18 +102,20 @@ def push_target(sub: str | None, stp: int | None) -> tuple[str, int | None]:
     stp = step(stp)
     if sub is None:
         if stp is None:
-            raise InputError("push needs --subfolder or --step: e.g. --step 1200 pushes to checkpoint-1200/")
+            raise InputError(f"push needs {param('subfolder')} or {param('step')}: e.g. step 1200 pushes to"
+                             " checkpoint-1200/")
         return f"checkpoint-{stp}", stp
     sub = subfolder(sub)
     implied = step_of(sub)
     if implied is not None and stp is not None and implied != stp:
         raise InputError(
-            f"--step {stp} disagrees with --subfolder {sub}: drop one, or make them name the same step"
+            f"{param('step')} {stp} disagrees with {param('subfolder')} {sub}: drop one, or make them name the"
+            " same step"
         )
     return sub, stp if stp is not None else implied
 
 
-def revision(value: str | None, flag: str = "--revision") -> str | None:
+def revision(value: str | None, name: str = "revision") -> str | None:
     """Check a commit SHA, branch or tag name.
 
     >>> revision("main"), revision("a" * 40) == "a" * 40
@@ -115,15 +126,16 @@ def revision(value: str | None, flag: str = "--revision") -> str | None:
     if SHA_RE.fullmatch(value):
         return value
     if not _REF_RE.fullmatch(value) or ".." in value or value.startswith("/") or value.endswith("/"):
-        what = "a commit SHA, branch or tag name" if flag == "--revision" else "a valid branch or tag name"
-        raise InputError(f"{flag} {value!r} is not {what}")
+        what = "a commit SHA, branch or tag name" if name == "revision" else "a valid branch or tag name"
+        raise InputError(f"{_ref(name)} {value!r} is not {what}", param=name)
     return value
 
 
 def commit_message(value: str) -> str:
     """A commit title: one line, bounded, no control characters."""
     if not value.strip() or BAD_NAME_RE.search(value.replace("\\", "")) or len(value) > COMMIT_MESSAGE_MAX:
-        raise InputError(f"--commit-message must be one non-empty line of at most {COMMIT_MESSAGE_MAX} characters"
+        raise InputError(f"{param('commit_message')} must be one non-empty line of at most"
+                         f" {COMMIT_MESSAGE_MAX} characters"
                          " without control characters")
     return value
 
@@ -132,10 +144,37 @@ def endpoint(value: str | None) -> str:
     value = (value or DEFAULT_ENDPOINT).rstrip("/")
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InputError(f"--endpoint {value!r} is not an http(s) URL: e.g. https://huggingface.co")
+        raise InputError(f"{param('endpoint')} {value!r} is not an http(s) URL: e.g."
+                         " https://huggingface.co", param='endpoint')
     if parts.username or parts.password:
-        raise InputError("--endpoint must not carry credentials: pass the token with HF_TOKEN or --token")
+        raise InputError(f"{param('endpoint')} must not carry credentials: pass the token with HF_TOKEN or"
+                         f" {param('token')}", param='endpoint')
     return value
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def origin_parts(url: str) -> tuple[str, str, int]:
+    """(scheme, lower-case host, port with the scheme's default filled in): where a request to
+    ``url`` goes, the one comparison deciding whether a URL may receive the token. Raises
+    ValueError for a port that is not a number.
+
+    >>> origin_parts("https://HF.co/org/run") == origin_parts("https://hf.co:443/x")
+    True
+    """
+    parts = urlsplit(url)
+    return parts.scheme, (parts.hostname or "").lower(), parts.port or _DEFAULT_PORTS.get(parts.scheme, 0)
+
+
+def origin(url: str) -> str:
+    """``scheme://host[:port]`` of ``url`` for a message, the default port left out.
+
+    >>> origin("https://HF.co:443/org/run")
+    'https://hf.co'
+    """
+    scheme, host, port = origin_parts(url)
+    return f"{scheme}://{host}" + (f":{port}" if port != _DEFAULT_PORTS.get(scheme) else "")
 
 
 def is_public_hub(url: str) -> bool:
@@ -144,12 +183,12 @@ def is_public_hub(url: str) -> bool:
 
 def token_for_write(token: str | None, url: str) -> None:
     if not token and is_public_hub(url):
-        raise InputError("writing to the Hugging Face Hub needs a token: set HF_TOKEN (or pass --token)")
+        raise InputError(f"writing to the Hugging Face Hub needs a token: set HF_TOKEN (or pass {param('token')})")
 
 
-def positive(value: int | None, flag: str) -> int | None:
+def positive(value: int | None, name: str) -> int | None:
     if value is not None and value < 1:
-        raise InputError(f"{flag} {value} must be at least 1")
+        raise InputError(f"{_ref(name)} {value} must be at least 1", param=name)
     return value
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from ckpt_action.names import endpoint as check_endpoint
 
-from .errors import InputError
+from .errors import InputError, param
 
 MAX_RETRIES = 20
 """More retries than this only multiply how long a dead Hub holds a job."""
@@ -38,7 +38,7 @@ class Settings:
     timeout: float = _knob(60.0, "CKPT_TIMEOUT",
                            "Seconds one request may stay silent (connect, or between bytes) before it is retried.")
     retries: int = _knob(5, "CKPT_RETRIES",
-                         f"Retries after the first attempt, for 408, 429, 5xx, timeouts and dropped connections "
+                         "Retries after the first attempt, for 408, 429, 5xx, timeouts and dropped connections "
                          f"(at most {MAX_RETRIES}).")
     retry_delay: float = _knob(1.0, "CKPT_RETRY_DELAY",
                                "First backoff delay in seconds; doubles per retry, jittered ±20%.")
@@ -100,7 +100,7 @@ class Settings:
             if not f.metadata:
                 continue
             value = getattr(self, f.name)
-            name = f"{f.name} ({_FLAGS.get(f.name, '')}{f.metadata['env']})"
+            name = f"{f.name} ({param(f.name) + ' / ' if f.name in _PARAMS else ''}{f.metadata['env']})"
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise InputError(f"{name} must be a finite number, not {value!r}")
             if f.name in _POSITIVE and value <= 0:
@@ -108,12 +108,14 @@ class Settings:
             if value < 0:
                 raise InputError(f"{name} must be >= 0, not {value!r}")
         if self.retries > MAX_RETRIES:
-            raise InputError(f"retries (--retries / CKPT_RETRIES) is {self.retries}: at most {MAX_RETRIES} are allowed")
+            raise InputError(f"retries ({param('retries')} / CKPT_RETRIES) is {self.retries}: at most {MAX_RETRIES} are"
+                             " allowed", param="retries")
         if self.max_files_per_commit < 2:
             raise InputError("max files per commit must be at least 2 (one file plus the manifest)")
 
 
-_FLAGS = {"timeout": "--timeout / ", "retries": "--retries / "}
+# Bounds a door takes as a parameter of its own (the others only from the environment).
+_PARAMS = {"timeout", "retries"}
 # Bounds where 0 would refuse everything; the others (delays, retries, waits) may be 0.
 _POSITIVE = {"timeout", "request_deadline", "min_download_rate", "max_listing_pages", "max_listing_entries",
              "max_listing_bytes", "max_manifest_bytes"}

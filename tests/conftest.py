@@ -58,6 +58,33 @@ def cli(tmp_path):
 
 
 @pytest.fixture
+def cli_in_process(tmp_path, monkeypatch):
+    """Run the CLI in this process, as ``cli`` runs it in a child: the same arguments, a
+    clean environment, stdout and stderr apart (Click's ``CliRunner`` isolation); returns a
+    Run. Logging and the client's bars, which ``main`` sets process-wide, are left as they are."""
+    from click.testing import CliRunner
+
+    from ckpt_action.cli.app import run as run_cli
+
+    def run(*args: str, env: dict[str, str] | None = None, **extra: str) -> Run:
+        full_env = clean_env(tmp_path, **extra) if env is None else env
+        with monkeypatch.context() as patch, CliRunner().isolation() as (out, err, _):
+            for key in [k for k in os.environ if k not in full_env]:
+                patch.delenv(key)
+            for key, value in full_env.items():
+                patch.setenv(key, value)
+            patch.chdir(tmp_path)
+            try:
+                run_cli(list(args))
+                code = 0
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+        return Run(code, out.getvalue().decode(), err.getvalue().decode())
+
+    return run
+
+
+@pytest.fixture
 def seeded(hub_server, hf_client, tmp_path):
     """A local Hub holding o/r with one complete checkpoint-1 (for proxies and faults in front of it)."""
     from tests.chaos_helpers import ckpt, seed

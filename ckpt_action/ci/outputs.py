@@ -17,13 +17,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ckpt_action.ci.escaping import escape
-from ckpt_action.errors import InputError
+from ckpt_action.errors import InputError, param
 
 if TYPE_CHECKING:
-    from ckpt_action.ops.discover import CheckpointInfo, LatestResult
+    from ckpt_action.api import ListResult, PruneResult
+    from ckpt_action.ops.discover import LatestResult
     from ckpt_action.ops.pull import PullResult
     from ckpt_action.ops.push import PushResult
-    from ckpt_action.ops.release import PromoteResult, PrunePlan
+    from ckpt_action.ops.release import PromoteResult
 
 # Written by every command (empty when they do not apply), in this order.
 CONTRACT_KEYS = ("repo", "subfolder", "revision", "step", "hub_url", "local_dir", "found")
@@ -70,8 +71,8 @@ OUTPUTS: dict[str, str] = {
 
 # Each command's result as its outputs (snake_case keys; None is written as empty).
 
-def push_outputs(res: PushResult, local_dir: Path) -> dict[str, Any]:
-    return res.handle.to_dict() | {"local_dir": str(local_dir), "found": None, "commits": res.commits,
+def push_outputs(res: PushResult) -> dict[str, Any]:
+    return res.handle.to_dict() | {"local_dir": str(res.local_dir), "found": None, "commits": res.commits,
                                    "uploaded_files": res.uploaded_files, "deleted_files": res.deleted_files}
 
 
@@ -96,7 +97,8 @@ def promote_outputs(res: PromoteResult) -> dict[str, Any]:
         "commits": res.commits, "tag": res.tag, "branch": res.branch}
 
 
-def list_outputs(repo: str, sha: str | None, infos: list[CheckpointInfo]) -> dict[str, Any]:
+def list_outputs(res: ListResult) -> dict[str, Any]:
+    repo, sha, infos = res.repo, res.revision, res.checkpoints
     newest = next((i for i in infos if i.complete and i.step is not None and i.subfolder.startswith("checkpoint-")),
                   None)
     return {"repo": repo, "subfolder": newest.subfolder if newest else None, "revision": sha,
@@ -104,9 +106,10 @@ def list_outputs(repo: str, sha: str | None, infos: list[CheckpointInfo]) -> dic
             "checkpoints": [i.to_dict() for i in infos]}
 
 
-def prune_outputs(repo: str, plan: PrunePlan, sha: str | None, dry_run: bool) -> dict[str, Any]:
-    return {"repo": repo, "subfolder": None, "revision": sha, "step": None, "hub_url": None, "found": None,
-            "dry_run": dry_run, "deleted": plan.delete, "kept": plan.keep, "deleted_count": len(plan.delete)}
+def prune_outputs(res: PruneResult) -> dict[str, Any]:
+    return {"repo": res.repo, "subfolder": None, "revision": res.revision, "step": None, "hub_url": None,
+            "found": None, "dry_run": res.dry_run, "deleted": res.deleted, "kept": list(res.kept),
+            "deleted_count": len(res.deleted)}
 
 
 def output_name(key: str) -> str:
@@ -163,16 +166,18 @@ def dotenv_lines(result: Mapping[str, object]) -> str:
     return "\n".join(out) + "\n"
 
 
-def check_writable(path: str | os.PathLike[str], what: str) -> None:
-    """Refuse an output file that cannot be written, before any work is done."""
+def check_writable(path: str | os.PathLike[str], name: str) -> None:
+    """Refuse an output file (the parameter ``name``, e.g. ``dotenv``) that cannot be
+    written, before any work is done."""
     target = Path(path)
+    what = param(name)
     if target.is_dir():
-        raise InputError(f"{what} {target} is a directory: name a file")
+        raise InputError(f"{what} {target} is a directory: name a file", param=name)
     parent = target.absolute().parent
     if not parent.is_dir():
-        raise InputError(f"{what} {target}: its directory does not exist: create it first")
+        raise InputError(f"{what} {target}: its directory does not exist: create it first", param=name)
     if not os.access(parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
-        raise InputError(f"{what} {target} is not writable: choose another path")
+        raise InputError(f"{what} {target} is not writable: choose another path", param=name)
 
 
 def write_dotenv(path: str | os.PathLike[str], result: Mapping[str, object]) -> None:

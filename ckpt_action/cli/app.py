@@ -1,12 +1,16 @@
-"""ckpt-action command line: parse, validate, call the core, emit outputs.
+"""ckpt-action command line: parse, call the Python API, render, map errors to exit codes.
 
 The same CLI runs from the GitHub Action, in the container image
 (``docker run IMAGE push ...``), as the ``ckpt-action`` console script and by hand
-(``python entrypoint.py`` in a checkout). It only handles arguments and output; the
-work is done by the core modules it calls, imported inside each command so a command
-loads only what it needs. Options shared by several commands are defined once, as
-decorators that hand the command one typed object (:class:`HubOptions`,
-:class:`WandbOptions`).
+(``python entrypoint.py`` in a checkout). It is a client of :mod:`ckpt_action.api`, where
+every command's steps live (checks, settings, the operation); it imports nothing below
+the API (an import-linter contract holds it to that) and renders what the API answers:
+text, JSON, step outputs, dotenv, job summary. Errors name parameters, which this door
+spells as flags (``--tag``), or as inputs (``input 'tag'``) when the action runs it. A
+command changes no global state, so tests run it in-process (Click's ``CliRunner``);
+what is process-wide (logging, the client's progress bars) is set in :func:`main`.
+Options shared by several commands are defined once, as decorators that hand the command
+one typed object (:class:`HubOptions`, :class:`WandbOptions`).
 """
 
 from __future__ import annotations
@@ -19,11 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar
-from urllib.parse import urlsplit
 
 import click
 
-from ckpt_action import names
+from ckpt_action import api
 from ckpt_action.ci.escaping import escape
 from ckpt_action.ci.outputs import (
     append_summary,
@@ -33,8 +36,8 @@ from ckpt_action.ci.outputs import (
     write_github_output,
     write_json,
 )
-from ckpt_action.errors import CkptError, InputError, NoCheckpointError, NotFoundError
-from ckpt_action.settings import MAX_RETRIES, Settings
+from ckpt_action.errors import CkptError, Door, InputError, param
+from ckpt_action.settings import MAX_RETRIES
 from ckpt_action.version import __version__
 
 if TYPE_CHECKING:
@@ -86,6 +89,20 @@ def fail(message: str, code: int) -> NoReturn:
     sys.exit(code)
 
 
+_DOOR = "ckpt_action.door"
+
+
+def door() -> Door:
+    """Who is running the command: a user on the command line, or the GitHub Action."""
+    ctx = click.get_current_context(silent=True)
+    return "action" if ctx is not None and ctx.meta.get(_DOOR) == "action" else "cli"
+
+
+def fail_with(exc: CkptError) -> NoReturn:
+    """Fail with the error's message, its parameters spelled as this door spells them."""
+    fail(exc.render(door()), exc.exit_code)
+
+
 def echo(text: str, *, err: bool = False) -> None:
     """Print one line built from values that may come from the Hub or the user."""
     click.echo(escape(scrub(text)), err=err)
@@ -118,21 +135,10 @@ class HubOptions:
     timeout: float | None
     retries: int | None
 
-    def settings(self, endpoint: str | None = None) -> Settings:
-        """Validated settings, with the client configured for them (before its first import)."""
-        _Secret.value = self.token or _Secret.value
-        settings = Settings.from_env(endpoint=endpoint or self.endpoint, token=self.token or None,
-                                     timeout=self.timeout, retries=self.retries)
-        from ckpt_action.hub.transport import prepare
-
-        # The client's own default endpoint (telemetry, helpers that take no endpoint) must
-        # be this one, also when it came from --endpoint: it is read at the client's import,
-        # which comes next. One command a process, so setting it process-wide is right here
-        # (the Python API passes endpoints instead).
-        os.environ["HF_ENDPOINT"] = settings.endpoint
-        prepare(settings)  # before the client's import, so its import-time switches fit the endpoint
-        _route_client_logs()
-        return settings
+    def hub(self) -> dict[str, Any]:
+        """The API's keywords for where the Hub is and how hard to try."""
+        return {"endpoint": self.endpoint, "token": self.token or None, "timeout": self.timeout,
+                "retries": self.retries}
 
 
 @dataclass(frozen=True)
@@ -159,11 +165,12 @@ def hub_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, endpoint: str | None, token: str | None, as_json: bool, dotenv: str | None,
                 timeout: float | None, retries: int | None, **kwargs: Any) -> Any:
+        _Secret.value = token or os.environ.get("HF_TOKEN") or None
         if dotenv:
             try:
-                check_writable(dotenv, "--dotenv")
+                check_writable(dotenv, "dotenv")
             except CkptError as exc:
-                fail(str(exc), exc.exit_code)
+                fail_with(exc)
         return fn(*args, hub=HubOptions(endpoint, token, as_json, dotenv, timeout, retries), **kwargs)
 
     return _options(wrapper, [
@@ -238,7 +245,7 @@ def command(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             fn(*args, **kwargs)
         except CkptError as exc:
-            fail(str(exc), exc.exit_code)
+            fail_with(exc)
         except KeyboardInterrupt:
             fail("interrupted", 130)
         except OSError as exc:
@@ -301,47 +308,26 @@ def push(repo: str, local_dir: str, subfolder: str | None, step: int | None, pri
     The subfolder ends up exactly equal to the local dir; a manifest is committed last.
     Identical content makes no commit and reports the current SHA.
     """
-    repo = names.repo_id(repo)
-    subfolder, step = names.push_target(subfolder, step)
-    from ckpt_action.disk.source import local_dir_to_push
-
-    path = local_dir_to_push(local_dir)
-    if commit_message is not None:
-        commit_message = names.commit_message(commit_message)
-    settings = hub.settings()
-    names.token_for_write(settings.token, settings.endpoint)
-
     from ckpt_action.ci.outputs import push_outputs
-    from ckpt_action.hub.repo import RemoteRepo
-    from ckpt_action.ops.push import push as do_push
-    from ckpt_action.progress import quiet_client_bars
 
-    quiet_client_bars()
-    res = do_push(RemoteRepo(settings, repo), path, subfolder, step=step, private=private,
-                  commit_message=commit_message)
-    result = push_outputs(res, path)
+    res = api.push_checkpoint(local_dir, repo, step=step, subfolder=subfolder, private=private,
+                              commit_message=commit_message, **hub.hub())
+    result = push_outputs(res)
     if wandb.project:
         result |= _log_wandb(res.handle, wandb)
     emit("push", result, hub)
 
 
 def _log_wandb(handle: CheckpointHandle, wandb: WandbOptions) -> dict[str, Any]:
-    from ckpt_action.wandb import pointer as wandb_pointer
-
     assert wandb.project is not None
     try:
-        pointer = wandb_pointer.log_pointer(handle, project=wandb.project, entity=wandb.entity,
-                                            run_id=wandb.run_id, artifact_name=wandb.artifact_name)
-        if wandb.registry:
-            try:
-                ref = f"{pointer.entity}/{pointer.project}/{pointer.artifact_name}:latest"
-                wandb_pointer.link_to_registry(ref, wandb.registry, project=pointer.project, entity=pointer.entity)
-            except CkptError as exc:
-                warn(f"the pointer is logged, but linking it into {wandb.registry} failed: {exc}")
+        # run=None and a run id (or none): this process has no run of its own to log to.
+        pointer = api.log_pointer(handle, None, project=wandb.project, entity=wandb.entity, run_id=wandb.run_id,
+                                  artifact_name=wandb.artifact_name, registry=wandb.registry, warn=warn)
     except CkptError as exc:
         if wandb.fatal:
             raise
-        warn(f"the checkpoint is pushed, but W&B logging failed: {exc}")
+        warn(f"the checkpoint is pushed, but W&B logging failed: {exc.render(door())}")
         return {"wandb_artifact": None}
     return {"wandb_artifact": pointer.artifact_name, "wandb_run_id": pointer.run_id}
 
@@ -359,45 +345,15 @@ def latest(repo: str, revision: str | None, require: bool, hub: HubOptions) -> N
 
     Nothing found exits 0 with found=false (3 with --require); a failure to tell exits 1.
     """
-    repo = names.repo_id(repo)
-    revision = names.revision(revision)
-    settings = hub.settings()
-
     from ckpt_action.ci.outputs import latest_outputs
-    from ckpt_action.hub.repo import RemoteRepo
-    from ckpt_action.ops.discover import latest as find_latest
 
-    res = find_latest(RemoteRepo(settings, repo), revision)
-    _report_skipped(res, repo)
+    res = api.find_latest(repo, revision=revision, warn=warn, **hub.hub())
     emit("latest", latest_outputs(repo, res), hub)
     if res.handle is None and require:
-        raise NoCheckpointError(f"no complete checkpoint-N in {repo}")
-
-
-def _report_skipped(res: Any, repo: str) -> None:
-    if res.repo_missing:
-        warn(f"{repo} does not exist, or this token cannot see it: no checkpoint")
-    for name, why in res.skipped:
-        warn(f"skipped {name}: {why}")
+        raise api.no_checkpoint(repo)
 
 
 # --- pull ---------------------------------------------------------------------------------------
-
-def _origin(url: str) -> str:
-    parts = urlsplit(url)
-    default = {"http": 80, "https": 443}.get(parts.scheme)
-    port = parts.port if parts.port not in (None, default) else None
-    return f"{parts.scheme}://{(parts.hostname or '').lower()}" + (f":{port}" if port else "")
-
-
-def _check_pointer_origin(pointed: CheckpointHandle, configured: str) -> None:
-    """The token goes only to the configured endpoint: a pointer naming another host is refused."""
-    if _origin(pointed.endpoint) != _origin(configured):
-        raise InputError(
-            f"the pointer names the Hub at {_origin(pointed.endpoint)}, but the configured endpoint is"
-            f" {_origin(configured)}: pass --endpoint {_origin(pointed.endpoint)} explicitly if that host is"
-            " really trusted with the token")
-
 
 @cli.command()
 @repo_option("Hub model repo, OWNER/NAME (from the pointer with --pointer).", required=False)
@@ -424,52 +380,13 @@ def pull(repo: str | None, subfolder: str | None, use_latest: bool, pointer: str
 
     Files already in --local-dir from an earlier pull, or in --cache-dir, are not downloaded again.
     """
-    sources = [bool(subfolder), use_latest, bool(pointer), bool(from_wandb)]
-    if sum(sources) != 1:
-        raise InputError("pull needs exactly one of --subfolder, --latest, --pointer or --from-wandb")
-    from ckpt_action.disk.target import pull_target
-
-    target = pull_target(local_dir, force=force)
-    from ckpt_action.disk.cache import CacheConfig
-    from ckpt_action.ops.pull import Selection
-
-    cache = CacheConfig.from_options(cache_dir, target)
-    select = Selection.from_options(include, exclude)
-    revision = names.revision(revision)
-    settings = hub.settings()
-    sha = None
-    if pointer or from_wandb:
-        if revision:
-            raise InputError("--revision does not go with a pointer: the pointer pins the SHA")
-        from ckpt_action.wandb import pointer as wandb_pointer
-
-        pointed = (wandb_pointer.read_pointer(pointer) if pointer
-                   else wandb_pointer.fetch_pointer(str(from_wandb), timeout=settings.timeout))
-        _check_pointer_origin(pointed, settings.endpoint)
-        if repo and names.repo_id(repo) != pointed.repo:
-            raise InputError(f"--repo {repo} disagrees with the pointer's repo {pointed.repo}: drop --repo")
-        repo, subfolder, sha = pointed.repo, pointed.subfolder, pointed.revision
-    else:
-        repo = names.repo_id(repo)
-        subfolder = names.subfolder(subfolder) if subfolder else ""
-
+    if not (subfolder or use_latest or pointer or from_wandb):
+        raise api.one_source_error()
     from ckpt_action.ci.outputs import pull_outputs
-    from ckpt_action.hub.repo import RemoteRepo
-    from ckpt_action.ops.pull import pull as do_pull
-    from ckpt_action.progress import quiet_client_bars
 
-    quiet_client_bars()
-    remote = RemoteRepo(settings, repo)
-    if use_latest:
-        from ckpt_action.ops.discover import latest as find_latest
-
-        found = find_latest(remote, revision)
-        _report_skipped(found, repo)
-        if found.handle is None:
-            raise NoCheckpointError(f"no complete checkpoint-N in {repo} to pull")
-        subfolder, sha = found.handle.subfolder, found.handle.revision
-    assert subfolder is not None
-    res = do_pull(remote, subfolder, revision, target, force=force, sha=sha, select=select, cache=cache)
+    res = api.pull_checkpoint(repo, local_dir, subfolder=subfolder or None, revision=revision, latest=use_latest,
+                              pointer=pointer or None, from_wandb=from_wandb or None, force=force, include=include,
+                              exclude=exclude, cache_dir=cache_dir, warn=warn, **hub.hub())
     emit("pull", pull_outputs(res), hub)
 
 
@@ -489,27 +406,10 @@ def pull(repo: str | None, subfolder: str | None, use_latest: bool, pointer: str
 def promote(repo: str, subfolder: str, revision: str | None, to: str, to_repo: str | None, tag: str | None,
             branch: str | None, wandb: WandbOptions, hub: HubOptions) -> None:
     """Copy a pinned checkpoint to a release folder (and/or branch, tag) in one commit, server-side."""
-    repo = names.repo_id(repo)
-    subfolder = names.subfolder(subfolder)
-    to = names.subfolder(to, flag="--to")
-    revision = names.revision(revision)
-    tag = names.revision(tag, flag="--tag") if tag else None
-    branch = names.revision(branch, flag="--branch") if branch else None
-    to_repo = names.repo_id(to_repo) if to_repo else None
-    if to_repo and branch:
-        raise InputError("--branch does not go with --to-repo: promote into the other repo's main")
-    settings = hub.settings()
-    names.token_for_write(settings.token, settings.endpoint)
-
     from ckpt_action.ci.outputs import promote_outputs
-    from ckpt_action.hub.repo import RemoteRepo
-    from ckpt_action.ops.release import promote as do_promote
-    from ckpt_action.progress import quiet_client_bars
 
-    quiet_client_bars()
-    remote = RemoteRepo(settings, repo)
-    target = RemoteRepo(settings, to_repo, api=remote.api) if to_repo else None
-    res = do_promote(remote, subfolder, revision, to, tag=tag, branch=branch, target=target)
+    res = api.promote_checkpoint(repo, to, subfolder=subfolder, revision=revision, to_repo=to_repo, tag=tag,
+                                 branch=branch, **hub.hub())
     result = promote_outputs(res)
     if wandb.project:
         result |= _log_wandb(res.handle, wandb)
@@ -523,25 +423,11 @@ def promote(repo: str, subfolder: str, revision: str | None, to: str, to_repo: s
 @command
 def list_(repo: str, revision: str | None, hub: HubOptions) -> None:
     """Every checkpoint with its step, completeness, file count, size and the SHA it was read at."""
-    repo = names.repo_id(repo)
-    revision = names.revision(revision)
-    settings = hub.settings()
-
     from ckpt_action.ci.outputs import list_outputs
-    from ckpt_action.hub.repo import RemoteRepo
-    from ckpt_action.ops.discover import CheckpointInfo, list_checkpoints
     from ckpt_action.progress import human
 
-    remote = RemoteRepo(settings, repo)
-    try:
-        remote.resolve(revision)
-    except NotFoundError:
-        if revision:
-            raise
-        warn(f"{repo} does not exist, or this token cannot see it: no checkpoints")
-        sha, infos = None, list[CheckpointInfo]()
-    else:
-        sha, infos = list_checkpoints(remote, revision)
+    res = api.list_repo(repo, revision=revision, warn=warn, **hub.hub())
+    sha, infos = res.revision, res.checkpoints
 
     def table() -> None:
         names = [escape(i.subfolder) for i in infos]
@@ -553,7 +439,7 @@ def list_(repo: str, revision: str | None, hub: HubOptions) -> None:
             why = f"  ({i.problem})" if i.problem else ""
             echo(f"{name:<{width}}  {step:>8}  {i.status:<10}  {i.files:>5}  {human(i.size):>10}{why}")
 
-    emit("list", list_outputs(repo, sha, infos), hub, human=table)
+    emit("list", list_outputs(res), hub, human=table)
 
 
 @cli.command()
@@ -565,42 +451,59 @@ def list_(repo: str, revision: str | None, hub: HubOptions) -> None:
 def prune(repo: str, keep_last: int, dry_run: bool, hub: HubOptions) -> None:
     """Delete older checkpoint-N folders in one commit; never the latest complete one, sft/,
     promoted targets or their sources, or a checkpoint a tag points at."""
-    repo = names.repo_id(repo)
-    keep = names.positive(keep_last, "--keep-last")
-    assert keep is not None
-    settings = hub.settings()
-    if not dry_run:
-        names.token_for_write(settings.token, settings.endpoint)
-
     from ckpt_action.ci.outputs import prune_outputs
-    from ckpt_action.hub.repo import RemoteRepo
-    from ckpt_action.ops.release import prune as do_prune
 
-    plan, sha = do_prune(RemoteRepo(settings, repo), keep, dry_run=dry_run)
+    res = api.prune(repo, keep_last, dry_run=dry_run, **hub.hub())
     verb = "would delete" if dry_run else "deleted"
     if not hub.as_json:
-        for name in plan.delete:
+        for name in res.deleted:
             echo(f"{verb}: {name}", err=True)
-        for name in plan.keep:
-            echo(f"kept: {name} ({plan.reasons.get(name, '')})", err=True)
-    emit("prune", prune_outputs(repo, plan, sha, dry_run), hub)
+        for name, why in res.kept.items():
+            echo(f"kept: {name} ({why})", err=True)
+    emit("prune", prune_outputs(res), hub)
 
 
 # --- the action and the demo ------------------------------------------------------------
 
+def click_error(exc: click.ClickException) -> InputError:
+    """Click's own parsing error as ours, naming the parameter so each door can spell it:
+    ``input 'step' must be a whole number``, not ``Invalid value for '--step'``."""
+    name = getattr(getattr(exc, "param", None), "name", None)
+    if not isinstance(exc, click.BadParameter) or not name:
+        return InputError(exc.format_message())
+    kind = getattr(exc.param, "type", None)
+    detail = str(exc.message).rstrip(".")
+    if isinstance(exc, click.MissingParameter):
+        return InputError(f"{param(name)} is required", param=name)
+    if isinstance(kind, click.types.IntParamType):
+        return InputError(f"{param(name)} must be a whole number ({detail})", param=name)
+    if isinstance(kind, click.types.FloatParamType):
+        return InputError(f"{param(name)} must be a number ({detail})", param=name)
+    return InputError(f"{param(name)}: {detail}", param=name)
+
+
 @cli.command("from-action", hidden=True)
 @click.pass_context
 def from_action(ctx: click.Context) -> None:
-    """Run the command the GitHub Action's INPUT_* environment describes (see action_inputs)."""
+    """Run the command the GitHub Action's INPUT_* environment describes (see action_inputs).
+
+    Errors name the action's inputs (``input 'tag'``), also those Click finds while
+    parsing (a ``step`` that is not a whole number).
+    """
     from ckpt_action.ci.action_inputs import argv
 
     try:
         name, *args = argv()
     except InputError as exc:
-        fail(str(exc), exc.exit_code)
+        fail_with(exc)
     echo(f"ckpt-action {name} " + " ".join(args), err=True)
+    ctx.meta[_DOOR] = "action"
     sub = cli.commands[name]
-    with sub.make_context(name, args, parent=ctx.parent) as sub_ctx:
+    try:
+        sub_ctx = sub.make_context(name, args, parent=ctx.parent)
+    except click.ClickException as exc:
+        fail_with(click_error(exc))
+    with sub_ctx:
         sub.invoke(sub_ctx)
 
 
@@ -620,7 +523,18 @@ _NO_ARGS_IS_HELP: type[click.ClickException] = getattr(
 
 
 def main(argv: list[str] | None = None) -> None:
+    """The console script: what is process-wide is set here, once, then the command runs."""
     _setup_logging()
+    _route_client_logs()
+    from ckpt_action.progress import quiet_client_bars
+
+    quiet_client_bars()
+    run(argv)
+
+
+def run(argv: list[str] | None = None) -> None:
+    """Parse ``argv`` and run the command, exiting with its code (``SystemExit``). Changes
+    no global state, so tests call it in-process."""
     try:
         cli.main(args=argv, prog_name="ckpt-action", standalone_mode=False)
     except _NO_ARGS_IS_HELP as exc:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ckpt_action.checkpoint.manifest import FileDigest, Hasher, satisfies
-from ckpt_action.errors import CkptError, InputError
+from ckpt_action.errors import CkptError, InputError, param
 
 ENV_DIR = "CKPT_CACHE_DIR"
 ENV_MAX_SIZE = "CKPT_CACHE_MAX_SIZE"
@@ -93,16 +93,18 @@ class CacheConfig:
             return None
         root = Path(os.path.abspath(value))
         if root.is_symlink() or (root.exists() and not root.is_dir()):
-            raise InputError(f"--cache-dir {value} is not a directory: give a dir (it is created if missing)")
+            raise InputError(f"{param('cache_dir')} {value} is not a directory: give a dir (it is created if"
+                             " missing)", param='cache_dir')
         real_root, real_target = root.resolve(), Path(os.path.abspath(target)).resolve()
         if real_root == real_target or real_target in real_root.parents or real_root in real_target.parents:
-            raise InputError(f"--cache-dir {value} overlaps --local-dir {target}: keep the cache outside the"
+            raise InputError(f"{param('cache_dir')} {value} overlaps {param('local_dir')} {target}: keep the"
+                             " cache outside the"
                              " pulled dir and the other way round")
         ancestor = root
         while not ancestor.exists() and ancestor != ancestor.parent:
             ancestor = ancestor.parent
         if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
-            raise InputError(f"--cache-dir {value}: {ancestor} is not a writable directory")
+            raise InputError(f"{param('cache_dir')} {value}: {ancestor} is not a writable directory", param='cache_dir')
         return cls(root, max_bytes)
 
 

@@ -10,7 +10,7 @@ import os
 import stat
 from pathlib import Path
 
-from ckpt_action.errors import InputError
+from ckpt_action.errors import InputError, param
 from ckpt_action.names import BAD_NAME_RE, MAX_PUSH_FILES
 
 
@@ -21,12 +21,14 @@ def local_dir_to_push(value: str | None) -> Path:
     be uploaded; finding them half-way through a push would leave it unfinished.
     """
     if not value:
-        raise InputError("--local-dir is required: give the checkpoint directory to push")
+        raise InputError(f"{param('local_dir')} is required: give the checkpoint directory to push", param='local_dir')
     path = Path(value)
     if not path.exists():
-        raise InputError(f"--local-dir {value} does not exist: point it at the checkpoint directory")
+        raise InputError(f"{param('local_dir')} {value} does not exist: point it at the checkpoint"
+                         " directory", param='local_dir')
     if not path.is_dir():
-        raise InputError(f"--local-dir {value} is a file: point it at the checkpoint directory")
+        raise InputError(f"{param('local_dir')} {value} is a file: point it at the checkpoint"
+                         " directory", param='local_dir')
     root = path.resolve()
     count = 0
     for dirpath, dirnames, filenames in os.walk(path, onerror=_raise_walk_error):
@@ -34,36 +36,43 @@ def local_dir_to_push(value: str | None) -> Path:
             full = Path(dirpath) / name
             rel = full.relative_to(path).as_posix()
             if BAD_NAME_RE.search(name):
-                raise InputError(f"--local-dir has a file name the Hub refuses ({rel!r}: a backslash or a control"
+                raise InputError(f"{param('local_dir')} has a file name the Hub refuses ({rel!r}: a backslash"
+                                 " or a control"
                                  " character): rename it")
             st = full.lstat()
             if stat.S_ISLNK(st.st_mode):
                 if not full.exists():
-                    raise InputError(f"--local-dir has a dangling symlink {rel}: remove it or restore its target")
+                    raise InputError(f"{param('local_dir')} has a dangling symlink {rel}: remove it or restore"
+                                     " its target", param='local_dir')
                 target = full.resolve()
                 if target != root and root not in target.parents:
                     raise InputError(
-                        f"--local-dir has a symlink {rel} pointing outside the checkpoint: copy the file in"
+                        f"{param('local_dir')} has a symlink {rel} pointing outside the checkpoint: copy the file in"
                         " or remove the link"
                     )
                 if target.is_dir():
                     # Never followed (a loop, or files counted twice): say so rather than skip it.
-                    raise InputError(f"--local-dir has a symlinked directory {rel}: copy it in or remove the link")
+                    raise InputError(f"{param('local_dir')} has a symlinked directory {rel}: copy it in or"
+                                     " remove the link", param='local_dir')
                 st = full.stat()
             if name in filenames:
                 if not stat.S_ISREG(st.st_mode):
-                    raise InputError(f"--local-dir has {rel}, which is not a regular file (a FIFO, socket or device):"
+                    raise InputError(f"{param('local_dir')} has {rel}, which is not a regular file (a FIFO,"
+                                     " socket or device):"
                                      " remove it from the checkpoint")
                 if not os.access(full, os.R_OK):
-                    raise InputError(f"--local-dir has {rel}, which cannot be read: fix its permissions")
+                    raise InputError(f"{param('local_dir')} has {rel}, which cannot be read: fix its"
+                                     " permissions", param='local_dir')
                 count += 1
                 if count > MAX_PUSH_FILES:
-                    raise InputError(f"--local-dir holds more than {MAX_PUSH_FILES} files, more than a Hub repo takes:"
+                    raise InputError(f"{param('local_dir')} holds more than {MAX_PUSH_FILES} files, more than"
+                                     " a Hub repo takes:"
                                      " push a smaller folder")
     if not count:
-        raise InputError(f"--local-dir {value} has no files: nothing to push")
+        raise InputError(f"{param('local_dir')} {value} has no files: nothing to push", param='local_dir')
     return path
 
 
 def _raise_walk_error(exc: OSError) -> None:
-    raise InputError(f"--local-dir cannot be read ({exc.filename}: {exc.strerror}): fix its permissions")
+    raise InputError(f"{param('local_dir')} cannot be read ({exc.filename}: {exc.strerror}): fix its"
+                     " permissions", param='local_dir')

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ckpt_action.checkpoint.manifest import PULL_RECORD_NAME, FileDigest
-from ckpt_action.errors import CkptError, InputError
+from ckpt_action.errors import CkptError, InputError, param
 from ckpt_action.names import safe_relative
 
 RECORD_FORMAT = "ckpt-action/pull/v1"
@@ -264,7 +264,7 @@ def target_lock(target: Path) -> Iterator[None]:
         try:
             if not _try_lock(fd):
                 raise CkptError(f"another pull into {target} is running (it holds {path}): wait for it to"
-                                " finish, or pull into another --local-dir")
+                                f" finish, or pull into another {param('local_dir')}")
             try:
                 same = os.fstat(fd).st_ino == os.stat(path).st_ino
             except FileNotFoundError:
@@ -366,12 +366,13 @@ def inspect(path: Path) -> TargetState:
         try:
             entries = list(os.scandir(folder))
         except OSError as exc:
-            raise InputError(f"--local-dir {path}: cannot read {folder} ({exc.strerror}): fix its permissions"
+            raise InputError(f"{param('local_dir')} {path}: cannot read {folder} ({exc.strerror}): fix its permissions"
                              " or choose another dir") from None
         for entry in entries:
             seen += 1
             if seen > MAX_TARGET_ENTRIES:
-                raise InputError(f"--local-dir {path} holds more than {MAX_TARGET_ENTRIES} entries: pull into a"
+                raise InputError(f"{param('local_dir')} {path} holds more than {MAX_TARGET_ENTRIES} entries:"
+                                 " pull into a"
                                  " dedicated dir")
             rel = prefix + entry.name
             if not prefix and (entry.name in (PULL_RECORD_NAME, f"{PULL_RECORD_NAME}.tmp")
@@ -415,41 +416,49 @@ def check_target(value: str | None, *, force: bool) -> TargetState:
     False
     """
     if not value:
-        raise InputError("--local-dir is required: give the directory to pull the checkpoint into")
+        raise InputError(f"{param('local_dir')} is required: give the directory to pull the checkpoint"
+                         " into", param='local_dir')
     path = Path(os.path.abspath(value))
     if path.is_symlink():
-        raise InputError(f"--local-dir {value} is a symlink: give the real directory")
+        raise InputError(f"{param('local_dir')} {value} is a symlink: give the real directory", param='local_dir')
     if path.exists() and not path.is_dir():
-        raise InputError(f"--local-dir {value} exists and is not a directory: choose another path")
+        raise InputError(f"{param('local_dir')} {value} exists and is not a directory: choose another"
+                         " path", param='local_dir')
     ancestor = path.absolute().parent
     while not ancestor.exists() and ancestor != ancestor.parent:
         ancestor = ancestor.parent
     if not ancestor.is_dir():
-        raise InputError(f"--local-dir {value}: {ancestor} is not a directory")
+        raise InputError(f"{param('local_dir')} {value}: {ancestor} is not a directory", param='local_dir')
     if not path.exists() and not os.access(ancestor, os.W_OK | os.X_OK):
-        raise InputError(f"--local-dir {value}: {ancestor} is not writable: choose a dir you can write to")
+        raise InputError(f"{param('local_dir')} {value}: {ancestor} is not writable: choose a dir you can"
+                         " write to", param='local_dir')
     if path.exists() and not os.access(path, os.W_OK | os.X_OK):
-        raise InputError(f"--local-dir {value} is not writable: choose a dir you can write to")
+        raise InputError(f"{param('local_dir')} {value} is not writable: choose a dir you can write"
+                         " to", param='local_dir')
     if path.exists() and _holds_a_file(path):
         why = protected_reason(path)  # before the walk: `/` or a home dir would take long to walk
         if why is not None:
-            raise InputError(f"--local-dir {value} {why}: pull into a dedicated dir (new, empty, or holding an"
+            raise InputError(f"{param('local_dir')} {value} {why}: pull into a dedicated dir (new, empty, or holding an"
                              " earlier pull), never one that holds other work")
     state = inspect(path)
     if state.empty:
         return state
     if state.record is None:
         example = (state.foreign or sorted(state.files))[0]
-        raise InputError(f"--local-dir {value} holds files ckpt-action did not pull (e.g. {example}): pull into a"
-                         " dedicated dir; --force only replaces a dir that is empty or holds an earlier pull")
+        raise InputError(f"{param('local_dir')} {value} holds files ckpt-action did not pull (e.g. {example}):"
+                         " pull into a"
+                         f" dedicated dir; {param('force')} only replaces a dir that is empty or holds an earlier pull")
     if state.foreign and not force:
-        raise InputError(f"--local-dir {value} holds an earlier pull plus {state.foreign[0]}, which that pull did"
-                         " not write: remove it, or pass --force to replace the whole dir")
+        raise InputError(f"{param('local_dir')} {value} holds an earlier pull plus {state.foreign[0]}, which"
+                         " that pull did"
+                         f" not write: remove it, or pass {param('force')} to replace the whole dir")
     if state.foreign and path.resolve() == _cwd():
         # The current dir may be updated in place (a container's mounted work dir), but never
         # emptied of work on the word of a record someone may have copied in.
-        raise InputError(f"--local-dir {value} is the current dir and holds {state.foreign[0]}, which the earlier"
-                         " pull did not write: --force does not replace the current dir; pull into a dedicated dir")
+        raise InputError(f"{param('local_dir')} {value} is the current dir and holds {state.foreign[0]}, which"
+                         " the earlier"
+                         f" pull did not write: {param('force')} does not replace the current dir; pull into a"
+                         " dedicated dir")
     return state
 
 

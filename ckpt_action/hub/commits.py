@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from ckpt_action.errors import CkptError, RemoteError
 from ckpt_action.handle import commit_id
+from ckpt_action.hub.deadline import stall
 from ckpt_action.hub.transport import is_transient, retry_wait
 from ckpt_action.progress import Ticker, bytes_read_since_now
 
@@ -151,7 +152,7 @@ def commit(remote: RemoteRepo, plan: Callable[[str | None], CommitPlan | None], 
         description = "\n\n".join(p for p in (wanted.description, _ID_PREFIX + attempt.write_id) if p)
         try:
             with (Ticker(wanted.progress, wanted.upload_bytes, bytes_read_since_now()) if wanted.progress
-                  else nullcontext()):
+                  else nullcontext()), stall(remote.settings.timeout):
                 info = remote.api.create_commit(remote.repo, operations=wanted.operations,
                                                 commit_message=wanted.title, commit_description=description,
                                                 parent_commit=head, revision=branch)

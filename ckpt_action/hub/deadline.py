@@ -11,7 +11,10 @@ and once that is spent it raises :class:`RequestDeadline`.
 
 The deadline is per thread and opt-in (``with deadline(60): ...``): reads of refs,
 listing pages and manifests are bounded; checkpoint transfers, whose length depends on
-their size, keep only the per-read timeout. :func:`install` puts the stream wrapper
+their size, keep only the per-read timeout. That per-read timeout (``--timeout``) is
+per thread too (``with stall(60): ...``): it is set around each of our calls rather than
+on the client, which is huggingface_hub's shared one and may be the user's, so their own
+requests keep the timeouts they configured. :func:`install` puts the stream wrapper
 under an ``httpx2.Client``; it reaches through two private attributes (the transport's
 ``_pool`` and the pool's ``_network_backend``), which the pinned versions have and the
 tests check by trickling a real server's answers.
@@ -55,8 +58,45 @@ def deadline(seconds: float) -> Iterator[None]:
         _local.at = outer
 
 
+_stalls: list[float] = []
+_stalls_lock = threading.Lock()
+
+
+@contextmanager
+def stall(seconds: float) -> Iterator[None]:
+    """Let no socket operation this thread makes inside the block wait more than ``seconds``
+    (connect, or silence between bytes), unless the request asks for less.
+
+    Threads the client starts on its own inside the block (huggingface_hub uploads LFS
+    files from a pool of its own) cannot see this thread's setting: while any block is
+    open, a thread without one gets the shortest open one. That is the only effect on
+    other threads, and it ends with the block.
+    """
+    outer: float | None = getattr(_local, "stall", None)
+    _local.stall = seconds
+    with _stalls_lock:
+        _stalls.append(seconds)
+    try:
+        yield
+    finally:
+        _local.stall = outer
+        with _stalls_lock:
+            _stalls.remove(seconds)
+
+
+def _stall_now() -> float | None:
+    mine: float | None = getattr(_local, "stall", None)
+    if mine is not None:
+        return mine
+    with _stalls_lock:
+        return min(_stalls) if _stalls else None
+
+
 def _left(timeout: float | None) -> tuple[float | None, bool]:
     """The timeout one socket operation may use, and whether the deadline is what set it."""
+    quiet = _stall_now()
+    if quiet is not None and (timeout is None or quiet < timeout):
+        timeout = quiet
     at: float | None = getattr(_local, "at", None)
     if at is None:
         return timeout, False
@@ -138,5 +178,5 @@ def install(client: Any) -> bool:
             pool._network_backend = backend_class(backend)  # type: ignore[union-attr]
     if not ok:
         log.warning("cannot bound requests by CKPT_REQUEST_DEADLINE with this httpx2 version:"
-                    " only the per-read --timeout applies")
+                    " only the per-read timeout applies")
     return ok

@@ -35,6 +35,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
+from ckpt_action.names import origin_parts
+
 MAX_REDIRECTS = 10
 MAX_ERROR_BODY = 64 * 1024
 # Smaller buffers stay in the CPU cache between the receive, the write and the hash: on
@@ -58,11 +60,6 @@ def direct(url: str) -> bool:
     if not ({parts.scheme, "all"} & set(proxies)):
         return True
     return bool(urllib.request.proxy_bypass(parts.hostname or ""))
-
-
-def _origin(url: str) -> tuple[str, str, int]:
-    parts = urlsplit(url)
-    return parts.scheme, (parts.hostname or "").lower(), parts.port or (443 if parts.scheme == "https" else 80)
 
 
 _ssl_context: Any = None
@@ -123,7 +120,7 @@ def get(url: str, headers: dict[str, str], timeout: float) -> Iterator[http.clie
     """
     headers = dict(headers)
     for _hop in range(MAX_REDIRECTS + 1):
-        origin = _origin(url)
+        origin = origin_parts(url)
         parts = urlsplit(url)
         target = parts.path + (f"?{parts.query}" if parts.query else "")
         conn = _connection(origin, timeout)
@@ -138,7 +135,7 @@ def get(url: str, headers: dict[str, str], timeout: float) -> Iterator[http.clie
         if resp.status in _REDIRECTS and resp.getheader("Location"):
             conn.close()  # a redirect's body is not worth reading to keep the connection
             new = urljoin(url, resp.getheader("Location", ""))
-            if _origin(new) != origin:
+            if origin_parts(new) != origin:
                 headers = {k: v for k, v in headers.items() if k.lower() not in _PRIVATE}
             url = new
             continue

@@ -19,7 +19,7 @@ from urllib.parse import quote, urljoin, urlsplit
 from ckpt_action.errors import IntegrityError, LimitError, quoted
 from ckpt_action.handle import SHA_RE, is_whole
 from ckpt_action.hub.transport import call, get_bounded
-from ckpt_action.names import safe_relative
+from ckpt_action.names import origin_parts, safe_relative
 from ckpt_action.settings import Settings
 
 _SHA256_RE = re.compile(r"\A[0-9a-f]{64}\Z")
@@ -56,14 +56,12 @@ def path_problem(path: str) -> str | None:
 
 def on_endpoint(url: str, endpoint: str) -> bool:
     """The URL is under the configured endpoint: same scheme, host and port, and path."""
-    got, base = urlsplit(url), urlsplit(endpoint)
-    default = {"http": 80, "https": 443}
     try:
-        ports = (got.port or default.get(got.scheme), base.port or default.get(base.scheme))
+        if origin_parts(url) != origin_parts(endpoint):
+            return False
     except ValueError:  # a port that is not a number
         return False
-    return (got.scheme, got.hostname, ports[0]) == (base.scheme, base.hostname, ports[1]) and (
-        got.path + "/").startswith(base.path.rstrip("/") + "/")
+    return (urlsplit(url).path + "/").startswith(urlsplit(endpoint).path.rstrip("/") + "/")
 
 
 def tree_url(endpoint: str, repo: str, sha: str, path: str | None) -> str:

@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 from ckpt_action import names
 from ckpt_action.checkpoint.manifest import MANIFEST_NAME, Manifest, RemoteFile
-from ckpt_action.errors import InputError, IntegrityError, LimitError, NotFoundError, UnreadableManifest, quoted
+from ckpt_action.errors import InputError, IntegrityError, LimitError, NotFoundError, UnreadableManifest, param, quoted
 from ckpt_action.handle import SHA_RE, commit_id
 from ckpt_action.hub.listing import Listing, on_endpoint, parse_json, read_tree, tree_url
 from ckpt_action.hub.transport import call, get_bounded, make_api, translate
@@ -108,7 +108,7 @@ class RemoteRepo:
                     return sha
         if revision is None:
             return None
-        raise NotFoundError(f"revision {rev!r} is not a branch or tag of {self.repo}: check --revision")
+        raise NotFoundError(f"revision {rev!r} is not a branch or tag of {self.repo}: check {param('revision')}")
 
     def refs(self) -> tuple[dict[str, str], dict[str, str]]:
         """Branches and tags, each name to the 40-hex commit it points at.
@@ -199,9 +199,7 @@ class RemoteRepo:
         """Request headers for every read: the token, our user agent, and no compression
         (checkpoint bytes are hashed as they arrive; the byte caps on refs, listings and
         manifests count what the wire carries)."""
-        from huggingface_hub.utils import build_hf_headers
-
-        headers = build_hf_headers(token=self.settings.token or None, library_name="ckpt-action")
+        headers = self.api._build_hf_headers()  # the client's own, as configured per client (make_api)
         headers["Accept-Encoding"] = "identity"
         return headers
 

@@ -8,6 +8,7 @@ wall-clock deadline and a byte cap on what the Hub may send back.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import random
@@ -15,8 +16,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from ckpt_action.errors import AuthError, CkptError, NotFoundError, RemoteError
-from ckpt_action.hub.deadline import RequestDeadline, deadline, install
+from ckpt_action.errors import AuthError, CkptError, NotFoundError, RemoteError, param
+from ckpt_action.hub.deadline import RequestDeadline, deadline, install, stall
 from ckpt_action.names import is_public_hub
 from ckpt_action.settings import Settings
 
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 TRANSIENT_STATUS = {408, 429, 500, 502, 503, 504}
-_client_timeout: float | None = None
 
 
 def prepare(settings: Settings) -> None:
@@ -38,36 +38,63 @@ def prepare(settings: Settings) -> None:
     local = not is_public_hub(settings.endpoint)
     if local:
         os.environ.setdefault("HF_HUB_DISABLE_XET", "1")
-        os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-    os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", str(int(max(1, settings.timeout))))
-    os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", str(int(max(1, settings.timeout))))
-    import huggingface_hub
     from huggingface_hub import constants
 
     if local and os.environ.get("HF_HUB_DISABLE_XET") == "1":
         constants.HF_HUB_DISABLE_XET = True
-    constants.HF_HUB_ETAG_TIMEOUT = int(max(1, settings.timeout))
-    constants.HF_HUB_DOWNLOAD_TIMEOUT = int(max(1, settings.timeout))
 
-    global _client_timeout
-    if _client_timeout == settings.timeout:
-        return  # the shared client (and its TLS context and connections) already fits
 
-    def client_factory():  # type: ignore[no-untyped-def,unused-ignore]
-        client = huggingface_hub.utils._http.default_client_factory()
-        client.timeout = settings.timeout  # type: ignore[assignment,unused-ignore]
-        install(client)
-        return client
+def _bound_shared_client() -> None:
+    """Put the per-thread deadline and stall timeout under huggingface_hub's shared client.
 
-    huggingface_hub.set_client_factory(client_factory)
-    _client_timeout = settings.timeout
+    The client is whatever the factory in place made (``huggingface_hub.set_client_factory``:
+    the user's proxy or certificates, say), and stays it: the factory is never replaced, and
+    the wrapper under its connections does nothing outside our calls (:mod:`.deadline`).
+    Done per call, since a factory set since then makes a new client.
+    """
+    from huggingface_hub.utils import get_session
+
+    install(get_session())
+
+
+@functools.cache
+def _api_class() -> type[HfApi]:
+    import platform
+
+    import huggingface_hub
+    from huggingface_hub import HfApi
+    from huggingface_hub.utils._headers import get_token_to_send
+
+    from ckpt_action.version import __version__
+
+    class Api(HfApi):
+        """HfApi whose headers say who we are without the client's telemetry off the public
+        Hub: that telemetry asks ``constants.ENDPOINT`` (the public Hub unless HF_ENDPOINT
+        says otherwise) for a list of agent harnesses, a request to a host nobody named. Per
+        client, so the process's own setting (HF_HUB_DISABLE_TELEMETRY) stays the user's."""
+
+        def _build_hf_headers(self, token: bool | str | None = None, library_name: str | None = None,
+                              library_version: str | None = None,
+                              user_agent: dict[str, str] | str | None = None) -> dict[str, str]:
+            if is_public_hub(self.endpoint):
+                return super()._build_hf_headers(token, library_name, library_version, user_agent)
+            headers = {"user-agent": f"ckpt-action/{__version__}; hf_hub/{huggingface_hub.__version__};"
+                                     f" python/{platform.python_version()}"}
+            sent = get_token_to_send(self.token if token is None else token)
+            if sent is not None:
+                headers["authorization"] = f"Bearer {sent}"
+            headers.update(self.headers or {})
+            return headers
+
+    return Api
 
 
 def make_api(settings: Settings) -> HfApi:
+    """A client for ``settings.endpoint`` and its token, configured per client: nothing of
+    the process (environment, huggingface_hub's constants, its client factory) changes."""
     prepare(settings)
-    from huggingface_hub import HfApi
-
-    return HfApi(endpoint=settings.endpoint, token=settings.token or None, library_name="ckpt-action")
+    _bound_shared_client()
+    return _api_class()(endpoint=settings.endpoint, token=settings.token or None, library_name="ckpt-action")
 
 
 def _status(exc: BaseException) -> int | None:
@@ -135,16 +162,16 @@ def translate(exc: BaseException, what: str, settings: Settings, repo: str | Non
     where = f" in {repo}" if repo else ""
     status = _status(exc)
     if isinstance(exc, RevisionNotFoundError):
-        return NotFoundError(f"{what}: revision not found{where}: check --revision (a SHA, branch or tag)")
+        return NotFoundError(f"{what}: revision not found{where}: check {param('revision')} (a SHA, branch or tag)")
     if isinstance(exc, RepositoryNotFoundError) and status not in (401,):
         return NotFoundError(
             f"{what}: repo {repo or ''} not found at {settings.endpoint}, or not visible to this token:"
-            " check --repo and HF_TOKEN"
+            f" check {param('repo')} and HF_TOKEN"
         )
     if isinstance(exc, RemoteEntryNotFoundError):
-        return NotFoundError(f"{what}: path not found{where}: check --subfolder")
+        return NotFoundError(f"{what}: path not found{where}: check {param('subfolder')}")
     if status == 401:
-        return AuthError(f"{what}: the Hub refused the credentials (401): check HF_TOKEN / --token")
+        return AuthError(f"{what}: the Hub refused the credentials (401): check HF_TOKEN / {param('token')}")
     if status == 403:
         return AuthError(f"{what}: the token may not do this (403){where}: use a token with write access")
     if isinstance(exc, HfHubHTTPError) and status is not None:
@@ -154,7 +181,7 @@ def translate(exc: BaseException, what: str, settings: Settings, repo: str | Non
     if is_transient(exc):
         return RemoteError(
             f"{what}: cannot reach {settings.endpoint} ({type(exc).__name__}: {_one_line(str(exc), 160)}):"
-            " check --endpoint and the network"
+            f" check {param('endpoint')} and the network"
         )
     return RemoteError(f"{what}: {type(exc).__name__}: {_one_line(str(exc))}")
 
@@ -197,7 +224,8 @@ def call(settings: Settings, what: str, fn: Callable[..., T], *args: object, rep
     retries = min(1, settings.retries) if client_retries else settings.retries
     for attempt in range(retries + 1):
         try:
-            return fn(*args, **kwargs)
+            with stall(settings.timeout):
+                return fn(*args, **kwargs)
         except Exception as exc:
             if attempt == retries or not is_transient(exc):
                 raise translate(exc, what, settings, repo) from exc
@@ -217,7 +245,7 @@ def get_bounded(settings: Settings, url: str, headers: dict[str, str], *, limit:
     import httpx2
     from huggingface_hub.utils import get_session, hf_raise_for_status
 
-    with deadline(settings.request_deadline), \
+    with deadline(settings.request_deadline), stall(settings.timeout), \
             get_session().stream("GET", url, headers=headers, params=params) as response:
         body = bytearray()
         for chunk in response.iter_bytes():

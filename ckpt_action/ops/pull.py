@@ -44,7 +44,7 @@ from ckpt_action.checkpoint.manifest import (
 )
 from ckpt_action.disk import target as localdir
 from ckpt_action.disk.cache import CacheConfig, ContentCache, Stopped, hash_copy
-from ckpt_action.errors import CkptError, InputError, IntegrityError, NotFoundError
+from ckpt_action.errors import CkptError, InputError, IntegrityError, NotFoundError, param
 from ckpt_action.handle import CheckpointHandle, step_of
 from ckpt_action.hub import download as filefetch
 from ckpt_action.hub.deadline import RequestDeadline
@@ -87,7 +87,7 @@ class Selection:
     @classmethod
     def from_options(cls, include: Iterable[str], exclude: Iterable[str]) -> Selection:
         """Check ``--include`` / ``--exclude`` before any request (exit 2 on an unusable pattern)."""
-        for flag, patterns in (("--include", include), ("--exclude", exclude)):
+        for flag, patterns in ((f"{param('include')}", include), (f"{param('exclude')}", exclude)):
             for pattern in patterns:
                 if not pattern.strip() or len(pattern) > 1000 or any(ord(c) < 32 for c in pattern):
                     raise InputError(f"{flag} {pattern!r} is not a usable pattern: give a glob such as"
@@ -336,7 +336,7 @@ def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path,
         raise NotFoundError(f"{remote.repo} has no commits yet: nothing to pull")
     snap = remote.snapshot(sha, subfolder)
     if not snap.exists:
-        raise NotFoundError(f"{subfolder}/ does not exist in {remote.repo} at {sha[:12]}: check --subfolder")
+        raise NotFoundError(f"{subfolder}/ does not exist in {remote.repo} at {sha[:12]}: check {param('subfolder')}")
     for rel in snap.files:
         if not safe_relative(rel):
             raise IntegrityError(f"the Hub listed an unsafe path {rel!r} in {subfolder}/: refusing to pull")
@@ -360,7 +360,8 @@ def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path,
     manifest_bytes = snap.manifest_bytes if select.matches(MANIFEST_NAME) else None
     partial = len(wanted) < len(expected) or manifest_bytes != snap.manifest_bytes
     if not wanted and manifest_bytes is None:
-        raise InputError(f"--include/--exclude select none of the {len(expected)} files of {subfolder}/: check"
+        raise InputError(f"{param('include')}/{param('exclude')} select none of the {len(expected)} files of"
+                         f" {subfolder}/: check"
                          " the patterns (they match paths inside the folder; '*' also matches '/')")
     step = snap.manifest.step if snap.manifest and snap.manifest.step is not None else step_of(subfolder)
     handle = CheckpointHandle(remote.repo, subfolder, sha, step, remote.settings.endpoint)

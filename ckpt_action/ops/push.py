@@ -62,6 +62,8 @@ class PushResult:
     """Commits this push made (0 for a no-op re-push), including one that landed behind an error."""
     uploaded_files: int
     deleted_files: int
+    local_dir: Path | None = None
+    """The directory pushed, as checked."""
 
 
 _Stamp = tuple[int, int, int, int]
@@ -235,7 +237,7 @@ def push(
         if outcome.last is not None:  # else the planner's own listing at that head was the proof
             _prove(remote, outcome.revision, subfolder, outcome.last)
         return PushResult(CheckpointHandle(remote.repo, subfolder, outcome.revision, step, remote.settings.endpoint),
-                          commits, uploaded, deleted)
+                          commits, uploaded, deleted, local_dir)
 
 
 def _state(remote: RemoteRepo, head: str | None, subfolder: str) -> Snapshot | None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ckpt_action.checkpoint.manifest import MANIFEST_NAME, Manifest, expected_from_remote, matches_remote
-from ckpt_action.errors import ConflictError, InputError, IntegrityError, NotFoundError, UnreadableManifest
+from ckpt_action.errors import ConflictError, InputError, IntegrityError, NotFoundError, UnreadableManifest, param
 from ckpt_action.handle import CheckpointHandle, step_of
 from ckpt_action.hub.commits import CommitPlan, commit
 from ckpt_action.hub.repo import RemoteRepo
@@ -62,13 +62,14 @@ def promote(remote: RemoteRepo, subfolder: str, revision: str | None, to: str, *
     """
     same_repo = target is None or target.repo == remote.repo
     if same_repo and (to == subfolder or to.startswith(subfolder + "/") or subfolder.startswith(to + "/")):
-        raise InputError(f"--to {to} overlaps the checkpoint {subfolder}: name a folder outside it")
+        raise InputError(f"{param('to')} {to} overlaps the checkpoint {subfolder}: name a folder outside"
+                         " it", param='to')
     sha = remote.resolve(revision)
     if sha is None:
         raise NotFoundError(f"{remote.repo} has no commits: nothing to promote")
     snap = remote.snapshot(sha, subfolder)
     if not snap.exists:
-        raise NotFoundError(f"{subfolder}/ does not exist in {remote.repo} at {sha[:12]}: check --subfolder")
+        raise NotFoundError(f"{subfolder}/ does not exist in {remote.repo} at {sha[:12]}: check {param('subfolder')}")
     problems = snap.problems()
     if problems:
         raise IntegrityError(f"{subfolder}/ at {sha[:12]} is not a complete checkpoint: {problems[0]}")
@@ -88,7 +89,7 @@ def promote(remote: RemoteRepo, subfolder: str, revision: str | None, to: str, *
             at_tag = remote.snapshot(tagged, to)
             if at_tag.manifest is None or not _same_promotion(at_tag.manifest, wanted) or at_tag.problems():
                 raise ConflictError(f"tag {tag} already points at {tagged[:12]}, which does not hold this promotion:"
-                                    " choose another --tag")
+                                    f" choose another {param('tag')}")
             return PromoteResult(CheckpointHandle(remote.repo, to, tagged, step, remote.settings.endpoint), source, 0,
                                  tag, branch)
     if branch is not None:
@@ -127,7 +128,8 @@ def _promote_across(remote: RemoteRepo, source: CheckpointHandle, target: Remote
     if tag is not None and (tagged := target.refs()[1].get(tag)) is not None:
         at_tag = target.snapshot(tagged, to)
         if at_tag.manifest is None or (at_tag.manifest.source or {}).get("revision") != source.revision:
-            raise ConflictError(f"tag {tag} already exists in {target.repo} at {tagged[:12]}: choose another --tag")
+            raise ConflictError(f"tag {tag} already exists in {target.repo} at {tagged[:12]}: choose another"
+                                f" {param('tag')}")
         return PromoteResult(CheckpointHandle(target.repo, to, tagged, source.step, target.settings.endpoint),
                              source, 0, tag)
     staging = Path(tempfile.mkdtemp(prefix="ckpt-promote-"))
@@ -161,7 +163,7 @@ def plan_prune(remote: RemoteRepo, keep_last: int, head: str | None = None) -> P
     with that reason: it may be anything, and deleting it would hide the question.
     """
     if keep_last < 1:
-        raise InputError("--keep-last must be at least 1")
+        raise InputError(f"{param('keep_last')} must be at least 1", param='keep_last')
     head = head or remote.resolve(None)
     if head is None:
         return PrunePlan("", [], [])

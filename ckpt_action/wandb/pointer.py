@@ -374,11 +374,11 @@ def log_pointer(
 # --------------------------------------------------------------------------- reading
 
 
-def _bad(path: Path, why: str) -> InputError:
-    return InputError(f"invalid pointer file {path}: {why}")
+def _bad(where: str, why: str) -> InputError:
+    return InputError(f"invalid {where}: {why}", param="pointer")
 
 
-def _check_repo(path: Path, repo: object) -> str:
+def _check_repo(path: str, repo: object) -> str:
     if not isinstance(repo, str):
         raise _bad(path, f"repo must look like owner/name, got {repo!r}")
     try:
@@ -387,16 +387,16 @@ def _check_repo(path: Path, repo: object) -> str:
         raise _bad(path, f"repo must look like owner/name, got {repo!r}") from None
 
 
-def _check_subfolder(path: Path, sub: object) -> str:
+def _check_subfolder(path: str, sub: object) -> str:
     if not isinstance(sub, str) or any(ord(c) < 32 for c in sub):
         raise _bad(path, f"subfolder must be a relative path, got {sub!r}")
-    checked = names.subfolder(sub, flag=f"pointer file {path}: subfolder")
+    checked = names.subfolder(sub, name=f"{path}: subfolder")
     if checked != sub:
         raise _bad(path, f"subfolder must be a relative path, got {sub!r}")
     return checked
 
 
-def _endpoint_from(path: Path, hub_url: object, suffix: str) -> str:
+def _endpoint_from(path: str, hub_url: object, suffix: str) -> str:
     if hub_url is None:
         return DEFAULT_ENDPOINT
     if not isinstance(hub_url, str):
@@ -431,14 +431,21 @@ def read_pointer(path: str | os.PathLike[str]) -> CheckpointHandle:
         p = p / POINTER_FILE
     try:
         if p.stat().st_size > MAX_POINTER_BYTES:
-            raise _bad(p, "too large for a pointer")
+            raise _bad(f"pointer file {p}", "too large for a pointer")
         data = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise InputError(f"pointer file not found: {p}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read pointer file {p}: {_one_line(exc)}") from None
     except ValueError:
-        raise _bad(p, "not valid JSON") from None
+        raise _bad(f"pointer file {p}", "not valid JSON") from None
+    return parse_pointer(data, f"pointer file {p}")
+
+
+def parse_pointer(data: object, where: str = "pointer") -> CheckpointHandle:
+    """Validate a pointer's JSON object (what ``checkpoint.json`` holds) into a handle, as
+    :func:`read_pointer` does; ``where`` names it in messages."""
+    p = where
     if not isinstance(data, dict):
         raise _bad(p, "expected a JSON object")
     repo = _check_repo(p, data.get("repo", data.get("repo_id")))
