@@ -1,5 +1,8 @@
 """Bad input, table-driven: each case exits 2 with one line that says what to change,
-makes no network call (the local Hub's access log stays empty), and creates nothing."""
+makes no network call (no socket connects anywhere), and creates nothing.
+
+The table runs in-process (the CLI changes no global state); a few rows also run as a
+child process against a local Hub behind a proxy, as a user would meet them."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ import socket
 import pytest
 
 from tests.chaos_helpers import env_for, listing, one_line_error
-from tests.conftest import write_checkpoint
+from tests.conftest import clean_env, write_checkpoint
 
 # (id, args, extra env, words the error line must contain). "{x}" names a path under tmp_path.
 CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
@@ -140,24 +143,54 @@ def _layout(tmp_path):
     return paths
 
 
-@pytest.mark.parametrize(("args", "extra", "words"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_bad_input_exits_2_without_network_or_files(args, extra, words, hub_server, cli, tmp_path):
-    hub = hub_server()
-    paths = _layout(tmp_path)
-    # Any request to the real Hub would go through this proxy, i.e. to the local Hub's log.
-    env = env_for(hub, tmp_path, HTTPS_PROXY=hub.url, HTTP_PROXY=hub.url, NO_PROXY="", **extra)
-    argv = [a.format(**{k: str(v) for k, v in paths.items()}) for a in args]
-    before = listing(tmp_path)
-    run = cli(*argv, env=env)
+def _check(run, words, tmp_path, before):
     assert run.code == 2, f"exit {run.code}\n{run.stdout}\n{run.stderr}"
     line = one_line_error(run.stderr)
     assert len(run.stderr.strip().splitlines()) == 1, run.stderr
     for word in words:
         assert word in line, line
     assert run.stdout == ""
-    assert hub.log_entries() == [], "bad input reached the network"
     assert listing(tmp_path) == before, "bad input created files"
     assert (tmp_path / "outside" / "secret.txt").read_bytes() == b"secret"
+
+
+@pytest.mark.parametrize(("args", "extra", "words"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_input_exits_2_without_network_or_files(args, extra, words, cli_in_process, tmp_path, monkeypatch):
+    paths = _layout(tmp_path)
+    env = clean_env(tmp_path, HF_ENDPOINT="http://127.0.0.1:9", **extra)
+    argv = [a.format(**{k: str(v) for k, v in paths.items()}) for a in args]
+    before = listing(tmp_path)
+    connects: list[object] = []
+
+    def refuse(sock, address):
+        connects.append(address)
+        raise ConnectionRefusedError("bad input must not reach the network")
+
+    # Every connection the client or our own downloads open goes through this.
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    run = cli_in_process(*argv, env=env)
+    assert connects == [], "bad input reached the network"
+    _check(run, words, tmp_path, before)
+
+
+# One row per kind of check, as a child process a user starts: parsing, a name rule, the
+# local dir, the pull target, and the real Hub's token rule (any request would reach the
+# local Hub's log through the proxy).
+AS_A_USER = ("step-word", "repo-no-owner", "dir-fifo", "pull-nonempty-no-force", "hub-push-no-token")
+
+
+@pytest.mark.parametrize(("args", "extra", "words"), [c[1:] for c in CASES if c[0] in AS_A_USER],
+                         ids=[c[0] for c in CASES if c[0] in AS_A_USER])
+def test_bad_input_in_a_child_process(args, extra, words, hub_server, cli, tmp_path):
+    hub = hub_server()
+    paths = _layout(tmp_path)
+    env = env_for(hub, tmp_path, HTTPS_PROXY=hub.url, HTTP_PROXY=hub.url, NO_PROXY="", **extra)
+    argv = [a.format(**{k: str(v) for k, v in paths.items()}) for a in args]
+    before = listing(tmp_path)
+    run = cli(*argv, env=env)
+    assert hub.log_entries() == [], "bad input reached the network"
+    _check(run, words, tmp_path, before)
 
 
 def test_case_table_is_big_enough():
