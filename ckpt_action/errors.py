@@ -111,6 +111,17 @@ class ConflictError(CkptError):
     """A refusal to overwrite something that exists (a tag pointing elsewhere)."""
 
 
+def one_line(text: object, limit: int = 300) -> str:
+    """Text from elsewhere (a server's message, an exception) as one line of at most
+    ``limit`` characters, its whitespace runs made single spaces.
+
+    >>> one_line("500\\n  upstream   timed out")
+    '500 upstream timed out'
+    """
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
 def quoted(value: object, limit: int = 80) -> str:
     """Untrusted text (a name the Hub sent) for a message: quoted, ASCII-only, control
     characters escaped, never longer than ``limit``, so it can neither break the line nor

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from ckpt_action.checkpoint.manifest import PULL_RECORD_NAME, FileDigest
 from ckpt_action.errors import CkptError, InputError, param
+from ckpt_action.filelock import try_lock
 from ckpt_action.names import safe_relative
 
 RECORD_FORMAT = "ckpt-action/pull/v1"
@@ -262,7 +263,7 @@ def target_lock(target: Path) -> Iterator[None]:
     for _attempt in range(10):
         fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
         try:
-            if not _try_lock(fd):
+            if not try_lock(fd):
                 raise CkptError(f"another pull into {target} is running (it holds {path}): wait for it to"
                                 f" finish, or pull into another {param('local_dir')}")
             try:
@@ -280,24 +281,6 @@ def target_lock(target: Path) -> Iterator[None]:
         finally:
             os.close(fd)
     raise CkptError(f"could not lock {path}: another process keeps replacing it")
-
-
-def _try_lock(fd: int) -> bool:
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        import msvcrt
-
-        try:
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)  # type: ignore[attr-defined,unused-ignore]
-        except OSError:
-            return False
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    return True
 
 
 # --- the rule for an existing target --------------------------------------------------------

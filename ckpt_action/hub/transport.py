@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from ckpt_action.errors import AuthError, CkptError, NotFoundError, RemoteError, param
+from ckpt_action.errors import AuthError, CkptError, NotFoundError, RemoteError, one_line, param
 from ckpt_action.hub.deadline import RequestDeadline, deadline, install, stall
 from ckpt_action.names import is_public_hub
 from ckpt_action.settings import Settings
@@ -139,11 +139,6 @@ def is_transient(exc: BaseException) -> bool:
     return status in TRANSIENT_STATUS
 
 
-def _one_line(text: str, limit: int = 300) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def translate(exc: BaseException, what: str, settings: Settings, repo: str | None = None) -> CkptError:
     """Our error for a client exception, with a one-line message that says what to do."""
     from huggingface_hub.errors import (
@@ -175,15 +170,15 @@ def translate(exc: BaseException, what: str, settings: Settings, repo: str | Non
     if status == 403:
         return AuthError(f"{what}: the token may not do this (403){where}: use a token with write access")
     if isinstance(exc, HfHubHTTPError) and status is not None:
-        detail = _one_line(getattr(exc, "server_message", None) or (str(exc).splitlines() or [""])[0], 200)
+        detail = one_line(getattr(exc, "server_message", None) or (str(exc).splitlines() or [""])[0], 200)
         hint = "try again later" if status in TRANSIENT_STATUS else "see the message"
         return RemoteError(f"{what}: the Hub answered {status} ({detail}): {hint}")
     if is_transient(exc):
         return RemoteError(
-            f"{what}: cannot reach {settings.endpoint} ({type(exc).__name__}: {_one_line(str(exc), 160)}):"
+            f"{what}: cannot reach {settings.endpoint} ({type(exc).__name__}: {one_line(str(exc), 160)}):"
             f" check {param('endpoint')} and the network"
         )
-    return RemoteError(f"{what}: {type(exc).__name__}: {_one_line(str(exc))}")
+    return RemoteError(f"{what}: {type(exc).__name__}: {one_line(str(exc))}")
 
 
 def backoff(settings: Settings, attempt: int) -> float:

@@ -5,12 +5,16 @@ The real ``huggingface_hub`` client and ``hf`` CLI talk to it unchanged over HTT
 offline trials: every claim ckpt-action makes is tested against it, so it behaves like
 the Hub wherever a client can tell the difference (README lists where it still differs).
 
-Rooms: ``httpserver`` (HTTP/1.1 plumbing), ``routes`` (method and path to handler),
-``api_repos`` / ``api_git`` / ``api_commit`` (the endpoints), ``transfer`` (LFS and
-downloads, the CDN), ``storage`` / ``objects`` (repos and content-addressed objects),
-``faults`` / ``faultlayer`` (injected failures), ``server`` (listeners), ``command``
-(the command line). Git facts come from :mod:`ckpt_action.checkpoint.gitobjects`, the only part of
-ckpt-action this package imports.
+Rooms: ``httpserver`` (HTTP/1.1 plumbing), ``app`` (one listener's application: route,
+faults, Hub-worded errors), ``routes`` (method and path to handler), ``context`` (the
+shared state and one request's checks: auth, visibility, revisions), ``api_repos`` /
+``api_git`` / ``api_commit`` (the endpoints), ``transfer`` (LFS and downloads, the CDN),
+``signing`` (the signed, expiring URLs of LFS and the CDN), ``storage`` / ``objects``
+(repos and content-addressed objects), ``faults`` / ``faultlayer`` (injected failures),
+``accesslog`` (one JSON line per request), ``server`` (listeners), ``command`` and
+``__main__`` (the command line). Git facts come from :mod:`ckpt_action.checkpoint.gitobjects`
+and the data dir's lock from :mod:`ckpt_action.filelock`, the only parts of ckpt-action
+this package imports.
 
 Example:
 

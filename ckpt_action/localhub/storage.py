@@ -43,6 +43,7 @@ from ckpt_action.checkpoint.gitobjects import (
     lfs_pointer_oid,
     parse_gitattributes,
 )
+from ckpt_action.filelock import try_lock
 
 from .objects import (
     LRU,
@@ -54,11 +55,6 @@ from .objects import (
     StoredBlob,
     TreeEntry,
 )
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows has no flock; the lock is best effort
-    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["AddBlob", "AddLfs", "BadContent", "Commit", "Delete", "Operation", "RepoMeta", "Storage",
            "StorageError", "TreeEntry"]
@@ -202,12 +198,12 @@ class Storage:
 
     def _lock_data_dir(self) -> IO[bytes] | None:
         # Two servers on one data dir would each serialize commits on their own: refuse the second.
-        if fcntl is None:
-            return None
         fh = open(self.root / "lock", "ab")
         try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            locked = try_lock(fh.fileno())
         except OSError:
+            locked = False
+        if not locked:
             fh.close()
             raise StorageError(f"data dir {self.root} is in use by another local hub") from None
         return fh

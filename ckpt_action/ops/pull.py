@@ -16,6 +16,9 @@ Then the record is written, last, and the staging dir replaces the target in one
 (or, for a mount point, entry by entry with the record removed first and written last).
 A failure at any point removes the staging dir and leaves the target as it was; files of
 the old pull that the new one does not have go with the old dir.
+
+One file's download is :mod:`ckpt_action.hub.fetch`'s. What stays here (a little over 400
+lines) is the one order of sources and the switch, which read best together.
 """
 
 from __future__ import annotations
@@ -24,11 +27,9 @@ import contextlib
 import fnmatch
 import logging
 import os
-import re
 import shutil
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -44,29 +45,26 @@ from ckpt_action.checkpoint.manifest import (
 )
 from ckpt_action.disk import target as localdir
 from ckpt_action.disk.cache import CacheConfig, ContentCache, Stopped, hash_copy
-from ckpt_action.errors import CkptError, InputError, IntegrityError, NotFoundError, param
-from ckpt_action.handle import CheckpointHandle, step_of
-from ckpt_action.hub import download as filefetch
-from ckpt_action.hub.deadline import RequestDeadline
-from ckpt_action.hub.repo import RemoteRepo
-from ckpt_action.hub.transport import call
+from ckpt_action.errors import CkptError, InputError, IntegrityError, param
+from ckpt_action.handle import CheckpointHandle
+from ckpt_action.hub.fetch import THREADED_HASH_MIN, fetch_file
+from ckpt_action.hub.repo import RemoteRepo, Snapshot, open_complete
 from ckpt_action.names import safe_relative
 from ckpt_action.progress import Ticker
 
 log = logging.getLogger(__name__)
 DOWNLOAD_THREADS = 8
-# A big file downloaded alone is hashed in a thread of its own while the next buffer
-# arrives, so one transfer can use two cores. When several big files download at once
-# they already keep the cores busy, and handing buffers between threads only adds CPU
-# (measured on 2 cores, 2 GiB in 5 files: 3.8 s of CPU inline, 4.4 s with hash threads).
-THREADED_HASH_MIN = 16 * 1024 * 1024
-# What a Hub ETag is: a git blob id or an LFS sha256, maybe weak or quoted. Anything else
-# (a path, "../x") is a hostile or broken server; huggingface_hub itself does not check.
-_ETAG_RE = re.compile(r'^(W/)?"?[0-9A-Za-z_.:+=-]{1,128}"?$')
-
-
 class Cancelled(Stopped):
     """Another file of the same pull failed; this one stops instead of finishing for nothing."""
+
+
+def stopped(stop: threading.Event, path: str) -> Callable[[], None]:
+    """The check a download makes between reads: raise once another file of the pull failed."""
+    def check() -> None:
+        if stop.is_set():
+            raise Cancelled(f"download of {path} stopped: another file failed")
+
+    return check
 
 
 @dataclass(frozen=True)
@@ -141,89 +139,6 @@ class _Tally:
                 self.reused += 1
             else:
                 self.cached += 1
-
-
-def download(remote: RemoteRepo, sha: str, path: str, dest: Path, want: FileDigest,
-             stop: threading.Event | None = None, *, alone: bool = True) -> FileDigest:
-    """GET one file at sha into dest, hashing as it streams; resume with Range after a drop.
-
-    One request per file (no HEAD), verification in the same pass as the write, a body
-    never read past the expected size, and a retry picks up where the bytes stopped
-    rather than starting over. Returns the digest of what was written, which matches
-    ``want`` (else IntegrityError). The body streams through :mod:`filefetch` unless a
-    proxy applies, then through the client library. ``alone``: no other big file
-    downloads at the same time (see THREADED_HASH_MIN).
-    """
-    url, base = remote.file_url(sha, path), remote.headers()
-    by_git = want.sha256 is None  # a regular file the Hub identifies by git blob id only
-    state = Hasher(want.size, git=by_git)
-
-    settings = remote.settings
-    give_up_at = 0.0
-
-    def check() -> None:
-        if stop is not None and stop.is_set():
-            raise Cancelled(f"download of {path} stopped: another file failed")
-        if time.monotonic() > give_up_at:  # a trickle keeps every read alive: bound the whole attempt
-            raise RequestDeadline("the download ran past its deadline",
-                                  f"{path} at {settings.min_download_rate} bytes/s (CKPT_MIN_DOWNLOAD_RATE) plus"
-                                  f" {settings.request_deadline:g} s (CKPT_REQUEST_DEADLINE)")
-
-    def begin(status: int, header: Callable[[str], str | None]) -> int:
-        """Check an answer's headers; the offset its body starts at (0: the server ignored Range)."""
-        nonlocal state
-        for name in ("ETag", "X-Linked-Etag"):
-            tag = header(name)
-            if tag is not None and not _ETAG_RE.match(tag):
-                raise IntegrityError(f"the Hub sent a malformed {name} for {path}: refusing the download")
-        if state.done and status != 206:
-            state = Hasher(want.size, git=by_git)  # start the file over
-        # What is on disk beyond what was hashed (a write cut short) goes: disk and hash agree.
-        os.ftruncate(fd, state.done)
-        os.lseek(fd, state.done, os.SEEK_SET)
-        return state.done
-
-    def write(view: memoryview) -> None:
-        while view:
-            view = view[os.write(fd, view):]
-
-    def attempt() -> None:
-        nonlocal give_up_at
-        give_up_at = (time.monotonic() + settings.request_deadline
-                      + max(0, want.size - state.done) / settings.min_download_rate)
-        headers = dict(base)
-        if state.done:
-            headers["Range"] = f"bytes={state.done}-"
-        if filefetch.direct(url):
-            with filefetch.get(url, headers, remote.settings.timeout) as resp:
-                offset = begin(resp.status, resp.getheader)
-                filefetch.pump(resp, write, state.update, want.size - offset, check,
-                               threaded=alone and want.size - offset >= THREADED_HASH_MIN)
-            return
-        from huggingface_hub.utils import get_session, hf_raise_for_status
-
-        with get_session().stream("GET", url, headers=headers) as response:
-            hf_raise_for_status(response)
-            begin(response.status_code, response.headers.get)
-            for chunk in response.iter_bytes():  # chunks as they arrive: a drop loses nothing
-                check()
-                write(memoryview(chunk))
-                state.update(chunk)
-                if state.done > want.size:
-                    break  # more than the file has: no need to read the rest of a hostile body
-
-    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-    try:
-        call(remote.settings, f"downloading {path}", attempt, repo=remote.repo)
-    finally:
-        os.close(fd)
-    have = state.digest()
-    if not satisfies(have, want):
-        expected = f"sha256 {want.sha256[:12]}…" if want.sha256 else f"git blob id {(want.git_oid or '?')[:12]}…"
-        got = f"sha256 {(have.sha256 or '')[:12]}…" if want.sha256 else f"git blob id {(have.git_oid or '?')[:12]}…"
-        raise IntegrityError(f"downloaded {path} does not match what the Hub vouches for ({have.size} bytes, {got};"
-                             f" expected {want.size} bytes, {expected})")
-    return have
 
 
 def _dir_size(root: Path) -> int:
@@ -331,21 +246,16 @@ def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path,
     PullResult(handle=CheckpointHandle(..., revision='3f1c…'), local_dir=PosixPath('resume'), ...)
     """
     select = select or Selection()
-    sha = sha or remote.resolve(revision)
-    if sha is None:
-        raise NotFoundError(f"{remote.repo} has no commits yet: nothing to pull")
-    snap = remote.snapshot(sha, subfolder)
-    if not snap.exists:
-        raise NotFoundError(f"{subfolder}/ does not exist in {remote.repo} at {sha[:12]}: check {param('subfolder')}")
-    for rel in snap.files:
-        if not safe_relative(rel):
-            raise IntegrityError(f"the Hub listed an unsafe path {rel!r} in {subfolder}/: refusing to pull")
-        if rel == PULL_RECORD_NAME:
-            raise IntegrityError(f"{subfolder}/ holds a file named {PULL_RECORD_NAME}, the name ckpt-action keeps"
-                                 " for its pull record: refusing to pull it")
-    problems = snap.problems()
-    if problems:
-        raise IntegrityError(f"{subfolder}/ at {sha[:12]} is not a complete checkpoint: {problems[0]}")
+
+    def vet(snap: Snapshot) -> None:
+        for rel in snap.files:
+            if not safe_relative(rel):
+                raise IntegrityError(f"the Hub listed an unsafe path {rel!r} in {subfolder}/: refusing to pull")
+            if rel == PULL_RECORD_NAME:
+                raise IntegrityError(f"{subfolder}/ holds a file named {PULL_RECORD_NAME}, the name ckpt-action"
+                                     " keeps for its pull record: refusing to pull it")
+
+    snap, handle = open_complete(remote, subfolder, sha or remote.resolve(revision), "pull", vet)
     if snap.manifest is not None:
         expected = {rel: snap.manifest.files[rel] for rel in snap.files}
         verified_by = "manifest"
@@ -363,9 +273,6 @@ def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path,
         raise InputError(f"{param('include')}/{param('exclude')} select none of the {len(expected)} files of"
                          f" {subfolder}/: check"
                          " the patterns (they match paths inside the folder; '*' also matches '/')")
-    step = snap.manifest.step if snap.manifest and snap.manifest.step is not None else step_of(subfolder)
-    handle = CheckpointHandle(remote.repo, subfolder, sha, step, remote.settings.endpoint)
-
     target = Path(os.path.abspath(target))
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -405,7 +312,8 @@ def _fill(remote: RemoteRepo, handle: CheckpointHandle, wanted: dict[str, FileDi
                 tally.add(rel, digest, "cache")
             else:
                 path = f"{handle.subfolder}/{rel}"
-                tally.add(rel, download(remote, handle.revision, path, dest, want, stop, alone=len(big) < 2),
+                tally.add(rel, fetch_file(remote, handle.revision, path, dest, want, stopped(stop, path),
+                                          alone=len(big) < 2),
                           "download")
         except BaseException:
             stop.set()  # the first failure ends the pull; the others stop at their next chunk

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ckpt_action.checkpoint.manifest import MANIFEST_NAME, Manifest, expected_from_remote, matches_remote
-from ckpt_action.errors import ConflictError, InputError, IntegrityError, NotFoundError, UnreadableManifest, param
+from ckpt_action.errors import ConflictError, InputError, IntegrityError, UnreadableManifest, param
 from ckpt_action.handle import CheckpointHandle, step_of
 from ckpt_action.hub.commits import CommitPlan, commit
-from ckpt_action.hub.repo import RemoteRepo
+from ckpt_action.hub.repo import RemoteRepo, open_complete
 from ckpt_action.hub.transport import call
 from ckpt_action.ops.discover import latest
 from ckpt_action.ops.pull import pull
@@ -64,17 +64,8 @@ def promote(remote: RemoteRepo, subfolder: str, revision: str | None, to: str, *
     if same_repo and (to == subfolder or to.startswith(subfolder + "/") or subfolder.startswith(to + "/")):
         raise InputError(f"{param('to')} {to} overlaps the checkpoint {subfolder}: name a folder outside"
                          " it", param='to')
-    sha = remote.resolve(revision)
-    if sha is None:
-        raise NotFoundError(f"{remote.repo} has no commits: nothing to promote")
-    snap = remote.snapshot(sha, subfolder)
-    if not snap.exists:
-        raise NotFoundError(f"{subfolder}/ does not exist in {remote.repo} at {sha[:12]}: check {param('subfolder')}")
-    problems = snap.problems()
-    if problems:
-        raise IntegrityError(f"{subfolder}/ at {sha[:12]} is not a complete checkpoint: {problems[0]}")
-    step = snap.manifest.step if snap.manifest and snap.manifest.step is not None else step_of(subfolder)
-    source = CheckpointHandle(remote.repo, subfolder, sha, step, remote.settings.endpoint)
+    snap, source = open_complete(remote, subfolder, remote.resolve(revision), "promote")
+    sha, step = source.revision, source.step
     if target is not None and target.repo != remote.repo:
         return _promote_across(remote, source, target, to, tag=tag)
     from huggingface_hub import CommitOperationAdd, CommitOperationCopy, CommitOperationDelete
