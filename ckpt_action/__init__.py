@@ -33,7 +33,7 @@ _EXPORTS: dict[str, str] = {
     "PruneResult": "api",
     "CheckpointHandle": "handle",
     "CheckpointInfo": "ops.discover",
-    "PointerResult": "wandb.pointer",
+    "PointerResult": "wandb.sdk",
     "CkptError": "errors",
     "InputError": "errors",
     "RemoteError": "errors",
@@ -42,7 +42,7 @@ _EXPORTS: dict[str, str] = {
     "IntegrityError": "errors",
     "NoCheckpointError": "errors",
     "ConflictError": "errors",
-    "WandbError": "wandb.pointer",
+    "WandbError": "wandb.sdk",
 }
 __all__ = [  # the same names as _EXPORTS (a test checks)
     "AuthError",
@@ -71,7 +71,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ckpt_action.ops.discover import CheckpointInfo
-    from ckpt_action.wandb.pointer import PointerResult, WandbError
+    from ckpt_action.wandb.sdk import PointerResult, WandbError
 
     from .api import PruneResult, latest, list_checkpoints, log_pointer, promote, prune, pull, push
     from .errors import (

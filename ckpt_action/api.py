@@ -14,6 +14,10 @@ function takes one, else to the ``ckpt_action`` logger. A call changes nothing g
 environment variable, no huggingface_hub constant, and a client factory set with
 ``huggingface_hub.set_client_factory`` keeps making the clients (:mod:`ckpt_action.hub.transport`).
 
+Longer than this package's modules should be (about 400 lines), on purpose: it is the one
+place every command's steps live, so a new option or check lands here once; most of the
+length is the public functions' signatures and docstrings, which are the API's contract.
+
 A round trip against a local Hub started here (no network, no account):
 
 >>> import tempfile, ckpt_action as ckpt
@@ -57,7 +61,7 @@ if TYPE_CHECKING:
     from ckpt_action.ops.pull import PullResult
     from ckpt_action.ops.push import PushResult
     from ckpt_action.ops.release import PromoteResult
-    from ckpt_action.wandb.pointer import PointerResult
+    from ckpt_action.wandb.sdk import PointerResult
 
 log = logging.getLogger("ckpt_action")
 PathLike = str | os.PathLike[str]
@@ -71,8 +75,8 @@ _RESULTS = {
     "LatestResult": "ckpt_action.ops.discover",
     "CheckpointInfo": "ckpt_action.ops.discover",
     "PromoteResult": "ckpt_action.ops.release",
-    "PointerResult": "ckpt_action.wandb.pointer",
-    "WandbError": "ckpt_action.wandb.pointer",
+    "PointerResult": "ckpt_action.wandb.sdk",
+    "WandbError": "ckpt_action.wandb.sdk",
 }
 
 
@@ -292,14 +296,16 @@ def one_source_error() -> InputError:
 
 def _pointed(pointer: PathLike | Mapping[str, Any] | None, from_wandb: str | None,
              settings: Settings) -> CheckpointHandle:
-    from ckpt_action.wandb import pointer as wandb_pointer
+    from ckpt_action.wandb import format as pointer_format
 
     if from_wandb is not None:
-        return wandb_pointer.fetch_pointer(str(from_wandb), timeout=settings.timeout)
+        from ckpt_action.wandb import sdk
+
+        return sdk.fetch_pointer(str(from_wandb), timeout=settings.timeout)
     if isinstance(pointer, Mapping):
-        return wandb_pointer.parse_pointer(dict(pointer))
+        return pointer_format.parse_pointer(dict(pointer))
     assert pointer is not None
-    return wandb_pointer.read_pointer(pointer)
+    return pointer_format.read_pointer(pointer)
 
 
 def pull_checkpoint(
@@ -434,7 +440,7 @@ def log_pointer(
     It goes to ``run``, else to the run active in this process (``wandb.run``); neither is
     finished here. With no run at all, ``project`` (default ``WANDB_PROJECT``) logs it from
     a short run of its own (attached to the run ``run_id`` when given); without one either,
-    it raises :class:`~ckpt_action.wandb.pointer.WandbError`, as it does for any W&B
+    it raises :class:`~ckpt_action.wandb.sdk.WandbError`, as it does for any W&B
     failure. ``registry`` (``wandb-registry-NAME/COLLECTION``) also links the pointer
     there; a failed link only warns (``warn``, default the ``ckpt_action`` logger), since
     the pointer is logged.
@@ -444,7 +450,7 @@ def log_pointer(
     ('latest', 'step-300')
     """
     from ckpt_action.errors import CkptError
-    from ckpt_action.wandb import pointer as wandb_pointer
+    from ckpt_action.wandb import sdk as wandb_pointer
 
     if run is None and run_id is None:
         run = wandb_pointer.active_run()
@@ -469,7 +475,7 @@ def log_pointer(
 def active_wandb_run() -> Any:
     """The W&B run active in this process, or None (a disabled run counts as none); W&B is
     imported only if it already is."""
-    from ckpt_action.wandb import pointer as wandb_pointer
+    from ckpt_action.wandb import sdk as wandb_pointer
 
     return wandb_pointer.active_run()
 

@@ -26,6 +26,13 @@ _REF_RE = re.compile(r"[A-Za-z0-9._/-]{1,200}")
 # characters (newlines included) and backslashes.
 BAD_NAME_RE = re.compile(r"[\x00-\x1f\x7f\\]")
 COMMIT_MESSAGE_MAX = 1000
+# W&B names. An artifact: a conservative subset of what W&B accepts (it only forbids "/"
+# and more than 128 characters) that also keeps ":" out, so ENTITY/PROJECT/NAME:ALIAS
+# stays unambiguous. A reference ENTITY/PROJECT/NAME:ALIAS (the entity optional, as W&B
+# allows). A registry collection, ORG/ optional.
+WANDB_ARTIFACT_RE = re.compile(r"[A-Za-z0-9._-]{1,128}")
+WANDB_REF_RE = re.compile(r"(?:[^/:\s]+/)?[^/:\s]+/[A-Za-z0-9._-]+:[A-Za-z0-9._-]+")
+WANDB_REGISTRY_RE = re.compile(r"(?:[^/:\s]+/)?wandb-registry-[A-Za-z0-9._-]+/[A-Za-z0-9._-]+")
 # The Hub's limit on files in one repo.
 MAX_PUSH_FILES = 100_000
 # Names with a meaning to git, the Hub or the client's local-dir cache.

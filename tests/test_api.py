@@ -288,7 +288,7 @@ def test_log_pointer_to_the_active_run_or_the_given_one(wandb_offline: Path) -> 
 def test_a_disabled_run_is_no_run(wandb_offline: Path) -> None:
     import wandb
 
-    from ckpt_action.wandb.pointer import active_run, log_pointer_to_run
+    from ckpt_action.wandb.sdk import active_run, log_pointer_to_run
 
     h = ckpt.CheckpointHandle("org/run", "checkpoint-1", "a" * 40, 1)
     run = wandb.init(mode="disabled")

@@ -92,7 +92,7 @@ def test_the_api_answers_every_field_the_cli_prints(hub, tmp_path):
 
 
 def test_the_api_pulls_from_a_pointer_file_or_dict(hub, tmp_path):
-    from ckpt_action.wandb.pointer import pointer_payload
+    from ckpt_action.wandb.format import pointer_payload
 
     src = write_checkpoint(tmp_path / "out", {"w.bin": b"w" * 10})
     handle = ckpt.push(src, repo="o/r", step=2, endpoint=hub.url)
@@ -106,7 +106,7 @@ def test_the_api_pulls_from_a_pointer_file_or_dict(hub, tmp_path):
 
 
 def test_the_api_refuses_a_pointer_to_another_host_as_the_cli_does(hub, tmp_path):
-    from ckpt_action.wandb.pointer import pointer_payload
+    from ckpt_action.wandb.format import pointer_payload
 
     elsewhere = ckpt.CheckpointHandle("o/r", "checkpoint-2", "a" * 40, 2, "https://evil.example")
     with pytest.raises(ckpt.InputError) as caught:

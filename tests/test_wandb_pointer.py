@@ -16,17 +16,8 @@ import pytest
 
 from ckpt_action.errors import CkptError, InputError
 from ckpt_action.handle import DEFAULT_ENDPOINT, CheckpointHandle
-from ckpt_action.wandb.pointer import (
-    ARTIFACT_TYPE,
-    PointerResult,
-    WandbError,
-    default_artifact_name,
-    fetch_pointer,
-    link_to_registry,
-    log_pointer,
-    pointer_payload,
-    read_pointer,
-)
+from ckpt_action.wandb.format import ARTIFACT_TYPE, default_artifact_name, pointer_payload, read_pointer
+from ckpt_action.wandb.sdk import PointerResult, WandbError, fetch_pointer, link_to_registry, log_pointer
 from tests.wandb_records import RunFile, decode_single_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,7 +111,8 @@ def _all_bytes_under(root: Path) -> Iterator[tuple[Path, bytes]]:
 
 def test_import_does_not_import_wandb() -> None:
     out = subprocess.run(
-        [sys.executable, "-c", "import ckpt_action.wandb.pointer, sys; print('wandb' in sys.modules)"],
+        [sys.executable, "-c",
+         "import ckpt_action.wandb.sdk, ckpt_action.wandb.format, sys; print('wandb' in sys.modules)"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -244,7 +236,7 @@ def test_stdout_stays_clean(tmp_path: Path) -> None:
         f"""
         import json
         from ckpt_action.handle import CheckpointHandle
-        from ckpt_action.wandb.pointer import log_pointer
+        from ckpt_action.wandb.sdk import log_pointer
         r = log_pointer(CheckpointHandle("org/run", "checkpoint-7", "{REV}", 7), project="p")
         print(json.dumps({{"artifact": r.artifact_name}}))
         """

@@ -1,23 +1,14 @@
-"""W&B pointer artifacts: a tiny ``checkpoint.json`` naming a Hub checkpoint, never the weights.
-
-A pointer is an artifact of type ``model-pointer`` holding exactly one file,
-``checkpoint.json``::
-
-    {"repo": "org/run", "subfolder": "checkpoint-500", "revision": "<40-hex>",
-     "step": 500, "hub_url": "https://huggingface.co/org/run/tree/<40-hex>/checkpoint-500"}
-
-plus any ``extra`` keys. The artifact metadata is the same payload, and it gets the aliases
-``latest`` and ``step-N`` (when the step is known).
+"""The W&B SDK adapter: log, fetch and link pointer artifacts (the format is in :mod:`.format`).
 
 Unlike the helper this grew from, logging does not need a run active in the training
 process: :func:`log_pointer` starts (or, given ``run_id``, attaches to) a run itself and
 finishes it; :func:`log_pointer_to_run` logs to a run the process already has (the Python
 API and the Trainer callback use it for ``wandb.run``). ``wandb`` is imported only inside
 the functions that need it (the import costs about 0.7 s), so importing this module stays
-cheap. wandb writes nothing to stdout while
-these functions run (the CLI prints JSON there).
+cheap, and every run this module starts comes from one place (:func:`_init`). wandb
+writes nothing to stdout while these functions run (the CLI prints JSON there).
 
-Environment defaults (WANDB_PROJECT, WANDB_ENTITY, WANDB_RUN_ID) are resolved by the CLI.
+Environment defaults (WANDB_PROJECT, WANDB_ENTITY, WANDB_RUN_ID) are resolved by the doors.
 """
 
 from __future__ import annotations
@@ -25,33 +16,25 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from ckpt_action import names
-from ckpt_action.errors import CkptError, InputError
-from ckpt_action.handle import CHECKPOINT_RE, DEFAULT_ENDPOINT, SHA_RE, CheckpointHandle, step_of
+from ckpt_action.errors import CkptError, InputError, one_line
+from ckpt_action.handle import CheckpointHandle
+from ckpt_action.wandb.format import (
+    ARTIFACT_TYPE,
+    POINTER_FILE,
+    SECRET_ENV,
+    default_artifact_name,
+    pointer_payload,
+    read_pointer,
+)
 
-ARTIFACT_TYPE = "model-pointer"
-POINTER_FILE = "checkpoint.json"
-CORE_KEYS = ("repo", "subfolder", "revision", "step", "hub_url")
-MAX_POINTER_BYTES = 1 << 20
-
-# Conservative subset of what W&B accepts (it only forbids "/" and > 128 chars): also keeps
-# ":" out, so ENTITY/PROJECT/NAME:ALIAS stays unambiguous.
-ARTIFACT_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
-ARTIFACT_NAME_MAX = 128
-# ENTITY/PROJECT/NAME:ALIAS (entity optional, as wandb allows).
-_REF_RE = re.compile(r"^(?:[^/:\s]+/)?[^/:\s]+/[A-Za-z0-9._-]+:[A-Za-z0-9._-]+$")
-_REGISTRY_TARGET_RE = re.compile(r"^(?:[^/:\s]+/)?wandb-registry-[A-Za-z0-9._-]+/[A-Za-z0-9._-]+$")
-# Environment values that must never end up in a pointer.
-_SECRET_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY")
 _OFFLINE_MODES = ("offline", "dryrun", "disabled")
 
 
@@ -71,72 +54,18 @@ class PointerResult:
     entity: str | None = None
 
 
-# --------------------------------------------------------------------------- naming
-
-
-def default_artifact_name(repo: str, subfolder: str) -> str:
-    """The default pointer name: repo and subfolder joined with ``--``.
-
-    Rule: ``"/"`` in the repo and the subfolder becomes ``--`` (Hub repo names cannot
-    contain ``--``, so the repo part stays recognisable); a trailing ``checkpoint-N``
-    component becomes ``checkpoint`` so every step is a *version* of one artifact
-    (``:latest`` is the newest, ``:step-N`` a given step); any character outside
-    ``[A-Za-z0-9._-]`` becomes ``-``; names over 128 characters are cut to 119 plus ``-``
-    and 8 hex of their sha256.
-
-    >>> default_artifact_name("org/run", "checkpoint-1200")
-    'org--run--checkpoint'
-    >>> default_artifact_name("org/run", "sft")
-    'org--run--sft'
-    >>> default_artifact_name("org/run", "stage 2/checkpoint-7")
-    'org--run--stage-2--checkpoint'
-    """
-    parts = [p for p in subfolder.strip("/").split("/") if p]
-    if parts and CHECKPOINT_RE.match(parts[-1]):
-        parts[-1] = "checkpoint"
-    name = "--".join([*repo.split("/"), *parts])
-    name = re.sub(r"[^A-Za-z0-9._-]", "-", name)
-    if len(name) > ARTIFACT_NAME_MAX:
-        import hashlib
-
-        digest = hashlib.sha256(name.encode()).hexdigest()[:8]
-        name = f"{name[: ARTIFACT_NAME_MAX - 9]}-{digest}"
-    return name
-
-
-def pointer_payload(handle: CheckpointHandle, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The ``checkpoint.json`` content (and artifact metadata) for ``handle``.
-
-    ``extra`` keys may not shadow the core keys and must be JSON-serialisable.
-    """
-    payload: dict[str, Any] = dict(handle.to_dict())
-    if extra:
-        clash = sorted(set(extra) & set(CORE_KEYS))
-        if clash:
-            raise InputError(f"extra pointer fields may not override {', '.join(clash)}")
-        payload.update(extra)
-    try:
-        text = json.dumps(payload, sort_keys=True)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"extra pointer fields must be JSON-serialisable: {exc}") from None
-    for var in _SECRET_ENV:
-        secret = os.environ.get(var, "")
-        if len(secret) >= 8 and secret in text:
-            raise InputError(f"refusing to log a pointer containing the value of {var}")
-    return payload
-
-
 # --------------------------------------------------------------------------- helpers
 
 
-def _one_line(exc: BaseException) -> str:
+def _exc_line(exc: BaseException) -> str:
+    """An exception W&B raised, as ``Type: its first line``, with the secrets it may echo masked."""
     text = str(exc).strip().splitlines()
     msg = text[0] if text else ""
-    for var in _SECRET_ENV:
+    for var in SECRET_ENV:
         secret = os.environ.get(var, "")
         if len(secret) >= 8:
             msg = msg.replace(secret, "***")
-    msg = msg[:300]
+    msg = one_line(msg)
     return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
 
 
@@ -192,13 +121,13 @@ def _then_finish(run: Any, what: str) -> Iterator[None]:
     try:
         yield
     except Exception as exc:  # noqa: BLE001 - any wandb failure becomes WandbError
-        error = WandbError(f"W&B {what} failed: {_one_line(exc)}")
+        error = WandbError(f"W&B {what} failed: {_exc_line(exc)}")
     finally:
         if run is not None:
             try:
                 run.finish()
             except Exception as exc:  # noqa: BLE001 - any wandb failure becomes WandbError
-                error = error or WandbError(f"W&B run finish failed: {_one_line(exc)}")
+                error = error or WandbError(f"W&B run finish failed: {_exc_line(exc)}")
     if error is not None:
         raise error
 
@@ -207,7 +136,7 @@ def _import_wandb() -> Any:
     try:
         import wandb
     except ImportError as exc:
-        raise WandbError(f"wandb is not installed: {_one_line(exc)}") from None
+        raise WandbError(f"wandb is not installed: {_exc_line(exc)}") from None
     return wandb
 
 
@@ -232,6 +161,27 @@ def _settings(wandb: Any, init_timeout: float | None) -> Any:
     return wandb.Settings(**kwargs)
 
 
+def _init(wandb: Any, *, project: str, entity: str | None, job_type: str | None, run_id: str | None = None,
+          init_timeout: float | None = None) -> Any:
+    """The one ``wandb.init`` of this package: a short run of its own (or, with ``run_id``,
+    attached to that run), with none of the ambient config, any failure a WandbError."""
+    try:
+        with _no_config_defaults(wandb):
+            return wandb.init(
+                project=project,
+                entity=entity,
+                id=run_id,
+                resume="allow" if run_id else None,
+                job_type=job_type,
+                config={},
+                reinit="create_new",
+                settings=_settings(wandb, init_timeout),
+            )
+    # wandb raises many unrelated types (CommError, UsageError, pydantic's ValidationError...).
+    except Exception as exc:  # noqa: BLE001
+        raise WandbError(f"W&B run init failed: {_exc_line(exc)}") from None
+
+
 # --------------------------------------------------------------------------- logging
 
 
@@ -239,7 +189,7 @@ def _pointer(handle: CheckpointHandle, artifact_name: str | None,
              extra: Mapping[str, Any] | None) -> tuple[str, dict[str, Any], tuple[str, ...]]:
     """The artifact name (checked), the payload and the aliases for ``handle``."""
     name = default_artifact_name(handle.repo, handle.subfolder) if artifact_name is None else artifact_name
-    if not ARTIFACT_NAME_RE.match(name):
+    if not names.WANDB_ARTIFACT_RE.fullmatch(name):
         raise InputError(f"invalid W&B artifact name {name!r}: use 1-128 of A-Z a-z 0-9 . _ -")
     payload = pointer_payload(handle, extra)
     aliases: tuple[str, ...] = ("latest",) if handle.step is None else ("latest", f"step-{handle.step}")
@@ -342,21 +292,8 @@ def log_pointer(
         if run_id and active is not None and getattr(active, "id", None) == run_id:
             run = active
         else:
-            try:
-                with _no_config_defaults(wandb):
-                    run = wandb.init(
-                        project=project,
-                        entity=entity,
-                        id=run_id,
-                        resume="allow" if run_id else None,
-                        job_type=job_type,
-                        config={},
-                        reinit="create_new",
-                        settings=_settings(wandb, init_timeout),
-                    )
-            # wandb raises many unrelated types (CommError, UsageError, pydantic's ValidationError...).
-            except Exception as exc:  # noqa: BLE001
-                raise WandbError(f"W&B run init failed: {_one_line(exc)}") from None
+            run = _init(wandb, project=project, entity=entity, job_type=job_type, run_id=run_id,
+                        init_timeout=init_timeout)
             started = True
         with _then_finish(run if started else None, "pointer logging"):
             _log_artifact(wandb, run, handle, name, payload, aliases)
@@ -371,98 +308,7 @@ def log_pointer(
     )
 
 
-# --------------------------------------------------------------------------- reading
-
-
-def _bad(where: str, why: str) -> InputError:
-    return InputError(f"invalid {where}: {why}", param="pointer")
-
-
-def _check_repo(path: str, repo: object) -> str:
-    if not isinstance(repo, str):
-        raise _bad(path, f"repo must look like owner/name, got {repo!r}")
-    try:
-        return names.repo_id(repo)
-    except InputError:
-        raise _bad(path, f"repo must look like owner/name, got {repo!r}") from None
-
-
-def _check_subfolder(path: str, sub: object) -> str:
-    if not isinstance(sub, str) or any(ord(c) < 32 for c in sub):
-        raise _bad(path, f"subfolder must be a relative path, got {sub!r}")
-    checked = names.subfolder(sub, name=f"{path}: subfolder")
-    if checked != sub:
-        raise _bad(path, f"subfolder must be a relative path, got {sub!r}")
-    return checked
-
-
-def _endpoint_from(path: str, hub_url: object, suffix: str) -> str:
-    if hub_url is None:
-        return DEFAULT_ENDPOINT
-    if not isinstance(hub_url, str):
-        raise _bad(path, "hub_url must be a string")
-    if not hub_url.endswith(suffix):
-        raise _bad(path, "hub_url does not match repo/revision/subfolder")
-    endpoint = hub_url[: -len(suffix)]
-    parts = urlsplit(endpoint)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise _bad(path, "hub_url must be an http(s) URL")
-    if parts.username is not None or parts.password is not None:
-        raise _bad(path, "hub_url must not carry credentials")
-    if parts.query or parts.fragment:
-        raise _bad(path, "hub_url must not have a query or fragment")
-    try:
-        _ = parts.port
-    except ValueError:
-        raise _bad(path, "hub_url has an invalid port") from None
-    return endpoint
-
-
-def read_pointer(path: str | os.PathLike[str]) -> CheckpointHandle:
-    """Read and validate a ``checkpoint.json`` (or a directory holding one) into a handle.
-
-    Checks the repo id shape, a 40-hex revision, a relative subfolder and, when present,
-    that ``hub_url`` is ``<endpoint>/<repo>/tree/<revision>/<subfolder>``; the endpoint is
-    taken from it (else the default). ``repo_id`` (the original helper's key) is accepted
-    for ``repo``. Raises :class:`InputError` with a one-line message otherwise.
-    """
-    p = Path(path)
-    if p.is_dir():
-        p = p / POINTER_FILE
-    try:
-        if p.stat().st_size > MAX_POINTER_BYTES:
-            raise _bad(f"pointer file {p}", "too large for a pointer")
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"pointer file not found: {p}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read pointer file {p}: {_one_line(exc)}") from None
-    except ValueError:
-        raise _bad(f"pointer file {p}", "not valid JSON") from None
-    return parse_pointer(data, f"pointer file {p}")
-
-
-def parse_pointer(data: object, where: str = "pointer") -> CheckpointHandle:
-    """Validate a pointer's JSON object (what ``checkpoint.json`` holds) into a handle, as
-    :func:`read_pointer` does; ``where`` names it in messages."""
-    p = where
-    if not isinstance(data, dict):
-        raise _bad(p, "expected a JSON object")
-    repo = _check_repo(p, data.get("repo", data.get("repo_id")))
-    revision = data.get("revision")
-    if not isinstance(revision, str) or not SHA_RE.match(revision):
-        raise _bad(p, "revision must be a 40-hex commit SHA")
-    subfolder = _check_subfolder(p, data.get("subfolder"))
-    step = data.get("step")
-    if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
-        raise _bad(p, "step must be a non-negative integer or null")
-    implied = step_of(subfolder)
-    if step is None:
-        step = implied
-    elif implied is not None and implied != step:
-        raise _bad(p, f"step {step} disagrees with subfolder {subfolder}")
-    endpoint = _endpoint_from(p, data.get("hub_url"), f"/{repo}/tree/{revision}/{subfolder}")
-    return CheckpointHandle(repo=repo, subfolder=subfolder, revision=revision, step=step, endpoint=endpoint)
+# --------------------------------------------------------------------------- W&B reads and links
 
 
 def fetch_pointer(ref: str, *, timeout: float) -> CheckpointHandle:
@@ -470,7 +316,7 @@ def fetch_pointer(ref: str, *, timeout: float) -> CheckpointHandle:
 
     Online only: with WANDB_MODE offline/disabled raises :class:`WandbError` at once.
     """
-    if not _REF_RE.match(ref):
+    if not names.WANDB_REF_RE.fullmatch(ref):
         raise InputError(f"W&B pointer ref must look like ENTITY/PROJECT/NAME:ALIAS, got {ref!r}")
     _require_online("fetching a W&B pointer")
     wandb = _import_wandb()
@@ -486,7 +332,7 @@ def fetch_pointer(ref: str, *, timeout: float) -> CheckpointHandle:
         except CkptError:
             raise
         except Exception as exc:  # noqa: BLE001 - any wandb failure becomes WandbError
-            raise WandbError(f"W&B pointer fetch failed for {ref}: {_one_line(exc)}") from None
+            raise WandbError(f"W&B pointer fetch failed for {ref}: {_exc_line(exc)}") from None
 
 
 def link_to_registry(
@@ -505,26 +351,15 @@ def link_to_registry(
     Online only: offline raises :class:`WandbError` "W&B registry linking needs online mode".
     Returns the target path.
     """
-    if not _REF_RE.match(source_ref):
+    if not names.WANDB_REF_RE.fullmatch(source_ref):
         raise InputError(f"W&B pointer ref must look like ENTITY/PROJECT/NAME:ALIAS, got {source_ref!r}")
-    if not _REGISTRY_TARGET_RE.match(target_path):
+    if not names.WANDB_REGISTRY_RE.fullmatch(target_path):
         raise InputError(f"registry target must look like wandb-registry-NAME/COLLECTION: {target_path!r}")
     if _mode() in _OFFLINE_MODES:
         raise WandbError("W&B registry linking needs online mode")
     wandb = _import_wandb()
     with _quiet():
-        try:
-            with _no_config_defaults(wandb):
-                run = wandb.init(
-                    project=project,
-                    entity=entity,
-                    job_type="promote",
-                    config={},
-                    reinit="create_new",
-                    settings=_settings(wandb, init_timeout),
-                )
-        except Exception as exc:  # noqa: BLE001 - any wandb failure becomes WandbError
-            raise WandbError(f"W&B run init failed: {_one_line(exc)}") from None
+        run = _init(wandb, project=project, entity=entity, job_type="promote", init_timeout=init_timeout)
         with _then_finish(run, "registry link"):
             artifact = run.use_artifact(source_ref, type=ARTIFACT_TYPE)
             run.link_artifact(artifact, target_path, aliases=aliases)

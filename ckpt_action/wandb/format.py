@@ -1,0 +1,184 @@
+"""The W&B pointer format: a tiny ``checkpoint.json`` naming a Hub checkpoint, never the weights.
+
+A pointer is an artifact of type ``model-pointer`` holding exactly one file,
+``checkpoint.json``::
+
+    {"repo": "org/run", "subfolder": "checkpoint-500", "revision": "<40-hex>",
+     "step": 500, "hub_url": "https://huggingface.co/org/run/tree/<40-hex>/checkpoint-500"}
+
+plus any ``extra`` keys. The artifact metadata is the same payload, and it gets the aliases
+``latest`` and ``step-N`` (when the step is known). This module writes and reads that
+format and imports nothing of W&B (its SDK adapter is :mod:`.sdk`); everything read is
+validated before use (the file is untrusted).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from ckpt_action import names
+from ckpt_action.errors import InputError, one_line
+from ckpt_action.handle import CHECKPOINT_RE, DEFAULT_ENDPOINT, SHA_RE, CheckpointHandle, step_of
+
+ARTIFACT_TYPE = "model-pointer"
+POINTER_FILE = "checkpoint.json"
+CORE_KEYS = ("repo", "subfolder", "revision", "step", "hub_url")
+MAX_POINTER_BYTES = 1 << 20
+ARTIFACT_NAME_MAX = 128
+# Environment values that must never end up in a pointer (nor in a message about W&B).
+SECRET_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY")
+
+
+# --------------------------------------------------------------------------- naming
+
+
+def default_artifact_name(repo: str, subfolder: str) -> str:
+    """The default pointer name: repo and subfolder joined with ``--``.
+
+    Rule: ``"/"`` in the repo and the subfolder becomes ``--`` (Hub repo names cannot
+    contain ``--``, so the repo part stays recognisable); a trailing ``checkpoint-N``
+    component becomes ``checkpoint`` so every step is a *version* of one artifact
+    (``:latest`` is the newest, ``:step-N`` a given step); any character outside
+    ``[A-Za-z0-9._-]`` becomes ``-``; names over 128 characters are cut to 119 plus ``-``
+    and 8 hex of their sha256.
+
+    >>> default_artifact_name("org/run", "checkpoint-1200")
+    'org--run--checkpoint'
+    >>> default_artifact_name("org/run", "sft")
+    'org--run--sft'
+    >>> default_artifact_name("org/run", "stage 2/checkpoint-7")
+    'org--run--stage-2--checkpoint'
+    """
+    parts = [p for p in subfolder.strip("/").split("/") if p]
+    if parts and CHECKPOINT_RE.match(parts[-1]):
+        parts[-1] = "checkpoint"
+    name = "--".join([*repo.split("/"), *parts])
+    name = re.sub(r"[^A-Za-z0-9._-]", "-", name)
+    if len(name) > ARTIFACT_NAME_MAX:
+        import hashlib
+
+        digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+        name = f"{name[: ARTIFACT_NAME_MAX - 9]}-{digest}"
+    return name
+
+
+def pointer_payload(handle: CheckpointHandle, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The ``checkpoint.json`` content (and artifact metadata) for ``handle``.
+
+    ``extra`` keys may not shadow the core keys and must be JSON-serialisable.
+    """
+    payload: dict[str, Any] = dict(handle.to_dict())
+    if extra:
+        clash = sorted(set(extra) & set(CORE_KEYS))
+        if clash:
+            raise InputError(f"extra pointer fields may not override {', '.join(clash)}")
+        payload.update(extra)
+    try:
+        text = json.dumps(payload, sort_keys=True)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"extra pointer fields must be JSON-serialisable: {exc}") from None
+    for var in SECRET_ENV:
+        secret = os.environ.get(var, "")
+        if len(secret) >= 8 and secret in text:
+            raise InputError(f"refusing to log a pointer containing the value of {var}")
+    return payload
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _bad(where: str, why: str) -> InputError:
+    return InputError(f"invalid {where}: {why}", param="pointer")
+
+
+def _check_repo(path: str, repo: object) -> str:
+    if not isinstance(repo, str):
+        raise _bad(path, f"repo must look like owner/name, got {repo!r}")
+    try:
+        return names.repo_id(repo)
+    except InputError:
+        raise _bad(path, f"repo must look like owner/name, got {repo!r}") from None
+
+
+def _check_subfolder(path: str, sub: object) -> str:
+    if not isinstance(sub, str) or any(ord(c) < 32 for c in sub):
+        raise _bad(path, f"subfolder must be a relative path, got {sub!r}")
+    checked = names.subfolder(sub, name=f"{path}: subfolder")
+    if checked != sub:
+        raise _bad(path, f"subfolder must be a relative path, got {sub!r}")
+    return checked
+
+
+def _endpoint_from(path: str, hub_url: object, suffix: str) -> str:
+    if hub_url is None:
+        return DEFAULT_ENDPOINT
+    if not isinstance(hub_url, str):
+        raise _bad(path, "hub_url must be a string")
+    if not hub_url.endswith(suffix):
+        raise _bad(path, "hub_url does not match repo/revision/subfolder")
+    endpoint = hub_url[: -len(suffix)]
+    parts = urlsplit(endpoint)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise _bad(path, "hub_url must be an http(s) URL")
+    if parts.username is not None or parts.password is not None:
+        raise _bad(path, "hub_url must not carry credentials")
+    if parts.query or parts.fragment:
+        raise _bad(path, "hub_url must not have a query or fragment")
+    try:
+        _ = parts.port
+    except ValueError:
+        raise _bad(path, "hub_url has an invalid port") from None
+    return endpoint
+
+
+def read_pointer(path: str | os.PathLike[str]) -> CheckpointHandle:
+    """Read and validate a ``checkpoint.json`` (or a directory holding one) into a handle.
+
+    Checks the repo id shape, a 40-hex revision, a relative subfolder and, when present,
+    that ``hub_url`` is ``<endpoint>/<repo>/tree/<revision>/<subfolder>``; the endpoint is
+    taken from it (else the default). ``repo_id`` (the original helper's key) is accepted
+    for ``repo``. Raises :class:`InputError` with a one-line message otherwise.
+    """
+    p = Path(path)
+    if p.is_dir():
+        p = p / POINTER_FILE
+    try:
+        if p.stat().st_size > MAX_POINTER_BYTES:
+            raise _bad(f"pointer file {p}", "too large for a pointer")
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"pointer file not found: {p}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read pointer file {p}: {type(exc).__name__}: {one_line(exc)}") from None
+    except ValueError:
+        raise _bad(f"pointer file {p}", "not valid JSON") from None
+    return parse_pointer(data, f"pointer file {p}")
+
+
+def parse_pointer(data: object, where: str = "pointer") -> CheckpointHandle:
+    """Validate a pointer's JSON object (what ``checkpoint.json`` holds) into a handle, as
+    :func:`read_pointer` does; ``where`` names it in messages."""
+    p = where
+    if not isinstance(data, dict):
+        raise _bad(p, "expected a JSON object")
+    repo = _check_repo(p, data.get("repo", data.get("repo_id")))
+    revision = data.get("revision")
+    if not isinstance(revision, str) or not SHA_RE.match(revision):
+        raise _bad(p, "revision must be a 40-hex commit SHA")
+    subfolder = _check_subfolder(p, data.get("subfolder"))
+    step = data.get("step")
+    if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
+        raise _bad(p, "step must be a non-negative integer or null")
+    implied = step_of(subfolder)
+    if step is None:
+        step = implied
+    elif implied is not None and implied != step:
+        raise _bad(p, f"step {step} disagrees with subfolder {subfolder}")
+    endpoint = _endpoint_from(p, data.get("hub_url"), f"/{repo}/tree/{revision}/{subfolder}")
+    return CheckpointHandle(repo=repo, subfolder=subfolder, revision=revision, step=step, endpoint=endpoint)
