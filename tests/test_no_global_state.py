@@ -20,7 +20,7 @@ class _Sink(BaseHTTPRequestHandler):
 
     seen: list[dict[str, str]]
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+    def do_GET(self) -> None:
         self.seen.append({"path": self.path, **{k.lower(): v for k, v in self.headers.items()}})
         self.send_response(404)
         self.send_header("Content-Length", "0")

@@ -9,254 +9,39 @@ text, JSON, step outputs, dotenv, job summary. Errors name parameters, which thi
 spells as flags (``--tag``), or as inputs (``input 'tag'``) when the action runs it. A
 command changes no global state, so tests run it in-process (Click's ``CliRunner``);
 what is process-wide (logging, the client's progress bars) is set in :func:`main`.
-Options shared by several commands are defined once, as decorators that hand the command
-one typed object (:class:`HubOptions`, :class:`WandbOptions`).
+Options shared by several commands are defined once in :mod:`.options`; printing, the
+outputs and the exit codes are :mod:`.render`'s.
 """
 
 from __future__ import annotations
 
-import functools
-import logging
-import os
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import click
 
 from ckpt_action import api
 from ckpt_action.ci.escaping import escape
-from ckpt_action.ci.outputs import (
-    append_summary,
-    check_writable,
-    summary_markdown,
-    write_dotenv,
-    write_github_output,
-    write_json,
+from ckpt_action.cli.options import HubOptions, WandbOptions, hub_options, repo_option, wandb_options
+from ckpt_action.cli.render import (
+    DOOR_KEY,
+    EXIT_INPUT,
+    command,
+    door,
+    echo,
+    emit,
+    fail,
+    fail_with,
+    route_client_logs,
+    setup_logging,
+    warn,
 )
-from ckpt_action.errors import CkptError, Door, InputError, param
-from ckpt_action.settings import MAX_RETRIES
+from ckpt_action.errors import CkptError, InputError, param
 from ckpt_action.version import __version__
 
 if TYPE_CHECKING:
     from ckpt_action.handle import CheckpointHandle
-
-EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_NONE = 0, 1, 2, 3
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-class _Secret:
-    """The token, so every printed line can be scrubbed of it."""
-
-    value: str | None = os.environ.get("HF_TOKEN") or None
-
-
-def scrub(text: str) -> str:
-    token = _Secret.value
-    return text.replace(token, "***") if token and len(token) >= 4 else text
-
-
-class _AnnotationHandler(logging.Handler):
-    """Log records (ours and the client's) as warning lines: ``::warning::`` in Actions,
-    scrubbed of the token and escaped like everything else printed."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            click.echo(_annotate("warning", f"{record.name}: {record.getMessage()}"), err=True)
-        except Exception:  # noqa: BLE001 - logging must never take the command down
-            self.handleError(record)
-
-
-def _in_actions() -> bool:
-    return os.environ.get("GITHUB_ACTIONS") == "true"
-
-
-def _annotate(kind: str, message: str) -> str:
-    message = scrub(" ".join(str(message).split()))
-    if _in_actions():
-        return f"::{kind}::{escape(message, 'annotation')}"
-    return f"{kind}: {escape(message)}"
-
-
-def warn(message: str) -> None:
-    click.echo(_annotate("warning", message), err=True)
-
-
-def fail(message: str, code: int) -> NoReturn:
-    click.echo(_annotate("error", message), err=True)
-    sys.exit(code)
-
-
-_DOOR = "ckpt_action.door"
-
-
-def door() -> Door:
-    """Who is running the command: a user on the command line, or the GitHub Action."""
-    ctx = click.get_current_context(silent=True)
-    return "action" if ctx is not None and ctx.meta.get(_DOOR) == "action" else "cli"
-
-
-def fail_with(exc: CkptError) -> NoReturn:
-    """Fail with the error's message, its parameters spelled as this door spells them."""
-    fail(exc.render(door()), exc.exit_code)
-
-
-def echo(text: str, *, err: bool = False) -> None:
-    """Print one line built from values that may come from the Hub or the user."""
-    click.echo(escape(scrub(text)), err=err)
-
-
-def _setup_logging() -> None:
-    root = logging.getLogger()
-    root.handlers[:] = [_AnnotationHandler()]
-    root.setLevel(logging.WARNING)
-
-
-def _route_client_logs() -> None:
-    """huggingface_hub adds its own stderr handler when imported, which would print each
-    warning twice and skip the token scrubbing: send its records through ours only."""
-    import huggingface_hub  # noqa: F401 - its import is what installs the handler
-
-    logging.getLogger("huggingface_hub").handlers[:] = []
-
-
-# --- shared options ---------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class HubOptions:
-    """Where the Hub is, how hard to try, and where outputs go: every Hub command takes these."""
-
-    endpoint: str | None
-    token: str | None
-    as_json: bool
-    dotenv: str | None
-    timeout: float | None
-    retries: int | None
-
-    def hub(self) -> dict[str, Any]:
-        """The API's keywords for where the Hub is and how hard to try."""
-        return {"endpoint": self.endpoint, "token": self.token or None, "timeout": self.timeout,
-                "retries": self.retries}
-
-
-@dataclass(frozen=True)
-class WandbOptions:
-    """Where to log the W&B pointer artifact; ``project`` None means not at all."""
-
-    project: str | None
-    entity: str | None
-    run_id: str | None
-    artifact_name: str | None
-    fatal: bool
-    registry: str | None = None
-
-
-def _options(fn: Callable[..., Any], options: list[Callable[[F], F]]) -> Callable[..., Any]:
-    for option in reversed(options):
-        fn = option(fn)
-    return fn
-
-
-def hub_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """--endpoint, --token, --json, --dotenv, --timeout, --retries, handed over as ``hub``."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, endpoint: str | None, token: str | None, as_json: bool, dotenv: str | None,
-                timeout: float | None, retries: int | None, **kwargs: Any) -> Any:
-        _Secret.value = token or os.environ.get("HF_TOKEN") or None
-        if dotenv:
-            try:
-                check_writable(dotenv, "dotenv")
-            except CkptError as exc:
-                fail_with(exc)
-        return fn(*args, hub=HubOptions(endpoint, token, as_json, dotenv, timeout, retries), **kwargs)
-
-    return _options(wrapper, [
-        click.option("--endpoint", envvar="HF_ENDPOINT", help="Hub URL (default: HF_ENDPOINT, else the Hub)."),
-        click.option("--token", envvar="HF_TOKEN", help="Hub token (default: HF_TOKEN). Never printed."),
-        click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout."),
-        click.option("--dotenv", type=click.Path(dir_okay=False), help="Also write outputs as a dotenv file "
-                     "(GitLab CI artifacts:reports:dotenv)."),
-        click.option("--timeout", type=float, help="Seconds a request may stall (default 60; CKPT_TIMEOUT)."),
-        click.option("--retries", type=int,
-                     help=f"Retries of transient failures (default 5, at most {MAX_RETRIES}; CKPT_RETRIES)."),
-    ])
-
-
-def wandb_options(*, registry: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """The W&B pointer options, handed over as ``wandb``; promote adds --wandb-registry."""
-
-    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(fn)
-        def wrapper(*args: Any, wandb_project: str | None, wandb_entity: str | None, wandb_run_id: str | None,
-                    wandb_artifact_name: str | None, wandb_fatal: bool, wandb_registry: str | None = None,
-                    **kwargs: Any) -> Any:
-            opts = WandbOptions(wandb_project or None, wandb_entity or None, wandb_run_id or None,
-                                wandb_artifact_name or None, wandb_fatal, wandb_registry or None)
-            return fn(*args, wandb=opts, **kwargs)
-
-        options = [
-            click.option("--wandb-project", envvar="WANDB_PROJECT", help="Log a W&B pointer artifact to this project."),
-            click.option("--wandb-entity", envvar="WANDB_ENTITY", help="W&B entity (team or user)."),
-            click.option("--wandb-run-id", envvar="WANDB_RUN_ID", help="Attach the pointer to this (training) run."),
-            click.option("--wandb-artifact-name", help="Artifact name (default: derived from repo and folder)."),
-        ]
-        if registry:
-            options.append(click.option("--wandb-registry",
-                                        help="Link the pointer into this W&B registry collection (online only)."))
-        options.append(click.option("--wandb-fatal", is_flag=True, help="Fail the command when W&B logging fails."))
-        return _options(wrapper, options)
-
-    return decorate
-
-
-def repo_option(help: str = "Hub model repo, OWNER/NAME.", required: bool = True) -> Callable[[F], F]:
-    return click.option("--repo", required=required, help=help)
-
-
-def emit(command: str, result: dict[str, Any], hub: HubOptions, human: Callable[[], None] | None = None) -> None:
-    """Write the result everywhere it is wanted: stdout, GITHUB_OUTPUT, job summary, dotenv.
-
-    ``human`` prints the terminal form when it is not a plain ``key: value`` list.
-    """
-    if os.environ.get("GITHUB_OUTPUT"):
-        write_github_output(os.environ["GITHUB_OUTPUT"], result)
-    if os.environ.get("GITHUB_STEP_SUMMARY"):
-        append_summary(os.environ["GITHUB_STEP_SUMMARY"], summary_markdown(command, result))
-    if hub.dotenv:
-        write_dotenv(hub.dotenv, result)
-    if hub.as_json:
-        write_json(sys.stdout, result)
-    elif human is not None:
-        human()
-    else:
-        for key, value in result.items():
-            if value is not None and not isinstance(value, (list, dict)):
-                echo(f"{key}: {value}")
-
-
-def command(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn our errors into one stderr line and the exit code the error class carries."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> None:
-        try:
-            fn(*args, **kwargs)
-        except CkptError as exc:
-            fail_with(exc)
-        except KeyboardInterrupt:
-            fail("interrupted", 130)
-        except OSError as exc:
-            fail(f"{type(exc).__name__}: {exc}", EXIT_FAIL)
-        except Exception as exc:
-            if os.environ.get("CKPT_DEBUG"):
-                raise
-            fail(f"unexpected {type(exc).__name__}: {exc} (set CKPT_DEBUG=1 for a traceback)", EXIT_FAIL)
-
-    return wrapper
-
 
 class _Group(click.Group):
     """The commands, with those defined elsewhere loaded only when named: the local Hub
@@ -483,21 +268,27 @@ def click_error(exc: click.ClickException) -> InputError:
 
 
 @cli.command("from-action", hidden=True)
+@click.option("--print-mounts", is_flag=True, help="Print the host paths a container run must mount, one"
+              " 'create|mount<TAB>PATH' a line, and exit.")
 @click.pass_context
-def from_action(ctx: click.Context) -> None:
+def from_action(ctx: click.Context, print_mounts: bool) -> None:
     """Run the command the GitHub Action's INPUT_* environment describes (see action_inputs).
 
     Errors name the action's inputs (``input 'tag'``), also those Click finds while
     parsing (a ``step`` that is not a whole number).
     """
-    from ckpt_action.ci.action_inputs import argv
+    from ckpt_action.ci.action_inputs import argv, mounts
 
     try:
+        if print_mounts:
+            for path, create in mounts():
+                click.echo(f"{'create' if create else 'mount'}\t{path}")
+            return
         name, *args = argv()
     except InputError as exc:
         fail_with(exc)
     echo(f"ckpt-action {name} " + " ".join(args), err=True)
-    ctx.meta[_DOOR] = "action"
+    ctx.meta[DOOR_KEY] = "action"
     sub = cli.commands[name]
     try:
         sub_ctx = sub.make_context(name, args, parent=ctx.parent)
@@ -524,8 +315,8 @@ _NO_ARGS_IS_HELP: type[click.ClickException] = getattr(
 
 def main(argv: list[str] | None = None) -> None:
     """The console script: what is process-wide is set here, once, then the command runs."""
-    _setup_logging()
-    _route_client_logs()
+    setup_logging()
+    route_client_logs()
     from ckpt_action.progress import quiet_client_bars
 
     quiet_client_bars()

@@ -1,0 +1,111 @@
+"""Options several commands share, defined once: each decorator hands the command one
+typed object (:class:`HubOptions`, :class:`WandbOptions`)."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import click
+
+from ckpt_action.ci.outputs import check_writable
+from ckpt_action.cli.render import Secret, fail_with
+from ckpt_action.errors import CkptError
+from ckpt_action.settings import MAX_RETRIES
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class HubOptions:
+    """Where the Hub is, how hard to try, and where outputs go: every Hub command takes these."""
+
+    endpoint: str | None
+    token: str | None
+    as_json: bool
+    dotenv: str | None
+    timeout: float | None
+    retries: int | None
+
+    def hub(self) -> dict[str, Any]:
+        """The API's keywords for where the Hub is and how hard to try."""
+        return {"endpoint": self.endpoint, "token": self.token or None, "timeout": self.timeout,
+                "retries": self.retries}
+
+
+@dataclass(frozen=True)
+class WandbOptions:
+    """Where to log the W&B pointer artifact; ``project`` None means not at all."""
+
+    project: str | None
+    entity: str | None
+    run_id: str | None
+    artifact_name: str | None
+    fatal: bool
+    registry: str | None = None
+
+
+def _options(fn: Callable[..., Any], options: list[Callable[[F], F]]) -> Callable[..., Any]:
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def hub_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--endpoint, --token, --json, --dotenv, --timeout, --retries, handed over as ``hub``."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, endpoint: str | None, token: str | None, as_json: bool, dotenv: str | None,
+                timeout: float | None, retries: int | None, **kwargs: Any) -> Any:
+        Secret.value = token or os.environ.get("HF_TOKEN") or None
+        if dotenv:
+            try:
+                check_writable(dotenv, "dotenv")
+            except CkptError as exc:
+                fail_with(exc)
+        return fn(*args, hub=HubOptions(endpoint, token, as_json, dotenv, timeout, retries), **kwargs)
+
+    return _options(wrapper, [
+        click.option("--endpoint", envvar="HF_ENDPOINT", help="Hub URL (default: HF_ENDPOINT, else the Hub)."),
+        click.option("--token", envvar="HF_TOKEN", help="Hub token (default: HF_TOKEN). Never printed."),
+        click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout."),
+        click.option("--dotenv", type=click.Path(dir_okay=False), help="Also write outputs as a dotenv file "
+                     "(GitLab CI artifacts:reports:dotenv)."),
+        click.option("--timeout", type=float, help="Seconds a request may stall (default 60; CKPT_TIMEOUT)."),
+        click.option("--retries", type=int,
+                     help=f"Retries of transient failures (default 5, at most {MAX_RETRIES}; CKPT_RETRIES)."),
+    ])
+
+
+def wandb_options(*, registry: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The W&B pointer options, handed over as ``wandb``; promote adds --wandb-registry."""
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, wandb_project: str | None, wandb_entity: str | None, wandb_run_id: str | None,
+                    wandb_artifact_name: str | None, wandb_fatal: bool, wandb_registry: str | None = None,
+                    **kwargs: Any) -> Any:
+            opts = WandbOptions(wandb_project or None, wandb_entity or None, wandb_run_id or None,
+                                wandb_artifact_name or None, wandb_fatal, wandb_registry or None)
+            return fn(*args, wandb=opts, **kwargs)
+
+        options = [
+            click.option("--wandb-project", envvar="WANDB_PROJECT", help="Log a W&B pointer artifact to this project."),
+            click.option("--wandb-entity", envvar="WANDB_ENTITY", help="W&B entity (team or user)."),
+            click.option("--wandb-run-id", envvar="WANDB_RUN_ID", help="Attach the pointer to this (training) run."),
+            click.option("--wandb-artifact-name", help="Artifact name (default: derived from repo and folder)."),
+        ]
+        if registry:
+            options.append(click.option("--wandb-registry",
+                                        help="Link the pointer into this W&B registry collection (online only)."))
+        options.append(click.option("--wandb-fatal", is_flag=True, help="Fail the command when W&B logging fails."))
+        return _options(wrapper, options)
+
+    return decorate
+
+
+def repo_option(help: str = "Hub model repo, OWNER/NAME.", required: bool = True) -> Callable[[F], F]:
+    return click.option("--repo", required=required, help=help)

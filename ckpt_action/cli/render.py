@@ -1,0 +1,141 @@
+"""What the CLI prints: lines scrubbed of the token and escaped, warnings and errors as
+annotations in GitHub Actions, a command's result everywhere it is wanted (stdout, JSON,
+step outputs, job summary, dotenv), and our errors as one line and an exit code, their
+parameters spelled as this door spells them (``--tag``, or ``input 'tag'`` for the action)."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import click
+
+from ckpt_action.ci.escaping import escape
+from ckpt_action.ci.outputs import append_summary, summary_markdown, write_dotenv, write_github_output, write_json
+from ckpt_action.errors import CkptError, Door
+
+if TYPE_CHECKING:
+    from ckpt_action.cli.options import HubOptions
+
+EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_NONE = 0, 1, 2, 3
+
+
+class Secret:
+    """The token, so every printed line can be scrubbed of it."""
+
+    value: str | None = os.environ.get("HF_TOKEN") or None
+
+
+def scrub(text: str) -> str:
+    token = Secret.value
+    return text.replace(token, "***") if token and len(token) >= 4 else text
+
+
+class _AnnotationHandler(logging.Handler):
+    """Log records (ours and the client's) as warning lines: ``::warning::`` in Actions,
+    scrubbed of the token and escaped like everything else printed."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            click.echo(_annotate("warning", f"{record.name}: {record.getMessage()}"), err=True)
+        except Exception:  # noqa: BLE001 - logging must never take the command down
+            self.handleError(record)
+
+
+def _in_actions() -> bool:
+    return os.environ.get("GITHUB_ACTIONS") == "true"
+
+
+def _annotate(kind: str, message: str) -> str:
+    message = scrub(" ".join(str(message).split()))
+    if _in_actions():
+        return f"::{kind}::{escape(message, 'annotation')}"
+    return f"{kind}: {escape(message)}"
+
+
+def warn(message: str) -> None:
+    click.echo(_annotate("warning", message), err=True)
+
+
+def fail(message: str, code: int) -> NoReturn:
+    click.echo(_annotate("error", message), err=True)
+    sys.exit(code)
+
+
+DOOR_KEY = "ckpt_action.door"
+
+
+def door() -> Door:
+    """Who is running the command: a user on the command line, or the GitHub Action."""
+    ctx = click.get_current_context(silent=True)
+    return "action" if ctx is not None and ctx.meta.get(DOOR_KEY) == "action" else "cli"
+
+
+def fail_with(exc: CkptError) -> NoReturn:
+    """Fail with the error's message, its parameters spelled as this door spells them."""
+    fail(exc.render(door()), exc.exit_code)
+
+
+def echo(text: str, *, err: bool = False) -> None:
+    """Print one line built from values that may come from the Hub or the user."""
+    click.echo(escape(scrub(text)), err=err)
+
+
+def setup_logging() -> None:
+    root = logging.getLogger()
+    root.handlers[:] = [_AnnotationHandler()]
+    root.setLevel(logging.WARNING)
+
+
+def route_client_logs() -> None:
+    """huggingface_hub adds its own stderr handler when imported, which would print each
+    warning twice and skip the token scrubbing: send its records through ours only."""
+    import huggingface_hub  # noqa: F401 - its import is what installs the handler
+
+    logging.getLogger("huggingface_hub").handlers[:] = []
+
+
+def emit(command: str, result: dict[str, Any], hub: HubOptions, human: Callable[[], None] | None = None) -> None:
+    """Write the result everywhere it is wanted: stdout, GITHUB_OUTPUT, job summary, dotenv.
+
+    ``human`` prints the terminal form when it is not a plain ``key: value`` list.
+    """
+    if os.environ.get("GITHUB_OUTPUT"):
+        write_github_output(os.environ["GITHUB_OUTPUT"], result)
+    if os.environ.get("GITHUB_STEP_SUMMARY"):
+        append_summary(os.environ["GITHUB_STEP_SUMMARY"], summary_markdown(command, result))
+    if hub.dotenv:
+        write_dotenv(hub.dotenv, result)
+    if hub.as_json:
+        write_json(sys.stdout, result)
+    elif human is not None:
+        human()
+    else:
+        for key, value in result.items():
+            if value is not None and not isinstance(value, (list, dict)):
+                echo(f"{key}: {value}")
+
+
+def command(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn our errors into one stderr line and the exit code the error class carries."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        try:
+            fn(*args, **kwargs)
+        except CkptError as exc:
+            fail_with(exc)
+        except KeyboardInterrupt:
+            fail("interrupted", 130)
+        except OSError as exc:
+            fail(f"{type(exc).__name__}: {exc}", EXIT_FAIL)
+        except Exception as exc:
+            if os.environ.get("CKPT_DEBUG"):
+                raise
+            fail(f"unexpected {type(exc).__name__}: {exc} (set CKPT_DEBUG=1 for a traceback)", EXIT_FAIL)
+
+    return wrapper
