@@ -23,14 +23,6 @@ err() { # err MSG [CODE]: error annotation on Actions, plain message elsewhere
   exit "${2:-2}"
 }
 lower() { printf '%s' "$1" | tr '[:upper:]' '[:lower:]'; }
-# Absolute path of an input path, against the workspace (for container mounts).
-abspath() {
-  case "$1" in
-    "") ;;
-    /* | [A-Za-z]:[\\/]*) printf '%s' "$1" ;;
-    *) printf '%s' "$PWD/$1" ;;
-  esac
-}
 
 # The token travels only in the environment, as HF_TOKEN.
 if [ -n "${INPUT_TOKEN:-}" ]; then

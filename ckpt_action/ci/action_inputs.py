@@ -24,6 +24,7 @@ HUB_MODES = MODES
 SHELL_INPUTS = ("mode", "token", "runtime", "image", "python")
 
 Kind = Literal["value", "flag", "switch", "path", "lines"]
+Mount = Literal["", "parent", "dir", "containing"]
 
 
 @dataclass(frozen=True)
@@ -41,13 +42,19 @@ class Input:
     required_in: tuple[str, ...] = ()
     off: str | None = None
     """The other side of a ``switch``."""
+    mount: Mount = ""
+    """How the container runtime makes a ``path`` outside the work dir reachable at the same
+    path inside (:func:`mounts`): ``parent``, its parent dir, created first (a pull renames
+    a staged dir onto the path, which a mount point refuses); ``dir``, the dir itself,
+    created first (or what is written there dies with the container); ``containing``, the
+    dir holding it (a file or dir that must exist)."""
 
 
 INPUTS: tuple[Input, ...] = (
     Input("repo", "--repo", HUB_MODES, required_in=("push", "latest", "promote", "list", "prune")),
     Input("subfolder", "--subfolder", ("push", "pull", "promote"), required_in=("promote",)),
     Input("step", "--step", ("push",)),
-    Input("local-dir", "--local-dir", ("push", "pull"), "path", required_in=("push", "pull")),
+    Input("local-dir", "--local-dir", ("push", "pull"), "path", required_in=("push", "pull"), mount="parent"),
     Input("revision", "--revision", ("latest", "pull", "promote", "list")),
     Input("endpoint", "--endpoint", HUB_MODES),
     Input("private", "--private", ("push",), "switch", off="--public"),
@@ -56,11 +63,11 @@ INPUTS: tuple[Input, ...] = (
     Input("commit-message", "--commit-message", ("push",)),
     Input("to", "--to", ("promote",), required_in=("promote",)),
     Input("to-repo", "--to-repo", ("promote",)),
-    Input("pointer", "--pointer", ("pull",), "path"),
+    Input("pointer", "--pointer", ("pull",), "path", mount="containing"),
     Input("from-wandb", "--from-wandb", ("pull",)),
     Input("include", "--include", ("pull",), "lines"),
     Input("exclude", "--exclude", ("pull",), "lines"),
-    Input("cache-dir", "--cache-dir", ("pull",), "path"),
+    Input("cache-dir", "--cache-dir", ("pull",), "path", mount="dir"),
     Input("tag", "--tag", ("promote",)),
     Input("branch", "--branch", ("promote",)),
     Input("keep-last", "--keep-last", ("prune",), required_in=("prune",)),
@@ -110,7 +117,7 @@ def argv(env: Mapping[str, str] | None = None, cwd: str | None = None) -> list[s
     mode = env.get("INPUT_MODE", "").strip().lower()
     if mode not in MODES:
         raise InputError(f"input 'mode' must be one of {', '.join(MODES)}; got {env.get('INPUT_MODE', '')!r}")
-    base = cwd or env.get("GITHUB_WORKSPACE") or os.getcwd()
+    base = _base(env, cwd)
     args = [mode]
     given: set[str] = set()
     for spec in INPUTS:
@@ -145,3 +152,40 @@ def argv(env: Mapping[str, str] | None = None, cwd: str | None = None) -> list[s
         if not given & {"subfolder", "pointer", "from-wandb"}:
             args.append("--latest")  # no checkpoint named: the latest complete one
     return args
+
+
+def _base(env: Mapping[str, str], cwd: str | None) -> str:
+    """What a relative path input is relative to: the workspace, as the runner sees it."""
+    return cwd or env.get("GITHUB_WORKSPACE") or os.getcwd()
+
+
+def mounts(env: Mapping[str, str] | None = None, cwd: str | None = None) -> list[tuple[str, bool]]:
+    """The host paths a container run of the action must see at the same path, as
+    ``(path, create)``: the work dir, each path input outside it (as its ``mount`` says),
+    and the step output and summary files. ``create``: make the dir first.
+
+    >>> mounts({"INPUT_LOCAL_DIR": "/data/run/ckpt", "INPUT_CACHE_DIR": "cache"}, cwd="/w")
+    [('/w', False), ('/data/run', True)]
+    """
+    env = os.environ if env is None else env
+    work = os.path.abspath(cwd or os.getcwd())
+    base = _base(env, cwd)
+    out: list[tuple[str, bool]] = [(work, False)]
+    for spec in INPUTS:
+        value = env.get(env_name(spec.name), "")
+        if spec.kind != "path" or not spec.mount or not value:
+            continue
+        path = os.path.abspath(os.path.join(base, value))
+        if not path.isprintable():
+            raise InputError(f"input '{spec.name}' has control or non-printing characters: give a plain path")
+        if (path + "/").startswith(work.rstrip("/") + "/"):
+            continue  # under the work dir, which is mounted whole
+        parent = os.path.dirname(path)
+        if spec.mount == "parent":
+            out.append((path if parent == "/" else parent, True))
+        elif spec.mount == "dir":
+            out.append((path, True))
+        else:
+            out.append((parent, False))
+    out += [(env[var], False) for var in ("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY") if env.get(var)]
+    return out
