@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent Podman setup for building and testing the ckpt-action image
-# on a machine without a Docker engine (see docs in the lead's reference).
+# on a machine without a Docker engine and without Docker Hub (the steps below say what each
+# one is for).
 #
 #   .ci/podman.sh            set up, then print `export ...` lines
 #   eval "$(.ci/podman.sh)"  set up and take the environment into this shell
