@@ -72,13 +72,13 @@ def _shape(firing: Firing, req: Request, response: Response) -> Response:
     if rule.etag is not None:
         for key in ("ETag", "X-Linked-Etag"):
             response.headers[key] = rule.etag
-    if rule.tree_escape is not None and response.tree_listing and isinstance(response.payload, list):
+    if rule.tree_escape is not None and req.notes.get("answer") == "tree" and isinstance(response.payload, list):
         data = b"escape\n"
         response.payload.append({"type": "file", "oid": hashlib.sha1(data, usedforsecurity=False).hexdigest(),
                                  "size": len(data), "path": rule.tree_escape})
     if rule.reset is not None and not req.body.present:
-        response.cut_after = rule.reset
+        req.wire.cut_after = rule.reset
     if rule.corrupt:
         length = len(response.body_bytes())
-        response.flip_at = length // 2 if length else None
+        req.wire.flip_at = length // 2 if length else None
     return response

@@ -81,12 +81,6 @@ class Response:
     headers: dict[str, str] = field(default_factory=dict)
     content_type: str = "application/json"
     payload: Any = None
-    tree_listing: bool = False
-    """The payload is a list of tree entries (tree and paths-info answers)."""
-    cut_after: int | None = None
-    """Send the headers and this many body bytes, then hang up."""
-    flip_at: int | None = None
-    """Flip the body byte at this offset (a corrupt fault)."""
 
     @property
     def is_redirect(self) -> bool:
@@ -193,6 +187,17 @@ class Body:
 
 
 @dataclass
+class Wire:
+    """What an injected fault does to the bytes of a request's answer on the wire, kept apart
+    from the answer (:class:`Response`), which stays what its handler made."""
+
+    cut_after: int | None = None
+    """Send the headers and this many body bytes, then hang up."""
+    flip_at: int | None = None
+    """Flip the body byte at this offset (a corrupt fault)."""
+
+
+@dataclass
 class Request:
     method: str
     target: str
@@ -205,7 +210,10 @@ class Request:
     base_url: str
     """``http://host:port`` as the client addressed this server."""
     notes: dict[str, str] = field(default_factory=dict)
-    """The app's bookkeeping about this request (its id, say)."""
+    """The app's bookkeeping about this request (its id; ``answer``: ``tree`` for a tree
+    listing, which a fault may add an entry to)."""
+    wire: Wire = field(default_factory=Wire)
+    """How its answer goes on the wire (as sent, unless a fault changes it)."""
 
     def param(self, name: str, default: str = "") -> str:
         values = self.query.get(name)
@@ -412,7 +420,7 @@ class _Connection:
         if not keep:
             headers["Connection"] = "close"
         head_only = request.method == "HEAD"
-        if head_only and response.cut_after is not None:
+        if head_only and request.wire.cut_after is not None:
             raise DropConnection
         try:
             reason = HTTPStatus(response.status).phrase.encode()
@@ -422,7 +430,7 @@ class _Connection:
                                            headers=list(headers.items()))) or b""
         out.header_bytes = len(head)
         out.write(head)
-        cut, flip = response.cut_after, response.flip_at
+        cut, flip = request.wire.cut_after, request.wire.flip_at
         if head_only or not length:
             pass
         elif isinstance(body, bytes):
