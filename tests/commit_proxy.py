@@ -18,17 +18,15 @@ back point at the proxy) and records what went through, and it can:
 
 from __future__ import annotations
 
-import http.client
 import json
 import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import urlsplit
 
-_HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "te", "upgrade", "trailer"}
+from tests.helpers.proxying import HOP_BY_HOP, ForwardingHandler, start
+
 COMMIT = r"/api/models/[^/]+/[^/]+/commit/"
 
 
@@ -65,16 +63,11 @@ class Seen:
 
 class CommitProxy:
     def __init__(self, upstream: str) -> None:
-        parts = urlsplit(upstream)
-        self.upstream_host, self.upstream_port = parts.hostname or "127.0.0.1", parts.port or 80
+        self.upstream = upstream
         self.rules: list[_Rule] = []
         self.seen: list[Seen] = []
         self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.server, self.url = start(self._handler())
 
     # -- rules -------------------------------------------------------------------------------
     def before(self, method: str, path: str, fn: Callable[[], None], times: int = 1) -> None:
@@ -112,30 +105,14 @@ class CommitProxy:
         return [json.loads(s.body.split(b"\n", 1)[0])["value"] for s in self.commits()]
 
     # -- plumbing ----------------------------------------------------------------------------
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
+    def _handler(self) -> type[ForwardingHandler]:
         proxy = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+        class Handler(ForwardingHandler):
+            upstream = proxy.upstream
 
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def _body(self) -> bytes:
-                if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-                    chunks = []
-                    while True:
-                        size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                        if size == 0:
-                            while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                                pass
-                            return b"".join(chunks)
-                        chunks.append(self.rfile.read(size))
-                        self.rfile.readline()
-                return self.rfile.read(int(self.headers.get("Content-Length") or 0))
-
-            def _serve(self) -> None:
-                body = self._body()
+            def serve(self) -> None:
+                body = self.read_body()
                 path = self.path.split("?", 1)[0]
                 with proxy.lock:
                     rules = [r for r in proxy.rules if r.take(self.command, path)]
@@ -147,7 +124,7 @@ class CommitProxy:
                 override = next((r.status for r in rules if r.status is not None), None)
                 upstream_status: int | None = None
                 if all(r.forward for r in rules):
-                    status, headers, data = self._forward(body)
+                    status, headers, data = self.forward(body)
                     upstream_status = status
                 if override is not None:
                     status = override
@@ -160,7 +137,7 @@ class CommitProxy:
                     proxy.seen.append(Seen(self.command, self.path, status, upstream_status, body, data))
                 self.send_response(status)
                 for name, value in headers:
-                    if name.lower() not in _HOP_BY_HOP and name.lower() != "content-length":
+                    if name.lower() not in HOP_BY_HOP and name.lower() != "content-length":
                         self.send_header(name, value)
                 length = dict((k.lower(), v) for k, v in headers).get("content-length", str(len(data)))
                 self.send_header("Content-Length", length if self.command == "HEAD" else str(len(data)))
@@ -168,28 +145,11 @@ class CommitProxy:
                 if self.command != "HEAD":
                     self.wfile.write(data)
 
-            def _forward(self, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
-                conn = http.client.HTTPConnection(proxy.upstream_host, proxy.upstream_port, timeout=120)
-                try:
-                    conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
-                    for name, value in self.headers.items():
-                        if name.lower() not in _HOP_BY_HOP and name.lower() != "content-length":
-                            conn.putheader(name, value)
-                    conn.putheader("Content-Length", str(len(body)))
-                    conn.endheaders(body)
-                    response = conn.getresponse()
-                    return response.status, response.getheaders(), response.read()
-                finally:
-                    conn.close()
-
-            do_GET = do_POST = do_PUT = do_HEAD = do_DELETE = _serve  # the names http.server dispatches to
-
         return Handler
 
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
-        self.thread.join(10)
 
     def __enter__(self) -> CommitProxy:
         return self

@@ -48,6 +48,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
 
+from tests.helpers.proxying import ForwardingHandler, start
+
 __all__ = ["HeaderSink", "HostileProxy", "hostile_fixture", "sink_fixture"]
 
 _KNOWN = {"method", "path", "times", "comment", "status", "headers", "window_s", "ref_target", "commit_oid",
@@ -96,16 +98,13 @@ class HostileProxy:
     """A reverse proxy to ``upstream`` that rewrites answers by rule (see the module doc)."""
 
     def __init__(self, upstream: str) -> None:
-        self.upstream = urlsplit(upstream)
+        self.upstream = upstream
         self.rules: list[_Rule] = []
         self.lock = threading.Lock()
         self.requests: list[dict[str, Any]] = []
         """Every request seen: method, path (with query), headers, and the rule it took (or None)."""
         self.stopping = threading.Event()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server, self.url = start(self._handler())
 
     def set_rules(self, rules: list[dict[str, Any]]) -> None:
         parsed = [_Rule(json.loads(json.dumps(r))) for r in rules]  # JSON-compatible, like a faults file
@@ -128,41 +127,21 @@ class HostileProxy:
                     return i, rule.raw
         return None, None
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
+    def _handler(self) -> type[ForwardingHandler]:
         proxy = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+        class Handler(ForwardingHandler):
+            upstream = proxy.upstream
+            upstream_timeout = 60.0
 
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                self._serve()
-
-            do_HEAD = do_POST = do_PUT = do_DELETE = do_GET
-
-            def _body_in(self) -> bytes:
-                if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-                    out = bytearray()
-                    while True:
-                        size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                        if size == 0:
-                            while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                                pass
-                            return bytes(out)
-                        out += self.rfile.read(size)
-                        self.rfile.readline()
-                return self.rfile.read(int(self.headers.get("Content-Length") or 0))
-
-            def _serve(self) -> None:
+            def serve(self) -> None:
                 parts = urlsplit(self.path)
                 index, rule = proxy._take(self.command, parts.path)
                 with proxy.lock:
                     proxy.requests.append({"method": self.command, "path": self.path,
                                            "headers": dict(self.headers.items()), "rule": index})
                 rule = rule or {}
-                body_in = self._body_in()
+                body_in = self.read_body()
                 if "status" in rule:
                     self._answer(rule["status"], {"Content-Type": "application/json", **rule.get("headers", {})},
                                  json.dumps({"error": "hostile proxy"}).encode(), rule)
@@ -172,19 +151,10 @@ class HostileProxy:
                     return
                 query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != _PAGE]
                 target = parts.path + ("?" + urlencode(query) if query else "")
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
-                conn = http.client.HTTPConnection(proxy.upstream.hostname, proxy.upstream.port, timeout=60)
-                try:
-                    conn.request(self.command, target, body=body_in if body_in or self.command in ("POST", "PUT")
-                                 else None, headers=headers)
-                    resp = conn.getresponse()
-                    body = resp.read()
-                    out_headers = {k: v for k, v in resp.getheaders() if k.lower() not in _HOP}
-                    status = resp.status
-                finally:
-                    conn.close()
+                status, got, body = self.forward(body_in, target)
+                out_headers = {k: v for k, v in got if k.lower() not in _HOP}
                 if self.command == "HEAD":
-                    length = resp.getheader("Content-Length")
+                    length = dict((k.lower(), v) for k, v in got).get("content-length")
                     self._answer(status, {**out_headers, **({"Content-Length": length} if length else {})}, b"",
                                  rule, head=True)
                     return
