@@ -1,4 +1,5 @@
-"""The local Hub as a separate process, with an access log the bench reads requests from.
+"""The local Hub as a separate process (:class:`ckpt_action.localhub.process.HubProcess`,
+which the tests use too), with an access log the bench reads requests from.
 
 A separate process (not the in-process ``LocalHub``) so the server never shares a GIL
 with the client being timed, and so every measured client is a process of its own.
@@ -6,16 +7,14 @@ with the client being timed, and so every measured client is a process of its ow
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import subprocess
-import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ckpt_action.localhub.process import HubProcess
+
+__all__ = ["REPO_ROOT", "HubProcess", "Requests", "client_env"]
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TELEMETRY_PATH = "/api/agent-harnesses"
 LFS_PUT_PREFIX = "/localhub-lfs/"
@@ -61,91 +60,6 @@ class Requests:
     def summary(self) -> list[str]:
         """``METHOD path`` without the query, for the report."""
         return [f"{r['method']} {r['path'].split('?', 1)[0]}" for r in self.api]
-
-
-class HubProcess:
-    """``python -m ckpt_action.localhub`` on a free port, stopped by ``stop()``.
-
-    LFS downloads take the Hub's redirect to its CDN listener, as in production; the
-    access log holds both listeners' lines.
-    """
-
-    def __init__(self, base: Path) -> None:
-        self.base = base
-        self.data_dir = base / "data"
-        self.access_log = base / "access.log"
-        port_file = base / "port"
-        base.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "ckpt_action.localhub", "--data-dir", str(self.data_dir),
-               "--port", "0", "--port-file", str(port_file), "--access-log", str(self.access_log)]
-        self._stderr = open(base / "server.stderr", "ab")
-        path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
-        env = dict(os.environ, PYTHONPATH=path)
-        self.proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=self._stderr)
-        deadline = time.monotonic() + 30
-        while not port_file.exists():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"local hub did not start: {(base / 'server.stderr').read_text()}")
-            time.sleep(0.02)
-        self.url = f"http://127.0.0.1:{int(port_file.read_text())}"
-        self._mark = 0
-
-    def _settled_size(self) -> int:
-        """The log's size once it stopped growing.
-
-        The server writes a request's line before the response's last byte, so a finished
-        client's lines are all there; waiting for quiet also keeps the lines of requests a
-        client abandoned mid-answer with the step that made them.
-        """
-        last, stable = -1, 0
-        while stable < 3:
-            size = self.access_log.stat().st_size if self.access_log.exists() else 0
-            stable = stable + 1 if size == last else 0
-            last = size
-            time.sleep(0.02)
-        return last
-
-    def mark(self) -> None:
-        """Start a measured step: later ``since_mark()`` returns only its requests."""
-        self._mark = self._settled_size()
-
-    def since_mark(self) -> Requests:
-        if self._settled_size() == 0:
-            return Requests([])
-        with open(self.access_log, "rb") as fh:
-            fh.seek(self._mark)
-            data = fh.read()
-        return Requests([json.loads(line) for line in data.splitlines() if line.strip()])
-
-    def peak_rss(self) -> int:
-        """The server's peak resident memory so far, in bytes (Linux; 0 elsewhere)."""
-        try:
-            with open(f"/proc/{self.proc.pid}/status", encoding="ascii") as fh:
-                for line in fh:
-                    if line.startswith("VmHWM:"):
-                        return int(line.split()[1]) * 1024
-        except OSError:
-            pass
-        return 0
-
-    def stop(self, remove: bool = False) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._stderr.close()
-        if remove:
-            shutil.rmtree(self.base, ignore_errors=True)
-
-    def __enter__(self) -> HubProcess:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def client_env(url: str, home: Path, *, telemetry: bool = True) -> dict[str, str]:

@@ -32,7 +32,7 @@ def _timed(ctx: Context, fn: Callable[[], Any]) -> tuple[float, Requests, Any]:
     started = time.perf_counter()
     value = fn()
     seconds = time.perf_counter() - started
-    return seconds, ctx.hub.since_mark(), value
+    return seconds, Requests(ctx.hub.since_mark()), value
 
 
 def run_section(ctx: Context) -> Section:
@@ -47,7 +47,7 @@ def run_section(ctx: Context) -> Section:
     started = time.perf_counter()
     ctx.hub.mark()
     build_commits = build_many_folders(api, repo, folders)
-    build = ctx.hub.since_mark()
+    build = Requests(ctx.hub.since_mark())
     sec.row("build the repo (real client, few big commits)",
             f"{fmt_s(time.perf_counter() - started)}, {build_commits} commits, {build.count} requests")
     want = f"checkpoint-{100 * folders}"
@@ -86,7 +86,7 @@ def run_section(ctx: Context) -> Section:
         for name in order:
             ctx.hub.mark()
             wall[name].append(run(processes[name], ctx.env()).seconds)
-            pcounts[name] = ctx.hub.since_mark()
+            pcounts[name] = Requests(ctx.hub.since_mark())
 
     base_call = median(calls["seed baseline"])
     for name, times in calls.items():

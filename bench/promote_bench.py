@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 
 from .context import Context
+from .hubproc import Requests
 from .pushed_checkpoint import pushed_checkpoint
 from .report import Section, fmt_s
 from .timing import PY_CLI, ratio, run
@@ -22,7 +23,7 @@ def run_section(ctx: Context) -> Section:
     ctx.hub.mark()
     ours = run([*PY_CLI, "promote", "--repo", ck.repo, "--subfolder", ck.subfolder, "--to", "release", "--json"],
                ctx.env())
-    reqs = ctx.hub.since_mark()
+    reqs = Requests(ctx.hub.since_mark())
     sec.row("ckpt-action promote", f"{fmt_s(ours.seconds)}, {reqs.lfs_bytes_up} LFS bytes up, {reqs.bytes_in} bytes "
             f"sent, {reqs.bytes_out} bytes received, {reqs.commits} commit(s), {reqs.count} requests")
 
@@ -31,7 +32,7 @@ def run_section(ctx: Context) -> Section:
     env = ctx.env()
     down = run(["hf", "download", ck.repo, "--include", f"{ck.subfolder}/*", "--local-dir", str(target)], env)
     up = run(["hf", "upload", ck.repo, str(target / ck.subfolder), "release-by-hand"], env)
-    hand = ctx.hub.since_mark()
+    hand = Requests(ctx.hub.since_mark())
     shutil.rmtree(target, ignore_errors=True)
     by_hand = down.seconds + up.seconds
     sec.row("hf download + hf upload", f"{fmt_s(by_hand)} ({fmt_s(down.seconds)} + {fmt_s(up.seconds)}), "

@@ -32,7 +32,7 @@ def _file_bytes(reqs: Requests) -> int:
 def _measured(ctx: Context, cmd: list[str], env: dict[str, str]) -> tuple[float, Requests]:
     ctx.hub.mark()
     seconds = run(cmd, env).seconds
-    return seconds, ctx.hub.since_mark()
+    return seconds, Requests(ctx.hub.since_mark())
 
 
 def _next_checkpoint(ctx: Context, local: Path) -> Path:

@@ -7,6 +7,7 @@ the access log: LFS bytes PUT and commit POSTs, for ckpt-action and for ``hf upl
 from __future__ import annotations
 
 from .context import Context
+from .hubproc import Requests
 from .pushed_checkpoint import pushed_checkpoint
 from .report import Section, fmt_s
 from .timing import PY_CLI, run
@@ -24,7 +25,7 @@ def run_section(ctx: Context) -> Section:
     for name, cmd in cmds.items():
         ctx.hub.mark()
         seconds = run(cmd, ctx.env()).seconds
-        reqs = ctx.hub.since_mark()
+        reqs = Requests(ctx.hub.since_mark())
         measured[name] = {"lfs_bytes": reqs.lfs_bytes_up, "commits": reqs.commits, "requests": reqs.count,
                           "bytes_in": reqs.bytes_in, "seconds": seconds}
         sec.row(name, f"{reqs.lfs_bytes_up} LFS bytes, {reqs.commits} commits, {reqs.count} requests, "

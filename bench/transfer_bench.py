@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .context import Context
 from .fixtures import BIG_CHECKPOINT_MIB, QUICK_CHECKPOINT_MIB, write_checkpoint
-from .hubproc import HubProcess
+from .hubproc import HubProcess, Requests
 from .report import Section, fmt_rate, fmt_s
 from .timing import PY_CLI, median, ratio, run
 
@@ -106,7 +106,7 @@ def run_section(ctx: Context) -> Section:
                     push_s[name].append(run(cmds[name], ctx.env(hub)).seconds)
                 else:
                     push_s[name].append(_curl_put_files(ctx, hub, lfs_files))
-                lfs_up[name] = hub.since_mark().lfs_bytes_up
+                lfs_up[name] = Requests(hub.since_mark()).lfs_bytes_up
             hub = hubs["ckpt-action push"]
             for name in (list(pull_s) if rep % 2 == 0 else list(reversed(pull_s))):
                 target = ctx.work / f"pulled-{rep}-{name.split()[0]}"

@@ -6,7 +6,8 @@ Use them with ``pytest_plugins = ["tests.localhub_fixtures"]`` (conftest) or
 - ``hub_server``: factory; ``hub_server(token=None, faults=None, extra_args=())`` starts
   ``python -m ckpt_action.localhub`` as a subprocess on a free port and returns a
   :class:`HubProcess` (``.url``, ``.port``, ``.data_dir``, ``.access_log``, ``.faults_path``,
-  ``.token``, ``.set_faults(list)``, ``.log_entries()``, ``.env()``, ``.stop()``, ``.restart()``).
+  ``.token``, ``.set_faults(list)``, ``.log_entries()``, ``.stop()``, ``.restart()``; the class is
+  :class:`ckpt_action.localhub.process.HubProcess`, which the benchmarks use too).
   Every server started is stopped at teardown.
 - ``hub_env``: ``hub_env(server, token=...)`` -> env dict for a client subprocess (``hf ...``).
 - ``local_hub``: an in-process :class:`~ckpt_action.localhub.LocalHub` (fast; no faults file).
@@ -24,9 +25,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -34,11 +32,12 @@ from typing import Any
 import pytest
 
 from ckpt_action.localhub import LocalHub
+from ckpt_action.localhub.process import HubProcess
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "hf_local_test_token"
 REPO = "local-user/ckpts"
-__all__ = ["REPO", "TOKEN", "HubProcess", "entries", "hf_client", "hub_env", "hub_server", "local_hub", "make_folder",
+__all__ = ["REPO", "TOKEN", "HubProcess", "entries", "hf_client", "hub_env", "hub_server", "local_hub",
            "make_hub_env", "served", "sha256_file"]
 
 
@@ -48,14 +47,6 @@ def sha256_file(path: str | Path) -> str:
         while chunk := fh.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()
-
-
-def make_folder(root: Path, files: dict[str, bytes]) -> Path:
-    for name, data in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-    return root
 
 
 def read_log(path: Path | None) -> list[dict[str, Any]]:
@@ -86,82 +77,6 @@ def make_hub_env(url: str, home: Path, token: str | None = None) -> dict[str, st
     if token is not None:
         env["HF_TOKEN"] = token
     return env
-
-
-class HubProcess:
-    """A local Hub running as a subprocess; survives ``restart()`` with the same data and port."""
-
-    def __init__(self, base: Path, token: str | None = None, faults: list[dict[str, Any]] | None = None,
-                 extra_args: tuple[str, ...] = ()) -> None:
-        self.base = base
-        self.extra_args = extra_args
-        self.data_dir = base / "data"
-        self.access_log = base / "access.log"
-        self.faults_path = base / "faults.json"
-        self.stderr_path = base / "server.stderr"
-        self.port_file = base / "port"
-        self.token = token
-        self.port = 0
-        self.url = ""
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.set_faults(faults or [])
-        self._start(0)
-
-    def _start(self, port: int) -> None:
-        self.port_file.unlink(missing_ok=True)
-        cmd = [
-            sys.executable, "-m", "ckpt_action.localhub",
-            "--data-dir", str(self.data_dir), "--port", str(port), "--port-file", str(self.port_file),
-            "--access-log", str(self.access_log), "--faults", str(self.faults_path),
-        ]
-        if self.token is not None:
-            cmd += ["--token", self.token]
-        cmd += self.extra_args
-        env = dict(os.environ)
-        env.pop("LOCAL_HUB_TOKEN", None)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
-        with open(self.stderr_path, "ab") as stderr:
-            self.proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=stderr)
-        deadline = time.monotonic() + 20
-        while not self.port_file.exists():
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"local hub exited ({self.proc.returncode}): {self.stderr_path.read_text()}")
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError("local hub did not start within 20 s")
-            time.sleep(0.02)
-        self.port = int(self.port_file.read_text())
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def set_faults(self, rules: list[dict[str, Any]]) -> None:
-        tmp = self.faults_path.with_name(f".{self.faults_path.name}.tmp")
-        tmp.write_text(json.dumps(rules))
-        os.replace(tmp, self.faults_path)
-
-    def log_entries(self) -> list[dict[str, Any]]:
-        return read_log(self.access_log)
-
-    def env(self, token: str | None = None, home: Path | None = None) -> dict[str, str]:
-        return make_hub_env(self.url, home or self.base / "hf_home", token if token is not None else self.token)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc is not None and self.proc.stdout is not None:
-            self.proc.stdout.close()
-
-    def restart(self) -> None:
-        """Stop and start again on the same data dir, keeping the port (and so the URL) if it is free."""
-        self.stop()
-        try:
-            self._start(self.port)
-        except RuntimeError:
-            self._start(0)
 
 
 @pytest.fixture

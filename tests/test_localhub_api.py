@@ -32,7 +32,8 @@ from huggingface_hub.errors import (
 )
 
 from ckpt_action.checkpoint.manifest import predict_lfs
-from tests.localhub_fixtures import REPO, TOKEN, entries, make_folder
+from tests.conftest import write_checkpoint
+from tests.localhub_fixtures import REPO, TOKEN, entries
 
 HF = str(Path(sys.executable).with_name("hf"))  # the client next to this interpreter, not whatever is on PATH
 
@@ -60,11 +61,11 @@ def test_create_repo_keeps_private_flag(local_hub):
 def test_upload_folder_with_delete_patterns(local_hub, tmp_path):
     api = HfApi(endpoint=local_hub.url, token=TOKEN)
     api.create_repo(REPO)
-    first = make_folder(tmp_path / "one", {"a.txt": b"a", "ckpt/x.bin": os.urandom(100),
+    first = write_checkpoint(tmp_path / "one", {"a.txt": b"a", "ckpt/x.bin": os.urandom(100),
                                             "ckpt/y.bin": os.urandom(100)})
     api.upload_folder(folder_path=first, repo_id=REPO)
     assert set(api.list_repo_files(REPO)) == {".gitattributes", "a.txt", "ckpt/x.bin", "ckpt/y.bin"}
-    second = make_folder(tmp_path / "two", {"ckpt/z.bin": os.urandom(100), "b.txt": b"b"})
+    second = write_checkpoint(tmp_path / "two", {"ckpt/z.bin": os.urandom(100), "b.txt": b"b"})
     info = api.upload_folder(folder_path=second, repo_id=REPO, delete_patterns=["ckpt/*"])
     assert set(api.list_repo_files(REPO)) == {".gitattributes", "a.txt", "b.txt", "ckpt/z.bin"}
     assert api.repo_info(REPO).sha == info.oid
@@ -363,7 +364,7 @@ def test_super_squash_history_and_commit_scheduler(local_hub, tmp_path):
         api.super_squash_history(repo_id=REPO, branch="v1")
     assert exc.value.response.status_code == 400
     # CommitScheduler(squash_history=True) pushes, then squashes, on every round.
-    folder = make_folder(tmp_path / "watched", {"metrics.jsonl": b'{"step": 1}\n'})
+    folder = write_checkpoint(tmp_path / "watched", {"metrics.jsonl": b'{"step": 1}\n'})
     scheduler = CommitScheduler(repo_id="local-user/scheduled", folder_path=folder, every=10, squash_history=True,
                                 hf_api=api)
     try:
@@ -434,7 +435,7 @@ def test_root_readme_commits_are_validated_like_on_the_hub(local_hub, tmp_path):
             api.upload_file(path_or_fileobj=bad, path_in_repo="README.md", repo_id=REPO)
     assert api.repo_info(REPO).sha == head  # nothing was committed
     assert len(entries(local_hub, "POST", "/preupload/")) == preuploads  # and nothing was even preuploaded
-    card_dir = make_folder(tmp_path / "card", {"README.md": CARD, "weights.bin": b"\0w"})
+    card_dir = write_checkpoint(tmp_path / "card", {"README.md": CARD, "weights.bin": b"\0w"})
     api.upload_folder(folder_path=card_dir, repo_id=REPO)
     assert api.list_repo_files(REPO) == [".gitattributes", "README.md", "weights.bin"]
 
@@ -489,7 +490,7 @@ def test_ckpt_action_predicts_the_local_hubs_lfs_decision(local_hub, path, data)
 def test_gitignore_in_the_repo_or_the_commit_is_applied(local_hub, tmp_path):
     api = HfApi(endpoint=local_hub.url, token=TOKEN)
     api.create_repo(REPO)
-    folder = make_folder(tmp_path / "f", {"temp": b"t", "nested/file.bin": b"\0" * 10, "keep.log": b"k"})
+    folder = write_checkpoint(tmp_path / "f", {"temp": b"t", "nested/file.bin": b"\0" * 10, "keep.log": b"k"})
     api.upload_file(path_or_fileobj=b"nested/*\n", path_in_repo=".gitignore", repo_id=REPO)
     api.upload_folder(folder_path=folder, repo_id=REPO)
     assert not api.file_exists(REPO, "nested/file.bin") and api.file_exists(REPO, "temp")

@@ -12,7 +12,8 @@ shared state and one request's checks: auth, visibility, revisions), ``api_repos
 ``signing`` (the signed, expiring URLs of LFS and the CDN), ``storage`` / ``objects``
 (repos and content-addressed objects), ``faults`` / ``faultlayer`` (injected failures),
 ``accesslog`` (one JSON line per request), ``server`` (listeners), ``command`` and
-``__main__`` (the command line). Git facts come from :mod:`ckpt_action.checkpoint.gitobjects`
+``__main__`` (the command line), ``process`` (the server as a child process, for tests and
+benchmarks). Git facts come from :mod:`ckpt_action.checkpoint.gitobjects`
 and the data dir's lock from :mod:`ckpt_action.filelock`, the only parts of ckpt-action
 this package imports.
 
