@@ -6,7 +6,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,10 +44,7 @@ def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-@pytest.fixture
-def cli(tmp_path):
-    """Run ``python entrypoint.py ARGS`` as a user would; returns a Run."""
-
+def _child_cli(tmp_path: Path) -> Callable[..., Run]:
     def run(*args: str, env: dict[str, str] | None = None, timeout: float = 300, **extra: str) -> Run:
         full_env = clean_env(tmp_path, **extra) if env is None else env
         proc = subprocess.run([sys.executable, str(ENTRYPOINT), *args], capture_output=True, text=True,
@@ -55,6 +52,19 @@ def cli(tmp_path):
         return Run(proc.returncode, proc.stdout, proc.stderr)
 
     return run
+
+
+@pytest.fixture
+def cli(tmp_path):
+    """Run ``python entrypoint.py ARGS`` as a user would; returns a Run."""
+    return _child_cli(tmp_path)
+
+
+@pytest.fixture
+def cli_process(tmp_path):
+    """The same as ``cli``, under a name a module that runs ``cli`` in-process keeps for the
+    tests that need a process of their own."""
+    return _child_cli(tmp_path)
 
 
 @pytest.fixture
@@ -66,7 +76,8 @@ def cli_in_process(tmp_path, monkeypatch):
 
     from ckpt_action.cli.app import run as run_cli
 
-    def run(*args: str, env: dict[str, str] | None = None, **extra: str) -> Run:
+    def run(*args: str, env: dict[str, str] | None = None, timeout: float = 300, **extra: str) -> Run:
+        del timeout  # the child's bound; in-process, pytest's own timeout bounds the test
         full_env = clean_env(tmp_path, **extra) if env is None else env
         with monkeypatch.context() as patch, CliRunner().isolation() as (out, err, _):
             for key in [k for k in os.environ if k not in full_env]:

@@ -1,4 +1,9 @@
-"""push, latest and pull through the real CLI against the local Hub, as a user runs them."""
+"""push, latest and pull through the real CLI against the local Hub, as a user runs them.
+
+The CLI runs in this process (``cli`` here is ``cli_in_process``: the same arguments,
+environment and streams) where a test is about what a command does; the tests about what
+the process prints besides its result (warnings, progress lines) start one
+(``cli_process``), as a user does."""
 
 from __future__ import annotations
 
@@ -25,6 +30,11 @@ def ckpt_files(step: int, big: int = 300_000) -> dict[str, bytes]:
         "config.json": json.dumps({"step": step}).encode(),
         "nested/trainer_state.json": json.dumps({"global_step": step}).encode(),
     }
+
+
+@pytest.fixture
+def cli(cli_in_process):
+    return cli_in_process
 
 
 @pytest.fixture
@@ -320,7 +330,8 @@ def test_demo_runs(cli, tmp_path):
     assert "identical" in run.stdout
 
 
-def test_ci_logs_get_progress_lines_not_bars(hub, cli, tmp_path):
+def test_ci_logs_get_progress_lines_not_bars(hub, cli_process, tmp_path):
+    cli = cli_process
     env = env_for(hub, tmp_path, CI="true", CKPT_PROGRESS_INTERVAL="0.01")
     src = write_checkpoint(tmp_path / "c", ckpt_files(8, big=20_000_000))
     push = cli("push", "--repo", "o/r", "--local-dir", str(src), "--step", "8", env=env)

@@ -23,6 +23,12 @@ HOSTILE = "ck\n::add-mask::leak ##[set-output name=x]y |<img src=x>`"
 
 
 @pytest.fixture
+def cli(cli_in_process):
+    """The CLI in this process: what these tests read is its streams and output files."""
+    return cli_in_process
+
+
+@pytest.fixture
 def hub(hub_server, hf_client):
     return hub_server()
 
