@@ -1,9 +1,13 @@
-"""Configure huggingface_hub for one endpoint, retry its calls, and turn its errors into ours.
+"""A huggingface_hub client for one endpoint, its calls retried, its errors turned into ours.
 
-huggingface_hub reads some switches at import time and has no timeout on plain API
-calls; this module is the one place that sets them, before the first request. It also
-holds the one bounded GET the reads of refs, listings and manifests go through: a
-wall-clock deadline and a byte cap on what the Hub may send back.
+Everything a call needs is set per client or per call, never for the process: the
+endpoint and token on the ``HfApi`` (:func:`make_api`), our user agent without the
+client's telemetry off the public Hub (that telemetry asks ``constants.ENDPOINT`` for a
+list), and the per-read timeout and wall-clock deadline around each call
+(:mod:`.deadline`), under the shared client whatever factory made it. The one exception
+is the Xet switch for a non-public endpoint (:func:`prepare`), until the local Hub speaks
+Xet. It also holds the one bounded GET the reads of refs, listings and manifests go
+through: a wall-clock deadline and a byte cap on what the Hub may send back.
 """
 
 from __future__ import annotations
