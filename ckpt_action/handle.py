@@ -12,6 +12,8 @@ from .errors import IntegrityError, quoted
 # any Unicode digit, which int() then reads as a step.
 SHA_RE = re.compile(r"\A[0-9a-f]{40}\Z")
 CHECKPOINT_RE = re.compile(r"\Acheckpoint-([0-9]{1,18})\Z")
+# A file's sha256 as the manifest, the Hub's listing, the pull record and the cache spell it.
+SHA256_RE = re.compile(r"\A[0-9a-f]{64}\Z")
 DEFAULT_ENDPOINT = "https://huggingface.co"
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -22,7 +21,7 @@ from pathlib import Path
 from ckpt_action import names
 from ckpt_action.checkpoint.gitobjects import TreeItem, blob_hasher, blob_oid, is_lfs, lfs_pointer, tree_oid
 from ckpt_action.errors import InputError, UnreadableManifest, quoted
-from ckpt_action.handle import SHA_RE, is_whole
+from ckpt_action.handle import SHA256_RE, SHA_RE, is_whole
 from ckpt_action.names import safe_relative
 from ckpt_action.version import __version__
 
@@ -254,7 +253,6 @@ class Manifest:
         return problems
 
 
-_SHA256_RE = re.compile(r"\A[0-9a-f]{64}\Z")
 
 
 def _path(path: str) -> str:
@@ -272,7 +270,7 @@ def _digest(path: str, entry: object) -> FileDigest:
     size, sha256, git_oid, lfs = entry.get("size"), entry.get("sha256"), entry.get("git_oid"), entry.get("lfs")
     if not is_whole(size):
         raise ValueError(f"the size of {quoted(path)} is not a whole number >= 0")
-    if sha256 is not None and not (isinstance(sha256, str) and _SHA256_RE.match(sha256)):
+    if sha256 is not None and not (isinstance(sha256, str) and SHA256_RE.match(sha256)):
         raise ValueError(f"the sha256 of {quoted(path)} is not 64 lowercase hex")
     if git_oid is not None and not (isinstance(git_oid, str) and SHA_RE.match(git_oid)):
         raise ValueError(f"the git_oid of {quoted(path)} is not 40 lowercase hex")

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from ckpt_action.checkpoint.manifest import FileDigest, Hasher, satisfies
 from ckpt_action.errors import CkptError, InputError, param
+from ckpt_action.handle import SHA256_RE
 
 ENV_DIR = "CKPT_CACHE_DIR"
 ENV_MAX_SIZE = "CKPT_CACHE_MAX_SIZE"
@@ -44,7 +45,6 @@ DEFAULT_MAX_SIZE = 50 * 1024**3
 # Entries looked at when evicting: far beyond any real cache, small enough to bound the walk.
 MAX_ENTRIES = 1_000_000
 _COPY_CHUNK = 8 * 1024 * 1024
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _UNITS = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
 
@@ -150,7 +150,7 @@ class ContentCache:
         self.objects = self.root / "sha256"
 
     def path(self, sha256: str) -> Path:
-        assert _SHA256.match(sha256)
+        assert SHA256_RE.match(sha256)
         return self.objects / sha256[:2] / sha256
 
     def _touch(self, path: Path, st: os.stat_result) -> None:
@@ -234,7 +234,7 @@ class ContentCache:
             with contextlib.suppress(OSError):
                 for item in os.scandir(shard.path):
                     st = item.stat(follow_symlinks=False)
-                    if stat.S_ISREG(st.st_mode) and _SHA256.match(item.name):
+                    if stat.S_ISREG(st.st_mode) and SHA256_RE.match(item.name):
                         entries.append((st.st_atime_ns, st.st_size, Path(item.path)))
                         total += st.st_size
                     if len(entries) >= MAX_ENTRIES:

@@ -36,6 +36,7 @@ from pathlib import Path
 from ckpt_action.checkpoint.manifest import PULL_RECORD_NAME, FileDigest
 from ckpt_action.errors import CkptError, InputError, param
 from ckpt_action.filelock import try_lock
+from ckpt_action.handle import SHA256_RE, SHA_RE
 from ckpt_action.names import safe_relative
 
 RECORD_FORMAT = "ckpt-action/pull/v1"
@@ -43,8 +44,6 @@ MAX_RECORD_BYTES = 64 * 1024 * 1024
 # Entries looked at in an existing target before giving up on it: a pull target is a
 # checkpoint, not a tree of millions of files, and the walk must stay bounded.
 MAX_TARGET_ENTRIES = 200_000
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
-_HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _STAGING_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789_"
 
 
@@ -116,9 +115,9 @@ class PullRecord:
                 if not all(type(n) is int and n >= 0 for n in nums):
                     return None
                 sha, git = d.get("sha256"), d.get("git_oid")
-                if sha is not None and not (isinstance(sha, str) and _HEX64.match(sha)):
+                if sha is not None and not (isinstance(sha, str) and SHA256_RE.match(sha)):
                     return None
-                if git is not None and not (isinstance(git, str) and _HEX40.match(git)):
+                if git is not None and not (isinstance(git, str) and SHA_RE.match(git)):
                     return None
                 files[rel] = RecordedFile(d["size"], sha, git, d["mtime_ns"], d["ino"])
             strings = [doc["repo"], doc["subfolder"], doc["revision"]]
@@ -197,7 +196,7 @@ def staging_prefix(target: Path) -> str:
 
 
 def _staging_re(target: Path) -> re.Pattern[str]:
-    return re.compile(rf"^{re.escape(staging_prefix(target))}(?:old-)?[a-z0-9_]{{8}}$")
+    return re.compile(rf"\A{re.escape(staging_prefix(target))}(?:old-)?[a-z0-9_]{{8}}\Z")
 
 
 def make_staging(target: Path, kind: str = "") -> Path:

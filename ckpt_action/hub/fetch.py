@@ -28,7 +28,7 @@ from ckpt_action.hub.transport import call
 THREADED_HASH_MIN = 16 * 1024 * 1024
 # What a Hub ETag is: a git blob id or an LFS sha256, maybe weak or quoted. Anything else
 # (a path, "../x") is a hostile or broken server; huggingface_hub itself does not check.
-_ETAG_RE = re.compile(r'^(W/)?"?[0-9A-Za-z_.:+=-]{1,128}"?$')
+_ETAG_RE = re.compile(r'\A(W/)?"?[0-9A-Za-z_.:+=-]{1,128}"?\Z')
 
 
 def fetch_file(remote: RemoteRepo, sha: str, path: str, dest: Path, want: FileDigest,

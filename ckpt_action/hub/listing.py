@@ -11,18 +11,15 @@ ids, sizes, a usable path) before anything reads it.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urljoin, urlsplit
 
 from ckpt_action.errors import IntegrityError, LimitError, quoted
-from ckpt_action.handle import SHA_RE, is_whole
+from ckpt_action.handle import SHA256_RE, SHA_RE, is_whole
 from ckpt_action.hub.transport import call, get_bounded
 from ckpt_action.names import origin_parts, safe_relative
 from ckpt_action.settings import Settings
-
-_SHA256_RE = re.compile(r"\A[0-9a-f]{64}\Z")
 
 
 @dataclass(frozen=True)
@@ -159,6 +156,6 @@ def _entry(item: object, what: str) -> Entry | None:
     sha256 = None
     if lfs is not None:
         sha256 = lfs.get("oid") if isinstance(lfs, dict) else None
-        if not isinstance(sha256, str) or not _SHA256_RE.match(sha256):
+        if not isinstance(sha256, str) or not SHA256_RE.match(sha256):
             raise bad(f"the LFS sha256 of {quoted(path)} is not 64 lowercase hex")
     return Entry(path, False, oid, size, sha256)
