@@ -71,15 +71,13 @@ def upload_xorb(call: Call) -> Response:
     store = _store(call)
     name = _hash_param(call, "hash")
     data = _body(call, MAX_XORB_BYTES, "A xorb")
-    if store.has_xorb(name):
-        return json_response({"was_inserted": False})
     try:
         chunks = parse_xorb(data)
     except XorbError as exc:
         raise HttpError(400, f"Invalid xorb: {exc}") from None
     if xorb_hash([(c.hash, c.length) for c in chunks]) != hash_from_hex(name):
         raise HttpError(400, f"Xorb hash does not match the body: the chunks do not hash to {name}")
-    return json_response({"was_inserted": store.put_xorb(name, data)})
+    return json_response({"was_inserted": store.put_xorb(name, data, chunks)})
 
 
 def head_xorb(call: Call) -> Response:

@@ -27,7 +27,7 @@ from typing import Any
 from ..objects import ObjectStore
 from .hashes import dedup_eligible, file_hash, hash_from_hex, hash_hex, verification_hash
 from .shard import FileInfo, ShardError, XorbChunk, XorbInfo, parse_shard
-from .xorb import ChunkInfo, decode_chunk, parse_xorb, read_header
+from .xorb import ChunkInfo, decode_chunk, read_header
 
 
 def _shard_chunks(chunks: list[ChunkInfo]) -> list[XorbChunk]:
@@ -74,11 +74,10 @@ class XetStore:
             return None
         return [ChunkInfo(hash_from_hex(h), offset, packed, length) for h, offset, packed, length in raw]
 
-    def put_xorb(self, xorb: str, data: bytes) -> bool:
-        """Store a xorb whose hash was checked; False when it was already there."""
+    def put_xorb(self, xorb: str, data: bytes, chunks: list[ChunkInfo]) -> bool:
+        """Store a xorb whose ``chunks`` and hash were checked; False when it was already there."""
         if self.has_xorb(xorb):
             return False
-        chunks = parse_xorb(data)
         index = [[hash_hex(c.hash), c.offset, c.packed, c.length] for c in chunks]
         self.objects.write(self._path("xorbs", xorb, ".chunks"), json.dumps(index).encode())
         self.objects.write(self.xorb_path(xorb), data)
