@@ -1,16 +1,17 @@
 """A local, Hub-compatible server for moving checkpoints without the real Hub.
 
-The real ``huggingface_hub`` client and ``hf`` CLI talk to it unchanged over HTTP (set
-``HF_ENDPOINT`` to its URL and ``HF_HUB_DISABLE_XET=1``). It is for tests, demos and
+The real ``huggingface_hub`` client, ``hf`` CLI and ``hf_xet`` talk to it unchanged over HTTP
+(set ``HF_ENDPOINT`` to its URL; Xet or, with ``HF_HUB_DISABLE_XET=1``, plain LFS). It is for tests, demos and
 offline trials: every claim ckpt-action makes is tested against it, so it behaves like
 the Hub wherever a client can tell the difference (README lists where it still differs).
 
 Rooms: ``httpserver`` (HTTP/1.1 plumbing), ``routes`` (method and path to handler),
 ``api_repos`` / ``api_git`` / ``api_commit`` (the endpoints), ``transfer`` (LFS and
 downloads, the CDN), ``storage`` / ``objects`` (repos and content-addressed objects),
-``faults`` / ``faultlayer`` (injected failures), ``server`` (listeners), ``command``
-(the command line). Git facts come from :mod:`ckpt_action.gitobjects`, the only part of
-ckpt-action this package imports.
+``faults`` / ``faultlayer`` (injected failures), ``api_xet`` and ``xet/`` (the Xet token
+routes and the CAS service), ``server`` (listeners), ``command`` (the command line). Git
+facts come from :mod:`ckpt_action.gitobjects`, the only part of ckpt-action this package
+imports.
 
 Example:
 
