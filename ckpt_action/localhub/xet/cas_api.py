@@ -58,12 +58,13 @@ def _body(call: Call, limit: int, what: str) -> bytes:
     declared = call.req.body.declared
     if declared is not None and declared > limit:
         raise HttpError(413, f"{what} is larger than {limit} bytes")
-    data = call.req.body.read(limit + 1)
-    while len(data) <= limit and (more := call.req.body.read(limit + 1 - len(data))):
-        data += more
-    if len(data) > limit:
+    parts, size = [], 0
+    while size <= limit and (more := call.req.body.read(limit + 1 - size)):
+        parts.append(more)  # joined once: appending to bytes would copy the body over and over
+        size += len(more)
+    if size > limit:
         raise HttpError(413, f"{what} is larger than {limit} bytes")
-    return data
+    return b"".join(parts)
 
 
 def upload_xorb(call: Call) -> Response:
