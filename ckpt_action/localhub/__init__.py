@@ -10,8 +10,8 @@ Rooms: ``httpserver`` (HTTP/1.1 plumbing), ``routes`` (method and path to handle
 downloads, the CDN), ``storage`` / ``objects`` (repos and content-addressed objects),
 ``faults`` / ``faultlayer`` (injected failures), ``api_xet`` and ``xet/`` (the Xet token
 routes and the CAS service), ``server`` (listeners), ``command`` (the command line). Git
-facts come from :mod:`ckpt_action.gitobjects`, the only part of ckpt-action this package
-imports.
+facts come from :mod:`ckpt_action.checkpoint.gitobjects`, the only part of ckpt-action
+this package imports.
 
 Example:
 
