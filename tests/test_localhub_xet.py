@@ -123,3 +123,30 @@ def test_a_push_sharing_most_bytes_uploads_only_changed_chunks(xet_hub, tmp_path
     out = tmp_path / "out"
     run_hf(["download", REPO, "n1.bin", "--local-dir", str(out)], xet_env(xet_hub.url, tmp_path / "h3", TOKEN))
     assert (out / "n1.bin").read_bytes() == bytes(changed)
+
+
+def test_files_packed_into_one_xorb_each_download_whole(xet_hub, xet_client, tmp_path):
+    """hf_xet packs small files' chunks into shared xorbs: every range of one needs its own fetch."""
+    files = {f"c/f{i}.bin": os.urandom(n) for i, n in enumerate([1_200_000, 300, 1_200_000, 50_000, 700_000])}
+    for name, data in files.items():
+        (tmp_path / "src" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "src" / name).write_bytes(data)
+    api = HfApi(endpoint=xet_hub.url, token=TOKEN)
+    api.create_repo(REPO)
+    api.upload_folder(folder_path=str(tmp_path / "src"), repo_id=REPO)
+    assert len(entries(xet_hub, "POST", "/v1/xorbs/", listener="cas")) < len(files)
+    out = tmp_path / "out"
+    run_hf(["download", REPO, "--local-dir", str(out)], xet_env(xet_hub.url, tmp_path / "down", TOKEN))
+    assert {name: (out / name).read_bytes() for name in files} == files
+
+
+def test_a_file_repeating_its_own_chunks_downloads_whole(xet_hub, xet_client, tmp_path):
+    """Repeated content dedupes within a file: terms name the same chunks again, and each
+    must still find the bytes it needs in the reconstruction's fetch ranges."""
+    data = (b"\x00\x00\x00\x04" * 300_001)[:1_200_000] + os.urandom(64)
+    api = HfApi(endpoint=xet_hub.url, token=TOKEN)
+    api.create_repo(REPO)
+    api.upload_file(path_or_fileobj=data, path_in_repo="m.bin", repo_id=REPO)
+    out = tmp_path / "out"
+    run_hf(["download", REPO, "m.bin", "--local-dir", str(out)], xet_env(xet_hub.url, tmp_path / "down", TOKEN))
+    assert (out / "m.bin").read_bytes() == data

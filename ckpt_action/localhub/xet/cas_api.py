@@ -22,7 +22,7 @@ from .hashes import hash_from_hex, xorb_hash
 from .shard import MAX_SHARD_BYTES, ShardError, build_dedupe_shard
 from .store import XetStore
 from .tokens import scope_of
-from .xorb import MAX_XORB_BYTES, XorbError, parse_xorb
+from .xorb import MAX_XORB_BYTES, ChunkInfo, XorbError, parse_xorb
 
 FETCH_URL_TTL_S = 3600
 MAX_TELEMETRY_BYTES = 1024 * 1024
@@ -121,13 +121,25 @@ def head_file(call: Call) -> Response:
     return Response(200, b"", {"X-File-Size": str(record.size)}, "application/octet-stream")
 
 
-def _fetch_url(call: Call, xorb: str) -> str:
-    expires, sig = call.hub.signer.sign("xorb", xorb, ttl_s=FETCH_URL_TTL_S)
-    return f"{call.req.base_url}/v1/fetch/xorb/{xorb}?expires={expires}&sig={sig}"
+def _fetch_url(call: Call, xorb: str, first: int, last: int) -> str:
+    """A URL for bytes ``first``-``last`` of a xorb: the range is signed with it, as the CDN's are,
+    so each range has its own URL."""
+    expires, sig = call.hub.signer.sign("xorb", xorb, first, last, ttl_s=FETCH_URL_TTL_S)
+    return f"{call.req.base_url}/v1/fetch/xorb/{xorb}?range={first}-{last}&expires={expires}&sig={sig}"
 
 
-def _plan(call: Call) -> tuple[int, list[tuple[str, int, int, int, int, int]]]:
-    """(offset into the first term, terms as (xorb, first, end, unpacked, byte start, byte end))."""
+Term = tuple[str, int, int, int]
+"""(xorb, first chunk, end chunk (exclusive), decoded bytes)."""
+
+
+def _plan(call: Call) -> tuple[int, list[Term], dict[str, list[tuple[int, int, int, int]]]]:
+    """(offset into the first term, the terms, and per xorb the chunk ranges to fetch with
+    their byte ranges: ``(first, end, first byte, last byte)``).
+
+    A file may use the same chunks more than once (repeated content dedupes within it):
+    each xorb's fetch ranges are the union of its terms' ranges, disjoint and sorted, so
+    every term lies inside exactly one of them.
+    """
     store = _store(call)
     name = _hash_param(call, "hash")
     record = store.file_record(name)
@@ -139,46 +151,56 @@ def _plan(call: Call) -> tuple[int, list[tuple[str, int, int, int, int, int]]]:
         if record.size == 0:
             raise HttpError(416, "Range not satisfiable for an empty file")
         first, last = parse_range(range_header, record.size)
-    plan: list[tuple[str, int, int, int, int, int]] = []
-    skip = 0
-    pos = 0
+    terms: list[Term] = []
+    skip = pos = 0
+    chunk_index: dict[str, list[ChunkInfo]] = {}
     for xorb, start, end, _ in record.terms:
-        chunks = store.xorb_chunks(xorb) or []
+        chunks = chunk_index.setdefault(xorb, store.xorb_chunks(xorb) or [])
         for i in range(start, end):
-            c = chunks[i]
-            if pos + c.length > first and pos <= last:
-                if not plan or plan[-1][0] != xorb or plan[-1][2] != i:
-                    if not plan:
-                        skip = first - pos
-                    plan.append((xorb, i, i + 1, c.length, c.offset, c.offset + c.packed - 1))
+            length = chunks[i].length
+            if pos + length > first and pos <= last:
+                if not terms:
+                    skip = first - pos
+                    terms.append((xorb, i, i + 1, length))
+                elif terms[-1][0] == xorb and terms[-1][2] == i:
+                    x, s, _e, n = terms[-1]
+                    terms[-1] = (x, s, i + 1, n + length)
                 else:
-                    x, s, _e, n, b0, _b1 = plan[-1]
-                    plan[-1] = (x, s, i + 1, n + c.length, b0, c.offset + c.packed - 1)
-            pos += c.length
-    return skip, plan
+                    terms.append((xorb, i, i + 1, length))
+            pos += length
+    fetch: dict[str, list[tuple[int, int, int, int]]] = {}
+    for xorb in dict.fromkeys(t[0] for t in terms):
+        merged: list[list[int]] = []
+        for s, e in sorted({(t[1], t[2]) for t in terms if t[0] == xorb}):
+            if merged and s <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], e)
+            else:
+                merged.append([s, e])
+        chunks = chunk_index[xorb]
+        fetch[xorb] = [(s, e, chunks[s].offset, chunks[e - 1].offset + chunks[e - 1].packed - 1) for s, e in merged]
+    return skip, terms, fetch
+
+
+def _terms(terms: list[Term]) -> list[dict[str, Any]]:
+    return [{"hash": x, "unpacked_length": n, "range": {"start": s, "end": e}} for x, s, e, n in terms]
 
 
 def reconstruction_v1(call: Call) -> Response:
     _require(call, "read")
-    skip, plan = _plan(call)
-    fetch: dict[str, list[dict[str, Any]]] = {}
-    for xorb, start, end, _, b0, b1 in plan:
-        fetch.setdefault(xorb, []).append({"range": {"start": start, "end": end}, "url": _fetch_url(call, xorb),
-                                           "url_range": {"start": b0, "end": b1}})
-    terms = [{"hash": x, "unpacked_length": n, "range": {"start": s, "end": e}} for x, s, e, n, _, _ in plan]
-    return json_response({"offset_into_first_range": skip, "terms": terms, "fetch_info": fetch})
+    skip, terms, fetch = _plan(call)
+    info = {x: [{"range": {"start": s, "end": e}, "url": _fetch_url(call, x, b0, b1),
+                 "url_range": {"start": b0, "end": b1}} for s, e, b0, b1 in ranges] for x, ranges in fetch.items()}
+    return json_response({"offset_into_first_range": skip, "terms": _terms(terms), "fetch_info": info})
 
 
 def reconstruction_v2(call: Call) -> Response:
     """One URL per byte range: every fetch is a plain single-range GET."""
     _require(call, "read")
-    skip, plan = _plan(call)
-    xorbs: dict[str, list[dict[str, Any]]] = {}
-    for xorb, start, end, _, b0, b1 in plan:
-        xorbs.setdefault(xorb, []).append({"url": _fetch_url(call, xorb), "ranges": [
-            {"chunks": {"start": start, "end": end}, "bytes": {"start": b0, "end": b1}}]})
-    terms = [{"hash": x, "unpacked_length": n, "range": {"start": s, "end": e}} for x, s, e, n, _, _ in plan]
-    return json_response({"offset_into_first_range": skip, "terms": terms, "xorbs": xorbs})
+    skip, terms, fetch = _plan(call)
+    xorbs = {x: [{"url": _fetch_url(call, x, b0, b1), "ranges": [{"chunks": {"start": s, "end": e},
+                                                                  "bytes": {"start": b0, "end": b1}}]}
+                 for s, e, b0, b1 in ranges] for x, ranges in fetch.items()}
+    return json_response({"offset_into_first_range": skip, "terms": _terms(terms), "xorbs": xorbs})
 
 
 def fetch_xorb(call: Call) -> Response:
@@ -187,21 +209,25 @@ def fetch_xorb(call: Call) -> Response:
     name = _hash_param(call, "hash")
     try:
         expires = int(req.param("expires"))
+        first, last = (int(n) for n in req.param("range").split("-"))
     except ValueError:
         raise HttpError(403, "Request has expired or is not signed") from None
-    if not call.hub.signer.verify(req.param("sig"), expires, "xorb", name):
+    if not call.hub.signer.verify(req.param("sig"), expires, "xorb", name, first, last):
         raise HttpError(403, "Request has expired or its signature does not match")
     store = _store(call)
     if not store.has_xorb(name):
         raise HttpError(404, "Xorb not found")
     path = store.xorb_path(name)
     size = path.stat().st_size
-    start, end, status, headers = 0, size - 1, 200, {"Accept-Ranges": "bytes"}
+    last = min(last, size - 1)
+    start, end = first, last
     if req.headers.get("Range"):
+        # Within the signed range only (a resumed fetch asks for its tail).
         start, end = parse_range(req.headers.get("Range") or "", size)
-        status = 206
-        headers["Content-Range"] = f"bytes {start}-{end}/{size}"
-    return Response(status, FileSlice(path, start, end - start + 1), headers, "application/octet-stream")
+        if start < first or end > last:
+            raise HttpError(403, f"Range {start}-{end} is outside the signed range {first}-{last}")
+    headers = {"Accept-Ranges": "bytes", "Content-Range": f"bytes {start}-{end}/{size}"}
+    return Response(206, FileSlice(path, start, end - start + 1), headers, "application/octet-stream")
 
 
 def telemetry(call: Call) -> Response:
