@@ -32,20 +32,18 @@ _client_timeout: float | None = None
 def prepare(settings: Settings) -> None:
     """Set the client's switches for this endpoint. Safe to call before or after import.
 
-    Only the public Hub speaks Xet; elsewhere (the local Hub, mirrors) uploads go through
-    plain LFS, which huggingface_hub only does with Xet disabled.
+    Xet is left as the client decides it: on whenever ``hf_xet`` is installed, the Hub's
+    default path and the local Hub's too; ``HF_HUB_DISABLE_XET=1`` (read by huggingface_hub
+    itself) selects plain LFS, for an endpoint that does not speak Xet.
     """
     local = not is_public_hub(settings.endpoint)
     if local:
-        os.environ.setdefault("HF_HUB_DISABLE_XET", "1")
         os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", str(int(max(1, settings.timeout))))
     os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", str(int(max(1, settings.timeout))))
     import huggingface_hub
     from huggingface_hub import constants
 
-    if local and os.environ.get("HF_HUB_DISABLE_XET") == "1":
-        constants.HF_HUB_DISABLE_XET = True
     constants.HF_HUB_ETAG_TIMEOUT = int(max(1, settings.timeout))
     constants.HF_HUB_DOWNLOAD_TIMEOUT = int(max(1, settings.timeout))
 
