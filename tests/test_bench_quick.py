@@ -50,5 +50,6 @@ def test_bench_quick(tmp_path: Path) -> None:
     assert repull["file_bytes"]["next"] == repull["changed_bytes"]
     assert repull["file_bytes"]["weights_only"] == repull["weights_bytes"]
     xet = s["8"]["data"]
-    assert xet["n1_payload_bytes"]["lfs"] == xet["file_bytes"]
-    assert xet["n1_bytes_sent"]["xet"] < xet["file_bytes"] * (xet["changed_fraction"] + 0.1)
+    assert xet["n1_payload_bytes"]["hf lfs"] == xet["n1_payload_bytes"]["ckpt-action lfs"] == xet["file_bytes"]
+    for tool in ("hf", "ckpt-action"):
+        assert xet["n1_bytes_sent"][f"{tool} xet"] < xet["file_bytes"] * (xet["changed_fraction"] + 0.1)
