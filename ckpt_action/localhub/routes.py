@@ -78,6 +78,7 @@ HUB_ROUTES = RouteTable([
     route("POST", _API + r"/preupload/" + _REST.format("rev"), api_commit.preupload),
     route("POST", _API + r"/commit/" + _REST.format("rev"), api_commit.commit),
     route("GET", _API + r"/xet-(?P<scope>read|write)-token/" + _REST.format("rev"), api_xet.token),
+    route("POST", _API + r"/lfs-files/duplicate", api_xet.duplicate),
     route("POST", r"(?:/(?P<types>datasets|spaces))?/(?P<ns>[^/]+)/(?P<name>[^/]+)\.git/info/lfs/objects/batch",
           transfer.lfs_batch),
     route("PUT", r"/localhub-lfs/(?P<oid>[0-9a-f]{64})", transfer.lfs_put),
