@@ -22,7 +22,8 @@ from .hubproc import REPO_ROOT, HubProcess
 from .report import Section, benchmarks_md, machine, table
 
 TITLES = {1: "latest on many checkpoints", 2: "push and pull throughput", 3: "re-push of unchanged content",
-          4: "promote", 5: "CLI cold start", 6: "container image", 7: "pulls that move only what they lack"}
+          4: "promote", 5: "CLI cold start", 6: "container image", 7: "pulls that move only what they lack",
+          8: "Xet and plain LFS"}
 
 
 def _sections() -> dict[int, Callable[[Context], Section]]:
@@ -36,11 +37,12 @@ def _sections() -> dict[int, Callable[[Context], Section]]:
         repull_bench,
         repush_bench,
         transfer_bench,
+        xet_bench,
     )
 
     return {1: latest_bench.run_section, 2: transfer_bench.run_section, 3: repush_bench.run_section,
             4: promote_bench.run_section, 5: coldstart_bench.run_section, 6: image_bench.run_section,
-            7: repull_bench.run_section}
+            7: repull_bench.run_section, 8: xet_bench.run_section}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["tests.localhub_fixtures"]
+pytest_plugins = ["tests.localhub_fixtures", "tests.xet_fixtures"]
 
 ROOT = Path(__file__).resolve().parent.parent
 ENTRYPOINT = ROOT / "entrypoint.py"

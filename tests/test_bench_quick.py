@@ -29,7 +29,7 @@ def test_bench_quick(tmp_path: Path) -> None:
     assert doc["quick"] is True
     assert doc["failed_checks"] == []
     s = doc["sections"]
-    assert set(s) == {"1", "2", "3", "4", "5", "6", "7"}
+    assert set(s) == {"1", "2", "3", "4", "5", "6", "7", "8"}
     latest = s["1"]["data"]
     assert latest["latest_requests"] == 3  # refs, top-level tree, the winner's manifest
     assert latest["latest_request_budget"] == 3
@@ -49,3 +49,7 @@ def test_bench_quick(tmp_path: Path) -> None:
     assert repull["file_bytes"]["repull"] == 0
     assert repull["file_bytes"]["next"] == repull["changed_bytes"]
     assert repull["file_bytes"]["weights_only"] == repull["weights_bytes"]
+    xet = s["8"]["data"]
+    assert xet["n1_payload_bytes"]["hf lfs"] == xet["n1_payload_bytes"]["ckpt-action lfs"] == xet["file_bytes"]
+    for tool in ("hf", "ckpt-action"):
+        assert xet["n1_bytes_sent"][f"{tool} xet"] < xet["file_bytes"] * (xet["changed_fraction"] + 0.1)

@@ -54,7 +54,9 @@ def commits_of(hub):
 
 
 def lfs_puts(hub):
-    return [e for e in hub.log_entries() if e["method"] == "PUT"]
+    """Uploads of file bytes: LFS PUTs, or on the Xet path (the default) xorb and shard POSTs."""
+    return [e for e in hub.log_entries() if e["method"] == "PUT" or (
+        e["listener"] == "cas" and e["method"] == "POST" and e["path"].startswith(("/v1/xorbs/", "/v1/shards")))]
 
 
 def test_push_latest_pull_round_trip_exact_bytes(hub, cli, tmp_path):

@@ -6,6 +6,9 @@ real CLI. Every cell must end in success after bounded retries with the complete
 checkpoint (never a partial one, never a second commit, never "none found"). Persistent
 faults must end in exit 1 with one ``error:`` line, nothing reported, nothing written.
 
+Push runs on the Xet path (the default: the xet token, xorb and shard cells) and, for the
+LFS cells, with ``HF_HUB_DISABLE_XET=1``, so both upload paths meet every fault.
+
 Timeouts and retry delays are shortened through CKPT_* variables, not patched.
 """
 
@@ -43,9 +46,14 @@ ENDPOINTS = {
     "lfs-put": ("PUT", r"^/localhub-lfs/"),
     "commit": ("POST", r"/api/models/[^/]+/[^/]+/commit/"),
     "file-get": ("GET", r"/resolve/[0-9a-f]{40}/.*model\.safetensors$"),
+    "xet-token": ("GET", r"/xet-write-token/"),
+    "xorb": ("POST", r"^/v1/xorbs/default/"),
+    "shard": ("POST", r"^/v1/shards$"),
 }
+LFS_ONLY = {"lfs-batch", "lfs-put"}  # cells run with HF_HUB_DISABLE_XET=1; every other push cell on Xet
 MODE_ENDPOINTS = {
-    "push": ["refs", "create", "tree", "manifest", "preupload", "lfs-batch", "lfs-put", "commit"],
+    "push": ["refs", "create", "tree", "manifest", "preupload", "xet-token", "xorb", "shard", "lfs-batch", "lfs-put",
+             "commit"],
     "latest": ["refs", "tree", "manifest"],
     "pull": ["refs", "tree", "manifest", "file-get"],  # one GET a file: no HEAD
 }
@@ -90,6 +98,8 @@ def test_fault_cell(mode, endpoint, fault, hub_server, hf_client, cli, tmp_path)
     hub.set_faults([{"method": method, "path": pattern, "times": 1, **FAULTS[fault]}])
     start = len(hub.log_entries())
     env = env_for(hub, tmp_path, CKPT_TIMEOUT=str(TIMEOUT))
+    if endpoint in LFS_ONLY:
+        env["HF_HUB_DISABLE_XET"] = "1"
     dest = tmp_path / "dest"
 
     t0 = time.monotonic()

@@ -27,7 +27,7 @@ def test_one_command_line():
     assert isinstance(local_hub, click.Command) and local_hub.name == "local-hub"
     options = {o for p in local_hub.params for o in getattr(p, "opts", [])}
     assert {"--data-dir", "--host", "--port", "--port-file", "--access-log", "--faults", "--token", "--cdn-port",
-            "--lfs-direct"} <= options
+            "--lfs-direct", "--no-xet", "--cas-port"} <= options
     helped = subprocess.run(_module("--help"), capture_output=True, text=True, timeout=30, cwd=ROOT)
     assert helped.returncode == 0 and "--lfs-direct" in helped.stdout
     assert "python -m ckpt_action.localhub" in helped.stdout

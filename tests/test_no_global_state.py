@@ -64,10 +64,8 @@ def test_an_api_call_leaves_the_process_as_it_found_it(tmp_path: Path, monkeypat
     # The user's own Hub (HF_ENDPOINT) is the other one; telemetry is on, as by default.
     monkeypatch.setattr(constants, "ENDPOINT", other_hub.url)
     monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", False)
-    # The Xet switch is set by ckpt-action for a local endpoint until the local Hub speaks
-    # Xet (another change removes it): set here as it would leave it, so the rest is compared.
-    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
-    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
+    # Xet as huggingface_hub defaults to it: the local Hub speaks Xet, so nothing is switched.
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", False)
 
     # A user's factory (a corporate proxy, say): its clients carry a header and a timeout of
     # their own and note every request they send.

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import random
 import time
 from collections.abc import Callable
@@ -31,21 +30,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 TRANSIENT_STATUS = {408, 429, 500, 502, 503, 504}
-
-
-def prepare(settings: Settings) -> None:
-    """Set the client's switches for this endpoint. Safe to call before or after import.
-
-    Only the public Hub speaks Xet; elsewhere (the local Hub, mirrors) uploads go through
-    plain LFS, which huggingface_hub only does with Xet disabled.
-    """
-    local = not is_public_hub(settings.endpoint)
-    if local:
-        os.environ.setdefault("HF_HUB_DISABLE_XET", "1")
-    from huggingface_hub import constants
-
-    if local and os.environ.get("HF_HUB_DISABLE_XET") == "1":
-        constants.HF_HUB_DISABLE_XET = True
 
 
 def _bound_shared_client() -> None:
@@ -95,8 +79,11 @@ def _api_class() -> type[HfApi]:
 
 def make_api(settings: Settings) -> HfApi:
     """A client for ``settings.endpoint`` and its token, configured per client: nothing of
-    the process (environment, huggingface_hub's constants, its client factory) changes."""
-    prepare(settings)
+    the process (environment, huggingface_hub's constants, its client factory) changes.
+
+    Xet is left as the client decides it: on whenever ``hf_xet`` is installed, the Hub's
+    default path and the local Hub's too; ``HF_HUB_DISABLE_XET=1`` (read by huggingface_hub
+    itself) selects plain LFS, for an endpoint that does not speak Xet."""
     _bound_shared_client()
     return _api_class()(endpoint=settings.endpoint, token=settings.token or None, library_name="ckpt-action")
 

@@ -1,7 +1,7 @@
 """A local, Hub-compatible server for moving checkpoints without the real Hub.
 
-The real ``huggingface_hub`` client and ``hf`` CLI talk to it unchanged over HTTP (set
-``HF_ENDPOINT`` to its URL and ``HF_HUB_DISABLE_XET=1``). It is for tests, demos and
+The real ``huggingface_hub`` client, ``hf`` CLI and ``hf_xet`` talk to it unchanged over HTTP
+(set ``HF_ENDPOINT`` to its URL; Xet or, with ``HF_HUB_DISABLE_XET=1``, plain LFS). It is for tests, demos and
 offline trials: every claim ckpt-action makes is tested against it, so it behaves like
 the Hub wherever a client can tell the difference (README lists where it still differs).
 
@@ -9,12 +9,13 @@ Rooms: ``httpserver`` (HTTP/1.1 plumbing), ``app`` (one listener's application: 
 faults, Hub-worded errors), ``routes`` (method and path to handler), ``context`` (the
 shared state and one request's checks: auth, visibility, revisions), ``api_repos`` /
 ``api_git`` / ``api_commit`` (the endpoints), ``transfer`` (LFS and downloads, the CDN),
-``signing`` (the signed, expiring URLs of LFS and the CDN), ``storage`` / ``objects``
-(repos and content-addressed objects), ``faults`` / ``faultlayer`` (injected failures),
-``accesslog`` (one JSON line per request), ``server`` (listeners), ``command`` and
-``__main__`` (the command line), ``process`` (the server as a child process, for tests and
-benchmarks). Git facts come from :mod:`ckpt_action.checkpoint.gitobjects`
-and the data dir's lock from :mod:`ckpt_action.filelock`, the only parts of ckpt-action
+``api_xet`` and ``xet/`` (the Xet token routes and the CAS service), ``signing`` (the
+signed, expiring URLs of LFS, the CDN and the CAS), ``storage`` / ``objects`` (repos and
+content-addressed objects), ``faults`` / ``faultlayer`` (injected failures), ``accesslog``
+(one JSON line per request), ``server`` (listeners), ``command`` and ``__main__`` (the
+command line), ``process`` (the server as a child process, for tests and benchmarks). Git
+facts come from :mod:`ckpt_action.checkpoint.gitobjects` and the data dir's lock from
+:mod:`ckpt_action.filelock`, the only parts of ckpt-action
 this package imports.
 
 Example:

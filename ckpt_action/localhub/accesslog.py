@@ -2,8 +2,8 @@
 
 Fields: ``ts`` (unix time), ``method``, ``path`` (the target as sent, with its query),
 ``status`` (a number, ``"reset"`` for a connection dropped by a fault, or
-``"disconnected"``), ``bytes_in``, ``bytes_out``, ``ms``, ``listener`` (``"hub"`` or
-``"cdn"``), ``auth`` (whether the request carried an ``Authorization`` header) and
+``"disconnected"``), ``bytes_in``, ``bytes_out``, ``ms``, ``listener`` (``"hub"``,
+``"cdn"`` or ``"cas"``, the Xet CAS), ``auth`` (whether the request carried an ``Authorization`` header) and
 ``request_id`` (the ``X-Request-Id`` answered, when there was an answer).
 """
 

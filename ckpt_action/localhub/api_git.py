@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 from ckpt_action.checkpoint.gitobjects import lfs_pointer
 
+from . import api_xet
 from .context import Call
 from .httpserver import HttpError, Response, json_response
 from .objects import Commit, TreeEntry
@@ -21,13 +22,15 @@ TREE_PAGE_EXPANDED = 50
 COMMITS_PAGE = 50
 
 
-def _tree_item(path: str, entry: TreeEntry) -> dict[str, Any]:
+def _tree_item(path: str, entry: TreeEntry, xet_hash: str | None = None) -> dict[str, Any]:
     if entry.kind == "directory":
         return {"type": "directory", "oid": entry.oid, "size": 0, "path": path}
     item: dict[str, Any] = {"type": "file", "oid": entry.oid, "size": entry.size, "path": path}
     if entry.lfs is not None:
         item["lfs"] = {"oid": entry.lfs, "size": entry.size,
                        "pointerSize": len(lfs_pointer(entry.lfs, entry.size))}
+    if xet_hash is not None:
+        item["xetHash"] = xet_hash
     return item
 
 
@@ -46,7 +49,7 @@ def _listing(call: Call, head: str, pairs: list[tuple[str, TreeEntry]], expand: 
              headers: dict[str, str] | None = None) -> Response:
     items = []
     for path, entry in pairs:
-        item = _tree_item(path, entry)
+        item = _tree_item(path, entry, api_xet.xet_hash(call, entry.lfs))
         if expand:
             item["lastCommit"] = _last_commit(call, head, path, entry.oid)
         items.append(item)

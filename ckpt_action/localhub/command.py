@@ -32,12 +32,18 @@ from .server import run_server
               help="Port of the second listener that LFS downloads are redirected to; 0 picks a free one.")
 @click.option("--lfs-direct", is_flag=True,
               help="Serve LFS downloads from the Hub's own port instead of redirecting them to the CDN listener.")
+@click.option("--no-xet", is_flag=True,
+              help="Plain LFS only: no Xet token routes, no CAS listener, no Xet headers on downloads.")
+@click.option("--cas-port", default=0, show_default=True, type=int,
+              help="Port of the Xet CAS listener; 0 picks a free one.")
 def local_hub(data_dir: str, host: str, port: int, port_file: str | None, access_log: str | None,
-              faults: str | None, token: str | None, cdn_port: int, lfs_direct: bool) -> None:
+              faults: str | None, token: str | None, cdn_port: int, lfs_direct: bool, no_xet: bool,
+              cas_port: int) -> None:
     """Run the Hub-compatible local server (prints its URL as the first line once listening)."""
     try:
         run_server(data_dir, host=host, port=port, port_file=port_file, access_log=access_log, faults=faults,
-                   token=token or None, lfs_redirect=not lfs_direct, cdn_port=cdn_port)
+                   token=token or None, lfs_redirect=not lfs_direct, cdn_port=cdn_port, xet=not no_xet,
+                   cas_port=cas_port)
     except (FaultFileError, StorageError) as exc:
         click.echo(f"local-hub: error: {exc}", err=True)
         raise SystemExit(2) from None

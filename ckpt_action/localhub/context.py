@@ -22,6 +22,7 @@ from urllib.parse import parse_qs
 from .httpserver import HttpError, Request
 from .signing import Signer
 from .storage import RepoMeta, RepoNotFound, Storage
+from .xet.store import XetStore
 
 
 @dataclass
@@ -33,6 +34,12 @@ class Hub:
     """Answer an LFS file's ``resolve`` with a redirect to the CDN listener, as the Hub does."""
     cdn_url: str | None = None
     """The CDN listener's base URL, once it listens."""
+    xet: XetStore | None = None
+    """Xet storage; None with Xet switched off (``--no-xet``): no token routes, no Xet headers."""
+    cas_url: str | None = None
+    """The CAS listener's base URL, once it listens."""
+    xet_token_ttl: int = 3600
+    """Seconds a CAS token lasts (the Hub's are short-lived too; clients refresh them)."""
 
 
 def repo_url(base_url: str, repo_type: str, repo_id: str) -> str:

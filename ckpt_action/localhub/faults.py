@@ -1,13 +1,14 @@
 """Fault injection rules for the local Hub, read from a JSON file that may change at runtime.
 
 The file holds a JSON list of rules. A rule matches a request when its optional
-``method`` equals the request method and its ``path`` regex is found (``re.search``)
-in the URL path (without the query). Rules apply on both listeners, the Hub and its
-CDN: a CDN URL's path is the ``/resolve/`` path it serves, so a rule written for a file
-reaches its bytes whichever listener sends them. Rules are tried in file order and each
-request consumes at most one rule: the first matching one that still has fires left
-(``times``, default 1; ``times: -1`` never runs out). Counts live in memory and restart
-whenever the file changes. Actions (several may be combined in one rule):
+``method`` equals the request method and its ``path`` regex is found (``re.search``) in
+the URL path (without the query). Rules apply on every listener, the Hub, its CDN and
+the Xet CAS (``^/v1/xorbs/``, ``^/v1/shards``, ``^/v1/fetch/xorb/`` ...): a CDN URL's
+path is the ``/resolve/`` path it serves, so a rule written for a file reaches its bytes
+whichever listener sends them. Rules are tried in file order and each request consumes
+at most one rule: the first matching one that still has fires left (``times``, default
+1; ``times: -1`` never runs out). Counts live in memory and restart whenever the file
+changes. Actions (several may be combined in one rule):
 
 - ``status`` (int) [+ ``retry_after`` seconds]: answer that status with a JSON error
   (``Retry-After`` carries the given number).

@@ -14,10 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from . import api_commit, api_git, api_repos, transfer
+from . import api_commit, api_git, api_repos, api_xet, transfer
 from .context import Call
-from .httpserver import HttpError, Response
+from .httpserver import Response
 from .storage import RepoNotFound
+from .xet import cas_api
 
 Handler = Callable[[Call], Response]
 
@@ -53,11 +54,6 @@ def _no_such_repo(call: Call) -> Response:
     raise RepoNotFound("Repository not found")
 
 
-def _not_here(call: Call) -> Response:
-    """An endpoint the Hub has and this one answers 404 on purpose: Xet (clients fall back to LFS)."""
-    raise HttpError(404, f"Not found: {call.req.method} {call.req.path}")
-
-
 HUB_ROUTES = RouteTable([
     route("GET", r"/api/whoami-v2", api_repos.whoami),
     route("POST", r"/api/repos/create", api_repos.create_repo),
@@ -81,7 +77,8 @@ HUB_ROUTES = RouteTable([
     route("POST", _API + r"/super-squash/" + _REST.format("branch"), api_git.super_squash),
     route("POST", _API + r"/preupload/" + _REST.format("rev"), api_commit.preupload),
     route("POST", _API + r"/commit/" + _REST.format("rev"), api_commit.commit),
-    route("GET", _API + r"/xet-write-token/.*", _not_here),
+    route("GET", _API + r"/xet-(?P<scope>read|write)-token/" + _REST.format("rev"), api_xet.token),
+    route("POST", _API + r"/lfs-files/duplicate", api_xet.duplicate),
     route("POST", r"(?:/(?P<types>datasets|spaces))?/(?P<ns>[^/]+)/(?P<name>[^/]+)\.git/info/lfs/objects/batch",
           transfer.lfs_batch),
     route("PUT", r"/localhub-lfs/(?P<oid>[0-9a-f]{64})", transfer.lfs_put),
@@ -93,4 +90,19 @@ HUB_ROUTES = RouteTable([
 
 CDN_ROUTES = RouteTable([
     route("GET|HEAD", r"/.*", transfer.cdn_get),
+])
+
+_HASH = r"(?P<hash>[^/]+)"
+
+CAS_ROUTES = RouteTable([
+    route("GET", r"/v1/chunks/(?P<prefix>[^/]+)/" + _HASH, cas_api.dedupe_query),
+    route("POST", r"/v1/xorbs/default/" + _HASH, cas_api.upload_xorb),
+    route("HEAD", r"/v1/xorbs/default/" + _HASH, cas_api.head_xorb),
+    route("POST", r"/v1/shards", cas_api.upload_shard),
+    route("GET", r"/v1/reconstructions/" + _HASH, cas_api.reconstruction_v1),
+    route("GET", r"/v2/reconstructions/" + _HASH, cas_api.reconstruction_v2),
+    route("HEAD", r"/v1/files/" + _HASH, cas_api.head_file),
+    route("GET", r"/v1/fetch/xorb/" + _HASH, cas_api.fetch_xorb),
+    route("POST", r"/v1/telemetry", cas_api.telemetry),
+    route("POST", r"/v2/shards|/v1/xorb-grants/.*", cas_api.not_offered),
 ])

@@ -27,11 +27,13 @@ from .app import HubApp
 from .context import Hub
 from .faults import FaultSet
 from .httpserver import Listener
-from .routes import CDN_ROUTES, HUB_ROUTES
+from .routes import CAS_ROUTES, CDN_ROUTES, HUB_ROUTES
 from .signing import Signer
 from .storage import Storage
+from .xet.store import XetStore
 
 CDN_URL_TTL_S = 3600  # how long a redirect's CDN URL works, about what the Hub's signed URLs give
+XET_TOKEN_TTL_S = 3600  # a CAS token's life; hf_xet refreshes it through the token route
 
 
 def _write_port_file(port_file: str | os.PathLike[str], port: int) -> None:
@@ -48,6 +50,10 @@ class LocalHub:
     listener on ``cdn_port`` (0 picks a free one), as the Hub redirects to its CDN. Off:
     the Hub listener serves LFS bytes itself.
 
+    ``xet`` (default): a third listener on ``cas_port`` is the Xet CAS service, the token
+    routes answer, and files uploaded through Xet carry their Xet hash in ``resolve`` and
+    the listings. Off (``--no-xet``): plain LFS only, as before the Hub had Xet.
+
     Example:
 
         >>> with LocalHub("/tmp/hubdata", token="secret") as hub:  # doctest: +SKIP
@@ -58,12 +64,14 @@ class LocalHub:
     def __init__(self, data_dir: str | os.PathLike[str], host: str = "127.0.0.1", port: int = 0,
                  faults: str | os.PathLike[str] | None = None, token: str | None = None,
                  access_log: str | os.PathLike[str] | None = None, *, lfs_redirect: bool = True,
-                 cdn_port: int = 0, cdn_url_ttl: int = CDN_URL_TTL_S) -> None:
+                 cdn_port: int = 0, cdn_url_ttl: int = CDN_URL_TTL_S, xet: bool = True, cas_port: int = 0,
+                 xet_token_ttl: int = XET_TOKEN_TTL_S) -> None:
         self.data_dir = Path(data_dir)
         self.access_log = Path(access_log) if access_log else None
         fault_set = FaultSet(faults)
         store = Storage(data_dir)
-        self.hub = Hub(store, token=token, signer=Signer(cdn_url_ttl), lfs_redirect=lfs_redirect)
+        self.hub = Hub(store, token=token, signer=Signer(cdn_url_ttl), lfs_redirect=lfs_redirect,
+                       xet=XetStore(store.objects) if xet else None, xet_token_ttl=xet_token_ttl)
         self._log = AccessLog(access_log)
         self._listeners: list[Listener] = []
         try:
@@ -74,13 +82,18 @@ class LocalHub:
                 cdn = Listener((host, cdn_port), HubApp(self.hub, CDN_ROUTES, "cdn", fault_set, self._log))
                 self._listeners.append(cdn)
                 self.cdn_url = self.hub.cdn_url = cdn.url
+            self.cas_url: str | None = None
+            if xet:
+                cas = Listener((host, cas_port), HubApp(self.hub, CAS_ROUTES, "cas", fault_set, self._log))
+                self._listeners.append(cas)
+                self.cas_url = self.hub.cas_url = cas.url
         except BaseException:
             self._close()
             raise
         self.port: int = self._server.port
         self.url: str = self._server.url
         for i, listener in enumerate(self._listeners):
-            listener.start("localhub" if i == 0 else "localhub-cdn")
+            listener.start(("localhub", "localhub-cdn", "localhub-cas")[i] if i < 3 else "localhub")
 
     def _close(self) -> None:
         for listener in self._listeners:
@@ -102,14 +115,14 @@ def run_server(data_dir: str | os.PathLike[str], host: str = "127.0.0.1", port: 
                port_file: str | os.PathLike[str] | None = None,
                access_log: str | os.PathLike[str] | None = None,
                faults: str | os.PathLike[str] | None = None, token: str | None = None, *,
-               lfs_redirect: bool = True, cdn_port: int = 0) -> None:
+               lfs_redirect: bool = True, cdn_port: int = 0, xet: bool = True, cas_port: int = 0) -> None:
     """Serve until SIGTERM/SIGINT. Prints the base URL as the first stdout line once listening.
 
     Raises ``FaultFileError`` for an unusable faults file, ``StorageError`` for a data dir
     in use, and ``OSError`` when a port is taken.
     """
     hub = LocalHub(data_dir, host=host, port=port, faults=faults, token=token, access_log=access_log,
-                   lfs_redirect=lfs_redirect, cdn_port=cdn_port)
+                   lfs_redirect=lfs_redirect, cdn_port=cdn_port, xet=xet, cas_port=cas_port)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: object) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
+from . import api_xet
 from .context import Call
 from .httpserver import FileSlice, HttpError, Response, json_response, parse_range
 from .storage import EntryNotFound
@@ -91,6 +92,12 @@ def resolve(call: Call) -> Response:
         return _file_answer(call, store.objects.blob_path(entry.oid), entry.size, headers)
     headers["X-Linked-Etag"] = f'"{entry.lfs}"'
     headers["X-Linked-Size"] = str(entry.size)
+    xet_hash = api_xet.xet_hash(call, entry.lfs)
+    if xet_hash is not None:
+        # As the Hub: Xet clients reconstruct from the CAS, others follow the redirect to a
+        # bridge that serves the reconstructed bytes (here the CDN listener, from the rebuilt object).
+        headers["X-Xet-Hash"] = xet_hash
+        headers["Link"] = f'<{api_xet.read_token_url(call, head)}>; rel="xet-auth"'
     if call.hub.lfs_redirect and call.hub.cdn_url:
         # The CDN path names the commit, not the revision asked for: a CDN URL never changes meaning.
         repo_type, _ = call.repo_ref()

@@ -1,0 +1,152 @@
+"""Shards: parsing an uploaded shard and writing the ones the dedupe query answers with.
+
+Layout (all integers little-endian, every entry 48 bytes): a 48-byte header (magic tag,
+version 2, footer size), the file info section (per file: a header naming the file hash,
+flags and term count; its terms (xorb hash, flags, unpacked bytes, chunk range); with
+flag 1<<31 one verification entry per term; with flag 1<<30 a metadata extension holding
+the file's sha256), a bookend, the CAS info section (per xorb: hash, flags, chunk count,
+bytes, bytes on disk; then one entry per chunk: hash, byte offset, length), a bookend,
+and a 200-byte footer, which an upload omits.
+
+Example (a dedupe answer parses as a shard with no files):
+
+    >>> parse_shard(build_dedupe_shard([], now=0))
+    ([], [])
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+HEADER_TAG = bytes([72, 70, 82, 101, 112, 111, 77, 101, 116, 97, 68, 97, 116, 97, 0, 85, 105, 103, 69, 106, 123,
+                    129, 87, 131, 165, 189, 217, 92, 205, 209, 74, 169])
+HEADER_VERSION = 2
+FOOTER_VERSION = 1
+ENTRY = 48
+HEADER_LEN = 48
+FOOTER_LEN = 200
+BOOKEND = b"\xff" * 32 + bytes(16)
+FLAG_VERIFICATION = 1 << 31
+FLAG_METADATA_EXT = 1 << 30
+MAX_SHARD_BYTES = 64 * 1024 * 1024
+DEDUPE_EXPIRY_S = 7 * 24 * 3600
+
+
+class ShardError(ValueError):
+    """The bytes are not a valid upload shard (one line saying why)."""
+
+
+@dataclass(frozen=True)
+class Term:
+    xorb: bytes
+    unpacked: int
+    start: int
+    end: int
+    verification: bytes | None
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    hash: bytes
+    terms: list[Term]
+    sha256: bytes | None
+
+
+@dataclass(frozen=True)
+class XorbChunk:
+    hash: bytes
+    offset: int
+    """Decoded bytes before this chunk in its xorb."""
+    length: int
+
+
+@dataclass(frozen=True)
+class XorbInfo:
+    hash: bytes
+    num_bytes: int
+    on_disk: int
+    chunks: list[XorbChunk]
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def entry(self, what: str) -> bytes:
+        if self.pos + ENTRY > len(self.data):
+            raise ShardError(f"shard ends inside {what} at byte {self.pos}")
+        raw = self.data[self.pos:self.pos + ENTRY]
+        self.pos += ENTRY
+        return raw
+
+
+def parse_shard(data: bytes) -> tuple[list[FileInfo], list[XorbInfo]]:
+    """The files and xorbs an upload shard describes; ShardError for a malformed one."""
+    if len(data) < HEADER_LEN or data[:32] != HEADER_TAG:
+        raise ShardError("not a shard (wrong magic number)")
+    version, footer_size = struct.unpack_from("<QQ", data, 32)
+    if version != HEADER_VERSION:
+        raise ShardError(f"shard header version {version}, only {HEADER_VERSION} is known")
+    if footer_size not in (0, FOOTER_LEN):
+        raise ShardError(f"shard footer size {footer_size} is neither 0 nor {FOOTER_LEN}")
+    body_end = len(data) - footer_size
+    r = _Reader(data[:body_end])
+    r.pos = HEADER_LEN
+    files: list[FileInfo] = []
+    while (raw := r.entry("the file info section")) != BOOKEND:
+        if raw[:32] == BOOKEND[:32]:
+            raise ShardError("malformed file info bookend")
+        flags, count = struct.unpack_from("<II", raw, 32)
+        if count == 0:
+            raise ShardError("a file info block without terms")
+        terms_raw = [r.entry("a file's terms") for _ in range(count)]
+        checks = [r.entry("a file's verification entries")[:32] if flags & FLAG_VERIFICATION else None
+                  for _ in range(count)]
+        sha256 = r.entry("a file's metadata extension")[:32] if flags & FLAG_METADATA_EXT else None
+        terms = []
+        for t, check in zip(terms_raw, checks, strict=True):
+            _flags, unpacked, start, end = struct.unpack_from("<IIII", t, 32)
+            if end <= start:
+                raise ShardError(f"a term's chunk range [{start}, {end}) is empty")
+            terms.append(Term(t[:32], unpacked, start, end, check))
+        files.append(FileInfo(raw[:32], terms, sha256))
+    if files and any(t.verification is None for f in files for t in f.terms):
+        raise ShardError("an upload shard must carry a verification entry for every term")
+    xorbs: list[XorbInfo] = []
+    while (raw := r.entry("the CAS info section")) != BOOKEND:
+        _flags, count, num_bytes, on_disk = struct.unpack_from("<IIII", raw, 32)
+        chunks = []
+        for _ in range(count):
+            c = r.entry("a xorb's chunk entries")
+            offset, length = struct.unpack_from("<II", c, 32)
+            chunks.append(XorbChunk(c[:32], offset, length))
+        xorbs.append(XorbInfo(raw[:32], num_bytes, on_disk, chunks))
+    if r.pos != body_end:
+        raise ShardError(f"{body_end - r.pos} bytes follow the CAS info section")
+    return files, xorbs
+
+
+def _xorb_block(x: XorbInfo) -> bytes:
+    out = [x.hash + struct.pack("<IIII", 0, len(x.chunks), x.num_bytes, x.on_disk)]
+    out += [c.hash + struct.pack("<II", c.offset, c.length) + bytes(8) for c in x.chunks]
+    return b"".join(out)
+
+
+def build_dedupe_shard(xorbs: list[XorbInfo], now: int) -> bytes:
+    """A shard as the dedupe query answers: no files, these xorbs, and a footer (no HMAC key)."""
+    head = HEADER_TAG + struct.pack("<QQ", HEADER_VERSION, FOOTER_LEN)
+    cas = b"".join(_xorb_block(x) for x in xorbs) + BOOKEND
+    file_info_offset = HEADER_LEN
+    cas_offset = file_info_offset + ENTRY
+    footer_offset = cas_offset + len(cas)
+    stored = sum(x.num_bytes for x in xorbs)
+    on_disk = sum(x.on_disk for x in xorbs)
+    footer = struct.pack("<9Q", FOOTER_VERSION, file_info_offset, cas_offset,
+                         footer_offset, 0, footer_offset, 0, footer_offset, 0)
+    footer += bytes(32)  # chunk hashes in clear: one user here, nothing to hide between repos
+    footer += struct.pack("<QQ", now, now + DEDUPE_EXPIRY_S) + bytes(48)
+    footer += struct.pack("<QQQQ", on_disk, 0, stored, footer_offset)
+    assert len(footer) == FOOTER_LEN
+    return head + BOOKEND + cas + footer
