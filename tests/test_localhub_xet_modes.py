@@ -9,8 +9,13 @@ import httpx
 from huggingface_hub import HfApi, hf_hub_url
 
 from ckpt_action.localhub import LocalHub
-from tests.localhub_fixtures import REPO, TOKEN
+from tests.localhub_fixtures import REPO, TOKEN, make_hub_env
 from tests.xet_fixtures import run_hf, xet_env
+
+
+def lfs_env(server, home):
+    """A client env for ``server`` with Xet disabled (plain LFS), its token if it has one."""
+    return make_hub_env(server.url, home, server.token)
 
 
 def _cas(server) -> list[dict]:
@@ -29,7 +34,7 @@ def test_no_xet_serves_plain_lfs_only(hub_server, tmp_path):
     assert httpx.get(f"{server.url}/api/models/{REPO}/xet-read-token/main", headers=auth).status_code == 404
     data = os.urandom(200_000)
     (tmp_path / "w.bin").write_bytes(data)
-    run_hf(["upload", REPO, str(tmp_path / "w.bin"), "w.bin"], server.env(home=tmp_path / "h"))
+    run_hf(["upload", REPO, str(tmp_path / "w.bin"), "w.bin"], lfs_env(server, tmp_path / "h"))
     assert _batch(server) and _cas(server) == []
     head = httpx.head(hf_hub_url(REPO, "w.bin", endpoint=server.url), headers=auth)
     assert head.status_code == 302 and "X-Xet-Hash" not in head.headers and "Link" not in head.headers
@@ -43,14 +48,14 @@ def test_an_lfs_client_and_a_xet_client_share_one_hub(hub_server, tmp_path):
     via_lfs, via_xet = os.urandom(300_000), os.urandom(300_000)
     (tmp_path / "a.bin").write_bytes(via_lfs)
     (tmp_path / "b.bin").write_bytes(via_xet)
-    run_hf(["upload", REPO, str(tmp_path / "a.bin"), "a.bin"], server.env(home=tmp_path / "lfs"))  # Xet disabled
+    run_hf(["upload", REPO, str(tmp_path / "a.bin"), "a.bin"], lfs_env(server, tmp_path / "lfs"))  # Xet disabled
     assert _batch(server) and _cas(server) == []
     run_hf(["upload", REPO, str(tmp_path / "b.bin"), "b.bin"], xet_env(server.url, tmp_path / "xet", TOKEN))
     assert len(_batch(server)) == 1 and any(e["path"] == "/v1/shards" for e in _cas(server))
     tree = {f.path: f for f in HfApi(endpoint=server.url, token=TOKEN).list_repo_tree(REPO)}
     assert tree["a.bin"].xet_hash is None and tree["b.bin"].xet_hash is not None
     # Each client reads both files: the LFS one through the CDN bridge, the Xet one from the CAS.
-    clients = ((server.env(home=tmp_path / "lfs2"), "lfs"), (xet_env(server.url, tmp_path / "x2", TOKEN), "xet"))
+    clients = ((lfs_env(server, tmp_path / "lfs2"), "lfs"), (xet_env(server.url, tmp_path / "x2", TOKEN), "xet"))
     for env, name in clients:
         out = tmp_path / f"out-{name}"
         run_hf(["download", REPO, "a.bin", "b.bin", "--local-dir", str(out)], env)
