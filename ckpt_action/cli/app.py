@@ -28,6 +28,7 @@ from ckpt_action.ci.escaping import escape
 from ckpt_action.ci.outputs import (
     append_summary,
     check_writable,
+    human_lines,
     summary_markdown,
     write_dotenv,
     write_github_output,
@@ -225,9 +226,8 @@ def emit(command: str, result: dict[str, Any], hub: HubOptions, human: Callable[
     elif human is not None:
         human()
     else:
-        for key, value in result.items():
-            if value is not None and not isinstance(value, (list, dict)):
-                echo(f"{key}: {value}")
+        for line in human_lines(result):
+            echo(line)
 
 
 def command(fn: Callable[..., Any]) -> Callable[..., Any]:
