@@ -118,7 +118,8 @@ def list_outputs(repo: str, sha: str | None, infos: list[CheckpointInfo]) -> dic
 
 
 def prune_outputs(repo: str, plan: PrunePlan, sha: str | None, dry_run: bool) -> dict[str, Any]:
-    return {"repo": repo, "revision": sha, "dry_run": dry_run, "deleted": plan.delete, "kept": plan.keep, "deleted_count": len(plan.delete)}
+    return {"repo": repo, "revision": sha, "dry_run": dry_run, "deleted": plan.delete, "kept": plan.keep,
+            "deleted_count": len(plan.delete)}
 
 
 def output_name(key: str) -> str:
