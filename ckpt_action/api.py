@@ -99,9 +99,10 @@ def _remote(settings: Settings, repo: str) -> RemoteRepo:
     return RemoteRepo(settings, repo)
 
 
-def _warn_skipped(res: LatestResult, repo: str) -> None:
-    if res.repo_missing:
-        log.warning("%s does not exist, or this token cannot see it: no checkpoint", repo)
+def _warn_skipped(res: LatestResult, repo: str, token: str | None) -> None:
+    missing = res.missing_warning(repo, token=bool(token), require="require=True")
+    if missing:
+        log.warning("%s", missing)
     for name, why in res.skipped:
         log.warning("skipped %s: %s", name, why)
 
@@ -110,7 +111,7 @@ def _find_latest(remote: RemoteRepo, revision: str | None) -> CheckpointHandle |
     from ckpt_action.ops.discover import latest as core_latest
 
     res = core_latest(remote, revision)
-    _warn_skipped(res, remote.repo)
+    _warn_skipped(res, remote.repo, remote.settings.token)
     return res.handle
 
 

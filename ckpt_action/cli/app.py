@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from ckpt_action.handle import CheckpointHandle
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_NONE = 0, 1, 2, 3
+_FROM_ACTION = "ckpt_action.from_action"
+"""Context meta key: the command runs for the GitHub Action (``from-action``)."""
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -368,15 +370,17 @@ def latest(repo: str, revision: str | None, require: bool, hub: HubOptions) -> N
     from ckpt_action.ops.discover import latest as find_latest
 
     res = find_latest(RemoteRepo(settings, repo), revision)
-    _report_skipped(res, repo)
+    in_action = click.get_current_context().meta.get(_FROM_ACTION, False)
+    _report_skipped(res, repo, settings.token, require="require: true" if in_action else "--require")
     emit("latest", latest_outputs(repo, res), hub)
     if res.handle is None and require:
         raise NoCheckpointError(f"no complete checkpoint-N in {repo}")
 
 
-def _report_skipped(res: Any, repo: str) -> None:
-    if res.repo_missing:
-        warn(f"{repo} does not exist, or this token cannot see it: no checkpoint")
+def _report_skipped(res: Any, repo: str, token: str | None, require: str = "--require") -> None:
+    missing = res.missing_warning(repo, token=bool(token), require=require)
+    if missing:
+        warn(missing)
     for name, why in res.skipped:
         warn(f"skipped {name}: {why}")
 
@@ -464,7 +468,7 @@ def pull(repo: str | None, subfolder: str | None, use_latest: bool, pointer: str
         from ckpt_action.ops.discover import latest as find_latest
 
         found = find_latest(remote, revision)
-        _report_skipped(found, repo)
+        _report_skipped(found, repo, settings.token)
         if found.handle is None:
             raise NoCheckpointError(f"no complete checkpoint-N in {repo} to pull")
         subfolder, sha = found.handle.subfolder, found.handle.revision
@@ -599,6 +603,7 @@ def from_action(ctx: click.Context) -> None:
     except InputError as exc:
         fail(str(exc), exc.exit_code)
     echo(f"ckpt-action {name} " + " ".join(args), err=True)
+    ctx.meta[_FROM_ACTION] = True  # shared with the command's context: messages name action inputs
     sub = cli.commands[name]
     with sub.make_context(name, args, parent=ctx.parent) as sub_ctx:
         sub.invoke(sub_ctx)
