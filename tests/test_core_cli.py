@@ -319,6 +319,18 @@ def test_demo_runs(cli, tmp_path):
     assert "latest -> checkpoint-300" in run.stdout
     assert "skipped checkpoint-400" in run.stdout
     assert "identical" in run.stdout
+    # Why latest's SHA is not the last push's, and how to look around afterwards.
+    pushed = re.search(r"push   checkpoint-300 +-> ([0-9a-f]{40})", run.stdout)
+    found = re.search(r"latest -> checkpoint-300 at ([0-9a-f]{40})", run.stdout)
+    assert pushed and found and pushed.group(1) != found.group(1)
+    assert "interrupted push of checkpoint-400 moved the head" in run.stdout
+    assert "--keep" in run.stdout
+
+
+def test_top_level_help_names_the_demo_the_token_and_the_endpoint(cli):
+    run = cli("--help")
+    assert run.code == 0, run.stderr
+    assert "ckpt-action demo" in run.stdout and "HF_TOKEN" in run.stdout and "HF_ENDPOINT" in run.stdout
 
 
 def test_ci_logs_get_progress_lines_not_bars(hub, cli, tmp_path):
