@@ -126,6 +126,7 @@ class HubOptions:
         _Secret.value = self.token or _Secret.value
         settings = Settings.from_env(endpoint=endpoint or self.endpoint, token=self.token or None,
                                      timeout=self.timeout, retries=self.retries)
+        _Secret.value = settings.token or _Secret.value  # also a token saved by `hf auth login`
         from ckpt_action.hub.transport import prepare
 
         # The client's own default endpoint (telemetry, helpers that take no endpoint) must
