@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ckpt_action.ci.escaping import escape
+from ckpt_action.disk.access import not_writable_hint
 from ckpt_action.errors import InputError
 
 if TYPE_CHECKING:
@@ -200,7 +201,7 @@ def check_writable(path: str | os.PathLike[str], what: str) -> None:
     if not parent.is_dir():
         raise InputError(f"{what} {target}: its directory does not exist: create it first")
     if not os.access(parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
-        raise InputError(f"{what} {target} is not writable: choose another path")
+        raise InputError(f"{what} {target} is not writable: choose another path{not_writable_hint()}")
 
 
 def write_dotenv(path: str | os.PathLike[str], result: Mapping[str, object]) -> None:

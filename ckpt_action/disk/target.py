@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ckpt_action.checkpoint.manifest import PULL_RECORD_NAME, FileDigest
+from ckpt_action.disk.access import not_writable_hint
 from ckpt_action.errors import CkptError, InputError
 from ckpt_action.names import safe_relative
 
@@ -427,9 +428,10 @@ def check_target(value: str | None, *, force: bool) -> TargetState:
     if not ancestor.is_dir():
         raise InputError(f"--local-dir {value}: {ancestor} is not a directory")
     if not path.exists() and not os.access(ancestor, os.W_OK | os.X_OK):
-        raise InputError(f"--local-dir {value}: {ancestor} is not writable: choose a dir you can write to")
+        raise InputError(f"--local-dir {value}: {ancestor} is not writable: choose a dir you can write to"
+                         f"{not_writable_hint()}")
     if path.exists() and not os.access(path, os.W_OK | os.X_OK):
-        raise InputError(f"--local-dir {value} is not writable: choose a dir you can write to")
+        raise InputError(f"--local-dir {value} is not writable: choose a dir you can write to{not_writable_hint()}")
     if path.exists() and _holds_a_file(path):
         why = protected_reason(path)  # before the walk: `/` or a home dir would take long to walk
         if why is not None:
