@@ -10,7 +10,8 @@
 Each save ``output_dir/checkpoint-N`` is pushed as ``checkpoint-N`` with the same
 guarantees as ``ckpt-action push`` (manifest last, pinned SHA, retries), while training
 goes on. Unlike Trainer's own ``push_to_hub``/``hub_strategy`` it reports the SHA, marks
-completeness, and resumes from the Hub. Needs ``pip install 'ckpt-action[transformers]'``.
+completeness, and resumes from the Hub. Needs the ``transformers`` extra: ``pip install ".[transformers]"``
+in a checkout, or ``pip install "ckpt-action[transformers] @ git+https://github.com/OWNER/ckpt-action@v1"``.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ try:
     from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
-        f"ckpt_action.integrations.transformers needs transformers: pip install 'ckpt-action[transformers]' ({exc})"
+        "ckpt_action.integrations.transformers needs transformers: install the extra, pip install"
+        f" '.[transformers]' in a ckpt-action checkout ({exc})"
     ) from exc
 
 __all__ = ["CheckpointCallback", "PushFailedError", "resume_from_hub"]
