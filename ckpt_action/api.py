@@ -254,6 +254,21 @@ def pull(
 # --------------------------------------------------------------------------- W&B
 
 
+def pulled_checkpoint(local_dir: PathLike) -> tuple[str, str, str] | None:
+    """(repo, subfolder, revision) of the checkpoint a pull left in ``local_dir`` (its
+    record, ``.ckpt-pull.json``), or None when there is none or it cannot be trusted.
+
+    >>> ckpt.api.pulled_checkpoint("resume/checkpoint-300")  # doctest: +SKIP
+    ('org/run', 'checkpoint-300', '3f1c…')
+    """
+    from ckpt_action.disk.target import read_record
+
+    record = read_record(Path(os.fspath(local_dir)))
+    if record is None or not SHA_RE.fullmatch(record.revision):
+        return None
+    return record.repo, record.subfolder, record.revision
+
+
 def log_pointer(
     handle: CheckpointHandle,
     run: Any = None,
