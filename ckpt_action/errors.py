@@ -28,7 +28,11 @@ def param(name: str) -> str:
 
 def param_on(name: str) -> str:
     """A reference to turning the boolean parameter ``name`` on, for a message that says how
-    to: ``--require``, ``require: true`` in the action, ``require=True`` in Python."""
+    to: ``--require``, ``require: true`` in the action, ``require=True`` in Python.
+
+    >>> [render(f"pass {param_on('require')}", door) for door in ("cli", "action", "api")]
+    ['pass --require', 'pass require: true', 'pass require=True']
+    """
     return f"{_START}{name}{_ON}{_END}"
 
 

@@ -28,8 +28,9 @@ class LatestResult:
 
     def missing_warning(self, repo: str, *, token: bool, require: str) -> str | None:
         """The warning for a repo the Hub says is not there (None when it is), with the
-        consequence (a resume job starts from scratch) and ``require``, the door's words for
-        making that an error (``--require``, ``require: true``, ``require=True``).
+        consequence (a resume job starts from scratch) and ``require``, how to make that an
+        error: a reference (``errors.param_on("require")``) each door spells as its users
+        know it (``--require``, ``require: true``, ``require=True``).
 
         The Hub answers 404 alike for a repo that does not exist and for a private one the
         token cannot see, so both causes are named.
