@@ -49,7 +49,7 @@ from ckpt_action import names
 from ckpt_action.disk.source import local_dir_to_push
 from ckpt_action.disk.target import pull_target
 
-from .errors import InputError, NoCheckpointError, NotFoundError, param
+from .errors import InputError, NoCheckpointError, NotFoundError, param, param_on, render
 from .handle import SHA_RE, CheckpointHandle
 from .settings import Settings
 
@@ -125,7 +125,12 @@ def _remote(settings: Settings, repo: str, api: Any = None) -> RemoteRepo:
 
 
 def _warn(warn: Warn | None) -> Warn:
-    return warn if warn is not None else log.warning
+    return warn if warn is not None else _log_warning
+
+
+def _log_warning(message: str) -> None:
+    """A warning as Python callers read it: its parameters spelled ``require=True``."""
+    log.warning("%s", render(message, "api"))
 
 
 def missing_repo(repo: str, what: str = "checkpoint") -> str:
@@ -143,8 +148,9 @@ def _latest(remote: RemoteRepo, revision: str | None, warn: Warn | None) -> Late
 
     res = core_latest(remote, revision)
     say = _warn(warn)
-    if res.repo_missing:
-        say(missing_repo(remote.repo))
+    missing = res.missing_warning(remote.repo, token=bool(remote.settings.token), require=param_on("require"))
+    if missing:
+        say(missing)
     for name, why in res.skipped:
         say(f"skipped {name}: {why}")
     return res
@@ -421,6 +427,21 @@ def pull(
 
 
 # --------------------------------------------------------------------------- W&B
+
+
+def pulled_checkpoint(local_dir: PathLike) -> tuple[str, str, str] | None:
+    """(repo, subfolder, revision) of the checkpoint a pull left in ``local_dir`` (its
+    record, ``.ckpt-pull.json``), or None when there is none or it cannot be trusted.
+
+    >>> ckpt.api.pulled_checkpoint("resume/checkpoint-300")  # doctest: +SKIP
+    ('org/run', 'checkpoint-300', '3f1c…')
+    """
+    from ckpt_action.disk.target import read_record
+
+    record = read_record(Path(os.fspath(local_dir)))
+    if record is None or not SHA_RE.fullmatch(record.revision):
+        return None
+    return record.repo, record.subfolder, record.revision
 
 
 def log_pointer(

@@ -17,13 +17,32 @@ from typing import Literal
 Door = Literal["api", "cli", "action"]
 # A parameter reference inside a message: control characters, which no quoted value
 # (repr, quoted()) can contain, so a name the Hub or the user sent cannot pass for one.
-_START, _END = "\x02", "\x03"
-_REF_RE = re.compile("\x02([a-z_]+)\x03( (?=['\"]))?")
+_START, _END, _ON = "\x02", "\x03", "\x04"
+_REF_RE = re.compile("\x02([a-z_]+)(\x04)?\x03( (?=['\"]))?")
 
 
 def param(name: str) -> str:
     """A reference to the parameter ``name`` (its Python spelling, ``local_dir``) for a message."""
     return f"{_START}{name}{_END}"
+
+
+def param_on(name: str) -> str:
+    """A reference to turning the boolean parameter ``name`` on, for a message that says how
+    to: ``--require``, ``require: true`` in the action, ``require=True`` in Python.
+
+    >>> [render(f"pass {param_on('require')}", door) for door in ("cli", "action", "api")]
+    ['pass --require', 'pass require: true', 'pass require=True']
+    """
+    return f"{_START}{name}{_ON}{_END}"
+
+
+def spell_on(name: str, door: Door) -> str:
+    """How the door spells turning a boolean parameter on."""
+    if door == "cli":
+        return "--" + name.replace("_", "-")
+    if door == "action":
+        return f"{name.replace('_', '-')}: true"
+    return f"{name}=True"
 
 
 def spell(name: str, door: Door) -> str:
@@ -39,8 +58,10 @@ def render(message: str, door: Door) -> str:
     """``message`` with its parameter references spelled for ``door``; in Python a value
     right after the name joins it (``tag='bad tag'``)."""
     def one(m: re.Match[str]) -> str:
+        if m.group(2):
+            return spell_on(m.group(1), door)
         spelled = spell(m.group(1), door)
-        if m.group(2) and door != "api":
+        if m.group(3) and door != "api":
             spelled += " "
         return spelled
 

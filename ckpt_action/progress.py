@@ -2,12 +2,33 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TextIO
+
+_LINES: contextvars.ContextVar[bool] = contextvars.ContextVar("ckpt_action_progress_lines", default=True)
+"""Whether transfers in this context print periodic progress lines (a context, not a global:
+the Trainer callback's push thread turns them off for itself only)."""
+
+
+@contextlib.contextmanager
+def no_progress_lines() -> Iterator[None]:
+    """No :class:`Ticker` lines for transfers run inside (this thread or task only).
+
+    >>> with no_progress_lines():
+    ...     Ticker("x", 1, lambda: 1, interval=5).__enter__()._active
+    False
+    """
+    token = _LINES.set(False)
+    try:
+        yield
+    finally:
+        _LINES.reset(token)
 
 
 def human(n: float) -> str:
@@ -86,7 +107,7 @@ class Ticker:
 
     def __enter__(self) -> Ticker:
         self._started = time.monotonic()
-        self._active = not interactive(self.stream) and self.interval > 0
+        self._active = not interactive(self.stream) and self.interval > 0 and _LINES.get()
         if self._active:
             self._thread.start()
         return self

@@ -21,6 +21,30 @@ MAX_RETRIES = 20
 """More retries than this only multiply how long a dead Hub holds a job."""
 
 
+MAX_TOKEN_FILE_BYTES = 4096
+"""A saved token is about 40 characters; a bigger file is not one (and is not read whole)."""
+
+
+def saved_token(env: Mapping[str, str]) -> str | None:
+    """The token ``hf auth login`` saved, where huggingface_hub looks for it (``HF_TOKEN_PATH``,
+    else ``HF_HOME/token``, else ``~/.cache/huggingface/token``), or None.
+
+    Read here without importing huggingface_hub, whose import must wait until the endpoint
+    is known; huggingface_hub would send the same token when none is given.
+    """
+    home = env.get("HF_HOME") or os.path.join(env.get("XDG_CACHE_HOME") or os.path.join("~", ".cache"), "huggingface")
+    path = os.path.expanduser(env.get("HF_TOKEN_PATH") or os.path.join(home, "token"))
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_TOKEN_FILE_BYTES + 1)
+    except OSError:
+        return None
+    token = data.decode("utf-8", "replace").strip()
+    if len(data) > MAX_TOKEN_FILE_BYTES or not token or any(c.isspace() for c in token):
+        return None
+    return token
+
+
 def _knob(default: float | int, env: str, doc: str) -> Any:
     return field(default=default, metadata={"env": env, "doc": doc})
 
@@ -34,7 +58,7 @@ class Settings:
     """
 
     endpoint: str
-    token: str | None = None
+    token: str | None = field(default=None, repr=False)  # no repr carries the token
     timeout: float = _knob(60.0, "CKPT_TIMEOUT",
                            "Seconds one request may stay silent (connect, or between bytes) before it is retried.")
     retries: int = _knob(5, "CKPT_RETRIES",
@@ -80,7 +104,7 @@ class Settings:
         values: dict[str, object] = {k: v for k, v in given.items() if v is not None}
         values.setdefault("endpoint", env.get("HF_ENDPOINT"))
         values["endpoint"] = check_endpoint(values.get("endpoint"))  # type: ignore[arg-type]
-        values.setdefault("token", env.get("HF_TOKEN") or None)
+        values.setdefault("token", env.get("HF_TOKEN") or saved_token(env))
         for f in fields(cls):
             var = f.metadata.get("env")
             if var and f.name not in values and env.get(var):

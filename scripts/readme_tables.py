@@ -11,6 +11,8 @@ Only the text between these marker pairs is generated:
     <!-- action-outputs:start --> ... <!-- action-outputs:end -->    action.yml outputs
     <!-- cli-reference:start --> ... <!-- cli-reference:end -->      each command's --help
     <!-- settings:start --> ... <!-- settings:end -->                the retry/timeout knobs
+    <!-- example:NAME:start --> ... <!-- example:NAME:end -->        .github/workflows/NAME, as a user
+                                                                     writes it (`uses: OWNER/ckpt-action@v1`)
 """
 
 from __future__ import annotations
@@ -30,6 +32,11 @@ MARKERS = {
     "cli": ("<!-- cli-reference:start -->", "<!-- cli-reference:end -->"),
     "settings": ("<!-- settings:start -->", "<!-- settings:end -->"),
 }
+WORKFLOWS = ROOT / ".github" / "workflows"
+# The runnable workflows the README shows (act runs them in tests/test_action_act.py).
+EXAMPLES = ("example-resume.yml",)
+# In this repository the examples use the action in the checkout; a user's workflow names it.
+SELF_USES = re.compile(r"^(\s*(?:- )?)uses: \./(?: #.*)?$", re.M)
 # The order a reader meets the commands in: the main job first, then release, then tools.
 COMMAND_ORDER = ("push", "latest", "pull", "promote", "list", "prune", "local-hub", "demo")
 
@@ -106,15 +113,35 @@ def settings_table() -> str:
     return "\n".join(rows)
 
 
+def example_markers(name: str) -> tuple[str, str]:
+    return f"<!-- example:{name}:start -->", f"<!-- example:{name}:end -->"
+
+
+def examples(workflows: Path = WORKFLOWS) -> dict[str, str]:
+    """Each example workflow as a fenced block: the file from its ``name:`` on (the header
+    comments describe this repository's copy), ``uses: ./`` as ``uses: OWNER/ckpt-action@v1``."""
+    out = {}
+    for name in EXAMPLES:
+        text = (workflows / name).read_text(encoding="utf-8")
+        body = text[text.index("\nname:") + 1:] if "\nname:" in text else text
+        body = SELF_USES.sub(lambda m: f"{m.group(1)}uses: OWNER/ckpt-action@v1", body)
+        out[name] = f"```yaml\n{body.rstrip()}\n```"
+    return out
+
+
+def markers() -> dict[str, tuple[str, str]]:
+    return MARKERS | {name: example_markers(name) for name in EXAMPLES}
+
+
 def tables(action: dict[str, Any]) -> dict[str, str]:
     return {"inputs": inputs_table(action), "outputs": outputs_table(action), "cli": cli_reference(),
-            "settings": settings_table()}
+            "settings": settings_table(), **examples()}
 
 
 def render(readme: str, generated: dict[str, str]) -> str:
     """README text with each marker pair's contents replaced; KeyError names a missing marker."""
     out = readme
-    for key, (start, end) in MARKERS.items():
+    for key, (start, end) in markers().items():
         pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.DOTALL)
         if not pattern.search(out):
             raise KeyError(f"{start} ... {end}")
@@ -134,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
 
     generated = tables(load_action(args.action))
     if not (args.check or args.write):
-        for key, (start, end) in MARKERS.items():
+        for key, (start, end) in markers().items():
             print(start, generated[key], end, "", sep="\n")
         return 0
 

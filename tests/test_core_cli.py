@@ -107,7 +107,7 @@ def test_repush_removes_stale_files_and_leaves_other_folders(hub, cli, tmp_path)
     second = write_checkpoint(tmp_path / "b", {"a.txt": b"A2", "d.txt": b"d"})
     run = cli("push", "--repo", "o/r", "--local-dir", str(second), "--subfolder", "sft", "--json", env=env)
     assert run.code == 0, run.stderr
-    assert run.json["deleted_files"] == 2 and run.json["step"] is None
+    assert run.json["deleted_files"] == 2 and "step" not in run.json
 
     from huggingface_hub import HfApi
 
@@ -205,7 +205,7 @@ def test_multi_commit_push_reports_the_sha_with_the_complete_manifest(hub, cli, 
 def test_latest_nothing_found_and_require(hub, cli, tmp_path):
     env = env_for(hub, tmp_path)
     run = cli("latest", "--repo", "o/missing", "--json", env=env)
-    assert run.code == 0 and run.json["found"] is False and run.json["revision"] is None
+    assert run.code == 0 and run.json["found"] is False and "revision" not in run.json
     src = write_checkpoint(tmp_path / "sft", {"w.bin": b"w"})
     assert cli("push", "--repo", "o/r", "--local-dir", str(src), "--subfolder", "sft", env=env).code == 0
     run = cli("latest", "--repo", "o/r", "--json", env=env)
@@ -276,7 +276,8 @@ def test_outputs_reach_github_output_and_summary(hub, cli, tmp_path):
     text = gh_out.read_text()
     blocks = re.findall(r"^([a-z-]+)<<(ghadelimiter_[0-9a-f]+)\n(.*?)\n?\2$", text, re.M | re.S)
     parsed = {name: value for name, _delim, value in blocks}
-    assert {"repo", "subfolder", "revision", "step", "hub-url", "local-dir", "found"} <= set(parsed)
+    # A push writes its outputs only: `found` belongs to latest, pull and list.
+    assert {"repo", "subfolder", "revision", "step", "hub-url", "local-dir"} <= set(parsed) and "found" not in parsed
     assert parsed["subfolder"] == "checkpoint-12" and parsed["step"] == "12" and SHA.match(parsed["revision"])
     assert parsed["revision"] in summary.read_text() or parsed["revision"][:12] in summary.read_text()
 
@@ -330,6 +331,18 @@ def test_demo_runs(cli, tmp_path):
     assert "latest -> checkpoint-300" in run.stdout
     assert "skipped checkpoint-400" in run.stdout
     assert "identical" in run.stdout
+    # Why latest's SHA is not the last push's, and how to look around afterwards.
+    pushed = re.search(r"push   checkpoint-300 +-> ([0-9a-f]{40})", run.stdout)
+    found = re.search(r"latest -> checkpoint-300 at ([0-9a-f]{40})", run.stdout)
+    assert pushed and found and pushed.group(1) != found.group(1)
+    assert "interrupted push of checkpoint-400 moved the head" in run.stdout
+    assert "--keep" in run.stdout
+
+
+def test_top_level_help_names_the_demo_the_token_and_the_endpoint(cli):
+    run = cli("--help")
+    assert run.code == 0, run.stderr
+    assert "ckpt-action demo" in run.stdout and "HF_TOKEN" in run.stdout and "HF_ENDPOINT" in run.stdout
 
 
 def test_ci_logs_get_progress_lines_not_bars(hub, cli_process, tmp_path):

@@ -34,13 +34,15 @@ def test_check_detects_drift_and_write_fixes_it(tmp_path: Path) -> None:
     readme.write_text("# x\n\n<!-- action-inputs:start -->\nSTALE-TABLE-ROW\n<!-- action-inputs:end -->\n\ntext\n\n"
                       "<!-- action-outputs:start -->\n<!-- action-outputs:end -->\n"
                       "<!-- cli-reference:start -->\nold help\n<!-- cli-reference:end -->\n"
-                      "<!-- settings:start -->\n<!-- settings:end -->\n")
+                      "<!-- settings:start -->\n<!-- settings:end -->\n"
+                      "<!-- example:example-resume.yml:start -->\n<!-- example:example-resume.yml:end -->\n")
     args = ("--action", str(ROOT / "action.yml"), "--readme", str(readme))
     assert run("--check", *args).returncode == 1
     assert run("--write", *args).returncode == 0
     assert run("--check", *args).returncode == 0
     text = readme.read_text()
     assert "STALE-TABLE-ROW" not in text and "old help" not in text and text.startswith("# x\n") and "\ntext\n" in text
+    assert "uses: OWNER/ckpt-action@v1" in text and "mode: latest" in text
     assert "#### `push`" in text and "--local-dir TEXT" in text and "`CKPT_TIMEOUT`" in text
     for name in ACTION["inputs"]:
         assert f"| `{name}` |" in text

@@ -106,3 +106,33 @@ def test_push_failed_error_names_the_first_failure_and_the_count() -> None:
     err = PushFailedError.of([("checkpoint-2", RuntimeError("boom")), ("checkpoint-4", RuntimeError("again"))])
     assert str(err) == "pushing checkpoint-2 failed (2 pushes failed): boom"
     assert err.exit_code == 1 and len(err.failures) == 2
+
+
+def test_keep_every_pushes_each_item_in_order_and_submit_waits_at_the_bound() -> None:
+    fake = FakePush()
+    q: PushQueue[int] = PushQueue(fake, discard=fake.discard, keep="every", max_waiting=2)
+    q.submit(1)
+    fake.wait_started(1)  # 1 runs
+    q.submit(2)
+    q.submit(3)  # two wait: the bound
+    blocked = threading.Thread(target=q.submit, args=(4,))
+    blocked.start()
+    blocked.join(0.05)
+    assert blocked.is_alive(), "a third waiting item blocks the caller (training waits)"
+    fake.release(1)  # 1 ends, 2 starts: a slot frees
+    fake.wait_started(2)
+    blocked.join(DEADLINE)
+    assert not blocked.is_alive()
+    for n in (2, 3, 4):
+        fake.release(n)
+    assert q.close(timeout=DEADLINE)
+    assert fake.started == [1, 2, 3, 4]
+    assert [(o.item, o.status) for o in q.drain()] == [(n, "pushed") for n in (1, 2, 3, 4)]
+    assert sorted(fake.discarded) == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("kwargs", [{"keep": "all"}, {"keep": "every", "max_waiting": 0},
+                                    {"keep": "every", "max_waiting": True}])
+def test_a_bad_policy_is_refused(kwargs) -> None:
+    with pytest.raises(ValueError):
+        PushQueue(FakePush(), **kwargs)

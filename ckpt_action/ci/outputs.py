@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ckpt_action.ci.escaping import escape
+from ckpt_action.disk.access import not_writable_hint
 from ckpt_action.errors import InputError, param
 
 if TYPE_CHECKING:
@@ -26,13 +27,12 @@ if TYPE_CHECKING:
     from ckpt_action.ops.push import PushResult
     from ckpt_action.ops.release import PromoteResult
 
-# Written by every command (empty when they do not apply), in this order.
-CONTRACT_KEYS = ("repo", "subfolder", "revision", "step", "hub_url", "local_dir", "found")
 
 OUTPUTS: dict[str, str] = {
     "repo": "Hub repo id the command acted on.",
     "subfolder": "Checkpoint folder pushed, found or pulled (`list`: the newest complete checkpoint-N).",
-    "revision": "40-hex commit SHA the checkpoint is pinned to (`list`, `prune`: the SHA that was read).",
+    "revision": "40-hex commit SHA the checkpoint is pinned to (`list`: the SHA that was read; `prune`: the SHA "
+                "of the prune commit, or the SHA that was read when nothing was deleted or with `dry-run`).",
     "step": "Training step of the checkpoint, when known.",
     "hub-url": "URL of the checkpoint folder at the pinned commit.",
     "local-dir": "Local directory uploaded from or downloaded into.",
@@ -56,30 +56,44 @@ OUTPUTS: dict[str, str] = {
     "source-revision": "`promote`: the SHA the promoted checkpoint was read at.",
     "tag": "`promote`: the tag created (or found) on the promoted commit.",
     "branch": "`promote`: the branch the promotion was committed on.",
-    "count": "`list`: how many checkpoints the repo holds.",
+    "count": "`list`: how many folders `checkpoints` lists: every `checkpoint-N`, complete or not, and other "
+             "checkpoint folders such as `sft` or a promoted `release`.",
     "checkpoints": "`list`: the checkpoints as a JSON array (subfolder, step, complete, status, files, size, "
                    "revision, source).",
     "dry-run": "`prune`: `true` when nothing was deleted on purpose.",
     "deleted": "`prune`: the folders deleted (or, with dry-run, that would be), as a JSON array.",
     "kept": "`prune`: the checkpoint-N folders kept, as a JSON array.",
-    "deleted-count": "`prune`: how many folders were deleted.",
+    "deleted-count": "`prune`: how many folders were deleted (with `dry-run`: would be).",
     "wandb-artifact": "`push`, `promote`: the W&B pointer artifact logged (empty when W&B logging failed or "
                       "was not asked for).",
     "wandb-run-id": "`push`, `promote`: the W&B run the pointer was logged to.",
 }
 
+KINDS: dict[str, str] = {
+    "repo": "text", "subfolder": "text", "revision": "sha", "step": "int", "hub-url": "text", "local-dir": "text",
+    "found": "bool", "verified": "bool", "commits": "int", "uploaded-files": "int", "deleted-files": "int",
+    "files": "int", "bytes": "int", "verified-by": "text", "partial": "bool", "downloaded-files": "int",
+    "downloaded-bytes": "int", "reused-files": "int", "cached-files": "int", "removed-files": "int",
+    "source-subfolder": "text", "source-revision": "sha", "tag": "text", "branch": "text", "count": "int",
+    "checkpoints": "json-array", "dry-run": "bool", "deleted": "json-array", "kept": "json-array",
+    "deleted-count": "int", "wandb-artifact": "text", "wandb-run-id": "text",
+}
+"""The type of each output's value (``sha``: 40 lowercase hex; ``int``: a whole number; ``bool``:
+``true``/``false``; ``json-array``: a JSON array, for ``fromJSON``), as its description says."""
 
-# Each command's result as its outputs (snake_case keys; None is written as empty).
+
+# Each command's result as its outputs (snake_case keys). A key a mode does not have is left
+# out, and so is a value that is None (unknown here, e.g. the step of a folder pushed without
+# one): outputs are written only where they apply, never as "None" or null.
 
 def push_outputs(res: PushResult) -> dict[str, Any]:
-    return res.handle.to_dict() | {"local_dir": str(res.local_dir), "found": None, "commits": res.commits,
+    return res.handle.to_dict() | {"local_dir": str(res.local_dir), "commits": res.commits,
                                    "uploaded_files": res.uploaded_files, "deleted_files": res.deleted_files}
 
 
 def latest_outputs(repo: str, res: LatestResult) -> dict[str, Any]:
     if res.handle is None:
-        return {"repo": repo, "subfolder": None, "revision": res.revision, "step": None, "hub_url": None,
-                "found": False, "verified": None}
+        return {"repo": repo, "revision": res.revision, "found": False}
     return res.handle.to_dict() | {"found": True, "verified": res.has_manifest}
 
 
@@ -93,7 +107,7 @@ def pull_outputs(res: PullResult) -> dict[str, Any]:
 
 def promote_outputs(res: PromoteResult) -> dict[str, Any]:
     return res.handle.to_dict() | {
-        "found": None, "source_subfolder": res.source.subfolder, "source_revision": res.source.revision,
+        "source_subfolder": res.source.subfolder, "source_revision": res.source.revision,
         "commits": res.commits, "tag": res.tag, "branch": res.branch}
 
 
@@ -102,14 +116,13 @@ def list_outputs(res: ListResult) -> dict[str, Any]:
     newest = next((i for i in infos if i.complete and i.step is not None and i.subfolder.startswith("checkpoint-")),
                   None)
     return {"repo": repo, "subfolder": newest.subfolder if newest else None, "revision": sha,
-            "step": newest.step if newest else None, "hub_url": None, "found": bool(infos), "count": len(infos),
+            "step": newest.step if newest else None, "found": bool(infos), "count": len(infos),
             "checkpoints": [i.to_dict() for i in infos]}
 
 
 def prune_outputs(res: PruneResult) -> dict[str, Any]:
-    return {"repo": res.repo, "subfolder": None, "revision": res.revision, "step": None, "hub_url": None,
-            "found": None, "dry_run": res.dry_run, "deleted": res.deleted, "kept": list(res.kept),
-            "deleted_count": len(res.deleted)}
+    return {"repo": res.repo, "revision": res.revision, "dry_run": res.dry_run, "deleted": res.deleted,
+            "kept": list(res.kept), "deleted_count": len(res.deleted)}
 
 
 def output_name(key: str) -> str:
@@ -127,14 +140,29 @@ def _text(value: object) -> str:
     return str(value)
 
 
-def step_outputs(result: Mapping[str, object]) -> dict[str, str]:
-    """The step outputs for a result: every contract key, then the command's own, as text.
+def applicable(result: Mapping[str, object]) -> dict[str, object]:
+    """The outputs a result has: its keys whose value is known (None is left out).
 
-    >>> step_outputs({"repo": "o/r", "found": False, "hub_url": "u", "count": 2})["hub-url"]
-    'u'
+    >>> applicable({"repo": "o/r", "step": None, "found": False})
+    {'repo': 'o/r', 'found': False}
     """
-    out = {output_name(key): _text(result.get(key)) for key in CONTRACT_KEYS}
-    for key, value in result.items():
+    return {key: value for key, value in result.items() if value is not None}
+
+
+def human_lines(result: Mapping[str, object]) -> list[str]:
+    """``key: value`` lines for a terminal, with values as the step outputs have them (``true``)."""
+    return [f"{key}: {_text(value)}" for key, value in applicable(result).items()
+            if not isinstance(value, (list, dict))]
+
+
+def step_outputs(result: Mapping[str, object]) -> dict[str, str]:
+    """The step outputs for a result, as text: only the ones it has, booleans as ``true``/``false``.
+
+    >>> step_outputs({"repo": "o/r", "found": False, "step": None, "count": 2})
+    {'repo': 'o/r', 'found': 'false', 'count': '2'}
+    """
+    out = {}
+    for key, value in applicable(result).items():
         name = output_name(key)
         if name not in OUTPUTS:
             raise AssertionError(f"output {name} is not declared in outputs.OUTPUTS")
@@ -157,8 +185,8 @@ def write_github_output(path: str | os.PathLike[str], result: Mapping[str, objec
 def dotenv_lines(result: Mapping[str, object]) -> str:
     """GitLab ``artifacts:reports:dotenv`` lines: ``CKPT_REVISION=…``, one line each.
 
-    >>> dotenv_lines({"repo": "o/r", "step": 5}).splitlines()[:2]
-    ['CKPT_REPO=o/r', 'CKPT_SUBFOLDER=']
+    >>> dotenv_lines({"repo": "o/r", "step": 5}).splitlines()
+    ['CKPT_REPO=o/r', 'CKPT_STEP=5']
     """
     out = []
     for name, value in step_outputs(result).items():
@@ -177,7 +205,7 @@ def check_writable(path: str | os.PathLike[str], name: str) -> None:
     if not parent.is_dir():
         raise InputError(f"{what} {target}: its directory does not exist: create it first", param=name)
     if not os.access(parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
-        raise InputError(f"{what} {target} is not writable: choose another path", param=name)
+        raise InputError(f"{what} {target} is not writable: choose another path{not_writable_hint()}", param=name)
 
 
 def write_dotenv(path: str | os.PathLike[str], result: Mapping[str, object]) -> None:
@@ -188,7 +216,7 @@ def write_dotenv(path: str | os.PathLike[str], result: Mapping[str, object]) -> 
 
 
 def write_json(stream: TextIO, result: Mapping[str, object]) -> None:
-    stream.write(json.dumps(dict(result), sort_keys=False) + "\n")
+    stream.write(json.dumps(applicable(result), sort_keys=False) + "\n")
     stream.flush()
 
 

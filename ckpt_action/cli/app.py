@@ -68,6 +68,11 @@ def cli() -> None:
     """Move training checkpoints between CI jobs and a Hugging Face Hub repo, pinned to commit SHAs.
 
     \b
+    Try it with no account and no network: `ckpt-action demo` (an embedded local Hub).
+    The Hub and its token come from HF_ENDPOINT (default https://huggingface.co) and
+    HF_TOKEN (or a token saved by `hf auth login`); --endpoint and --token override them.
+
+    \b
     Exit codes: 0 done; 1 remote or I/O failure; 2 bad input (nothing was sent);
     3 `latest --require` / `pull --latest` found no complete checkpoint.
     """

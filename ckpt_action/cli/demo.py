@@ -63,6 +63,7 @@ def run_demo(keep: Path | None = None, echo: Callable[[str], None] = print) -> d
                 res = api.push_checkpoint(make_checkpoint(run / f"checkpoint-{step}", step), REPO, step=step,
                                           retries=2, endpoint=hub.url, timeout=30)
                 echo(f"push   checkpoint-{step:<4} -> {res.handle.revision}  ({res.uploaded_files} files)")
+            last_push = res.handle.revision
 
             # A job preempted mid-push leaves files and a manifest marked incomplete.
             broken = make_checkpoint(run / "checkpoint-400", 400)
@@ -79,6 +80,10 @@ def run_demo(keep: Path | None = None, echo: Callable[[str], None] = print) -> d
                 echo(f"latest skipped {name}: {why}")
             assert found.handle is not None, "the demo pushed complete checkpoints; latest must find one"
             echo(f"latest -> {found.handle.subfolder} at {found.handle.revision}")
+            if found.handle.revision != last_push:
+                echo(f"         (not {last_push[:12]}, the SHA its push reported: the interrupted push of"
+                     " checkpoint-400 moved the head, and latest pins the commit it read, which holds"
+                     f" {found.handle.subfolder} unchanged)")
 
             dest = work / "resume" / found.handle.subfolder
             got = api.pull_checkpoint(found.handle, dest, retries=2, endpoint=hub.url, timeout=30)
@@ -89,6 +94,9 @@ def run_demo(keep: Path | None = None, echo: Callable[[str], None] = print) -> d
             echo("verify -> pulled bytes are identical to the pushed checkpoint-300")
             outputs = got.handle.to_dict() | {"local_dir": str(got.local_dir), "found": True}
             echo("outputs: " + json.dumps(outputs))
+            if keep is None:
+                echo("(the demo's files are removed now; `ckpt-action demo --keep DIR` keeps the local Hub's data,"
+                     " the pushed and the pulled checkpoints in DIR)")
             return outputs
     finally:
         if keep is None:

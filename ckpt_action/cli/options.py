@@ -14,7 +14,7 @@ import click
 from ckpt_action.ci.outputs import check_writable
 from ckpt_action.cli.render import Secret, fail_with
 from ckpt_action.errors import CkptError
-from ckpt_action.settings import MAX_RETRIES
+from ckpt_action.settings import MAX_RETRIES, saved_token
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -60,7 +60,8 @@ def hub_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, endpoint: str | None, token: str | None, as_json: bool, dotenv: str | None,
                 timeout: float | None, retries: int | None, **kwargs: Any) -> Any:
-        Secret.value = token or os.environ.get("HF_TOKEN") or None
+        # also a token saved by `hf auth login`, which the API sends when none is given
+        Secret.value = token or os.environ.get("HF_TOKEN") or saved_token(os.environ) or None
         if dotenv:
             try:
                 check_writable(dotenv, "dotenv")

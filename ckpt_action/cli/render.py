@@ -15,8 +15,15 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from ckpt_action.ci.escaping import escape
-from ckpt_action.ci.outputs import append_summary, summary_markdown, write_dotenv, write_github_output, write_json
-from ckpt_action.errors import CkptError, Door
+from ckpt_action.ci.outputs import (
+    append_summary,
+    human_lines,
+    summary_markdown,
+    write_dotenv,
+    write_github_output,
+    write_json,
+)
+from ckpt_action.errors import CkptError, Door, render
 
 if TYPE_CHECKING:
     from ckpt_action.cli.options import HubOptions
@@ -58,7 +65,8 @@ def _annotate(kind: str, message: str) -> str:
 
 
 def warn(message: str) -> None:
-    click.echo(_annotate("warning", message), err=True)
+    """A warning line, its parameter references spelled as this door spells them."""
+    click.echo(_annotate("warning", render(message, door())), err=True)
 
 
 def fail(message: str, code: int) -> NoReturn:
@@ -115,9 +123,8 @@ def emit(command: str, result: dict[str, Any], hub: HubOptions, human: Callable[
     elif human is not None:
         human()
     else:
-        for key, value in result.items():
-            if value is not None and not isinstance(value, (list, dict)):
-                echo(f"{key}: {value}")
+        for line in human_lines(result):
+            echo(line)
 
 
 def command(fn: Callable[..., Any]) -> Callable[..., Any]:

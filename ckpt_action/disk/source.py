@@ -11,6 +11,7 @@ import stat
 from pathlib import Path
 
 from ckpt_action.errors import InputError, param
+from ckpt_action.handle import step_of
 from ckpt_action.names import BAD_NAME_RE, MAX_PUSH_FILES
 
 
@@ -29,6 +30,7 @@ def local_dir_to_push(value: str | None) -> Path:
     if not path.is_dir():
         raise InputError(f"{param('local_dir')} {value} is a file: point it at the checkpoint"
                          " directory", param='local_dir')
+    _refuse_checkpoint_parent(path, value)
     root = path.resolve()
     count = 0
     for dirpath, dirnames, filenames in os.walk(path, onerror=_raise_walk_error):
@@ -71,6 +73,26 @@ def local_dir_to_push(value: str | None) -> Path:
     if not count:
         raise InputError(f"{param('local_dir')} {value} has no files: nothing to push", param='local_dir')
     return path
+
+
+def _refuse_checkpoint_parent(path: Path, value: str) -> None:
+    """A dir whose top level is only ``checkpoint-N`` dirs is a Trainer ``output_dir``, not a
+    checkpoint: pushing it would nest ``checkpoint-400/checkpoint-400/...`` in the repo, which
+    ``latest`` would then report as complete. Name the checkpoint to push instead."""
+    try:
+        entries = list(os.scandir(path))
+    except OSError as exc:
+        _raise_walk_error(exc)
+    steps = []
+    for entry in entries:
+        step = step_of(entry.name)
+        if step is None or not entry.is_dir(follow_symlinks=False):
+            return
+        steps.append((step, entry.name))
+    if steps:
+        newest = max(steps)[1]
+        raise InputError(f"{param('local_dir')} {value} holds only checkpoint-N folders (a Trainer output_dir):"
+                         f" push one of them, e.g. {param('local_dir')} {path / newest}", param='local_dir')
 
 
 def _raise_walk_error(exc: OSError) -> None:

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ckpt_action.checkpoint.manifest import PULL_RECORD_NAME, FileDigest
+from ckpt_action.disk.access import not_writable_hint
 from ckpt_action.errors import CkptError, InputError, param
 from ckpt_action.filelock import try_lock
 from ckpt_action.handle import SHA256_RE, SHA_RE
@@ -413,10 +414,10 @@ def check_target(value: str | None, *, force: bool) -> TargetState:
         raise InputError(f"{param('local_dir')} {value}: {ancestor} is not a directory", param='local_dir')
     if not path.exists() and not os.access(ancestor, os.W_OK | os.X_OK):
         raise InputError(f"{param('local_dir')} {value}: {ancestor} is not writable: choose a dir you can"
-                         " write to", param='local_dir')
+                         f" write to{not_writable_hint()}", param='local_dir')
     if path.exists() and not os.access(path, os.W_OK | os.X_OK):
         raise InputError(f"{param('local_dir')} {value} is not writable: choose a dir you can write"
-                         " to", param='local_dir')
+                         f" to{not_writable_hint()}", param='local_dir')
     if path.exists() and _holds_a_file(path):
         why = protected_reason(path)  # before the walk: `/` or a home dir would take long to walk
         if why is not None:

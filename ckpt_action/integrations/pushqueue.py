@@ -1,10 +1,16 @@
-"""A one-slot push queue: uploads run on a background thread, in order, and at most one waits.
+"""A bounded push queue: uploads run on a background thread, in order.
 
-Training saves faster than a slow link uploads. Queueing every save would grow without
-bound and push checkpoints nobody will resume from; dropping saves while one uploads
-would lose the newest. So: one push runs, one waits, and a newer save replaces the
-waiting one (the replaced item is reported ``superseded``). The queue knows nothing of
-transformers; the Trainer callback is one user of it.
+Training saves faster than a slow link uploads. Queueing every save without a bound
+would grow without end; dropping saves while one uploads would lose the newest. Two
+policies, both bounded:
+
+- ``keep="newest"`` (the default): one push runs, one waits, and a newer save replaces
+  the waiting one (the replaced item is reported ``superseded``);
+- ``keep="every"``: every item is pushed, in order; at most ``max_waiting`` wait behind
+  the running push, and :meth:`PushQueue.submit` blocks (training waits) until one
+  starts when that many already wait.
+
+The queue knows nothing of transformers; the Trainer callback is one user of it.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from ..handle import CheckpointHandle
 
 T = TypeVar("T")
 Status = Literal["pushed", "failed", "superseded"]
+Keep = Literal["newest", "every"]
 
 
 @dataclass(frozen=True)
@@ -49,24 +56,40 @@ class PushQueue(Generic[T]):
     """
 
     def __init__(self, push: Callable[[T], CheckpointHandle], *, discard: Callable[[T], None] | None = None,
-                 name: str = "ckpt-action-push") -> None:
+                 name: str = "ckpt-action-push", keep: Keep = "newest", max_waiting: int = 1) -> None:
+        if keep not in ("newest", "every"):
+            raise ValueError(f"keep must be 'newest' or 'every', not {keep!r}")
+        if isinstance(max_waiting, bool) or not isinstance(max_waiting, int) or max_waiting < 1:
+            raise ValueError(f"max_waiting must be a whole number >= 1, not {max_waiting!r}")
+        self.keep: Keep = keep
+        self.max_waiting = 1 if keep == "newest" else max_waiting
         self._push = push
         self._discard = discard or (lambda item: None)
         self._name = name
         self._cond = threading.Condition()
-        self._waiting: list[T] = []  # at most one
+        self._waiting: list[T] = []  # at most max_waiting, oldest first
         self._running = False
         self._closed = False
         self._outcomes: list[Outcome[T]] = []
         self._thread: threading.Thread | None = None
 
     def submit(self, item: T) -> None:
-        """Queue ``item`` behind the running push, replacing an item still waiting there."""
+        """Queue ``item`` behind the running push: with ``keep="newest"`` it replaces an item
+        still waiting there; with ``keep="every"`` it waits its turn, and this call blocks
+        while ``max_waiting`` items already wait."""
         with self._cond:
             if self._closed:
                 raise RuntimeError("the push queue is closed")
-            replaced = self._waiting[:]
-            self._waiting[:] = [item]
+            if self.keep == "every":
+                # Bounded by the worker: it takes an item whenever one push ends (or fails).
+                self._cond.wait_for(lambda: len(self._waiting) < self.max_waiting or self._closed)
+                if self._closed:
+                    raise RuntimeError("the push queue is closed")
+                replaced: list[T] = []
+                self._waiting.append(item)
+            else:
+                replaced = self._waiting[:]
+                self._waiting[:] = [item]
             self._outcomes += [Outcome(old, "superseded") for old in replaced]
             if self._thread is None:
                 # A daemon: a training process that dies must not hang on its uploads. A
@@ -83,8 +106,9 @@ class PushQueue(Generic[T]):
                 self._cond.wait_for(lambda: bool(self._waiting) or self._closed)
                 if not self._waiting:
                     return
-                item = self._waiting.pop()
+                item = self._waiting.pop(0)
                 self._running = True
+                self._cond.notify_all()  # a slot is free: a blocked submit may go on
             outcome: Outcome[T] = Outcome(item, "failed", error=RuntimeError("the push stopped unexpectedly"))
             try:
                 outcome = Outcome(item, "pushed", handle=self._push(item))

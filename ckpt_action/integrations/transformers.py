@@ -10,15 +10,19 @@
 Each save ``output_dir/checkpoint-N`` is pushed as ``checkpoint-N`` with the same
 guarantees as ``ckpt-action push`` (manifest last, pinned SHA, retries), while training
 goes on. Unlike Trainer's own ``push_to_hub``/``hub_strategy`` it reports the SHA, marks
-completeness, and resumes from the Hub. Needs ``pip install 'ckpt-action[transformers]'``.
+completeness, and resumes from the Hub. Needs the ``transformers`` extra: ``pip install ".[transformers]"``
+in a checkout, or ``pip install "ckpt-action[transformers] @ git+https://github.com/OWNER/ckpt-action@v1"``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
+import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -27,6 +31,7 @@ from ckpt_action import api, names
 
 from ..errors import CkptError, InputError
 from ..handle import CheckpointHandle
+from ..progress import human, interactive, no_progress_lines
 from ..settings import Settings
 from .pushqueue import Outcome, PushFailedError, PushQueue
 
@@ -34,7 +39,8 @@ try:
     from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
-        f"ckpt_action.integrations.transformers needs transformers: pip install 'ckpt-action[transformers]' ({exc})"
+        "ckpt_action.integrations.transformers needs transformers: install the extra, pip install"
+        f" '.[transformers]' in a ckpt-action checkout ({exc})"
     ) from exc
 
 __all__ = ["CheckpointCallback", "PushFailedError", "resume_from_hub"]
@@ -73,15 +79,35 @@ def _stage(src: Path, root: Path) -> Path:
 class CheckpointCallback(TrainerCallback):
     """Push each checkpoint Trainer saves to ``repo`` as ``checkpoint-N``, in the background.
 
-    - One push runs at a time, in save order; at most one waits behind it, and a newer
-      save replaces the waiting one. Only the world's main process (rank 0) pushes.
+    - One push runs at a time, in save order. By default at most one waits behind it and
+      a newer save replaces the waiting one: the replaced checkpoint is never pushed, is
+      logged as a WARNING naming it, and listed in ``self.skipped``. With
+      ``push_every_save=True`` every save is pushed, in order: up to ``max_waiting`` saves
+      (default 2) wait behind the running push, and a save beyond that makes training
+      wait in ``on_save`` until the oldest one starts. Each waiting save is a copy of hard
+      links under ``output_dir/.ckpt-action-push/`` (no space on the same file system; a
+      full copy where links fail). Only the world's main process (rank 0) pushes.
+    - Transfer progress is one line per push on stderr (``pushed checkpoint-N at SHA:
+      size in s``); huggingface_hub's bars show only when stderr is a terminal. In a log,
+      the callback turns huggingface_hub's bars off from ``on_train_begin`` to the end of
+      training and back on then (a switch of the whole process: huggingface_hub has no
+      per-call one), unless ``client_bars=True``.
     - Each push is recorded in ``self.pushed`` (handles, pinned to 40-hex SHAs), in
       ``state.log_history`` (``{"checkpoint": "checkpoint-N", "checkpoint_revision": SHA,
       "checkpoint_hub_url": URL, "step": N}``) and, with a W&B run active, as a pointer
       artifact with aliases ``latest`` and ``step-N``.
     - At the end of training it waits for the last push. A failed push raises
       :class:`PushFailedError` there (``on_failure="warn"`` logs it instead); it never
-      leaves a partial checkpoint on the Hub, whose manifest comes last.
+      leaves a partial checkpoint on the Hub, whose manifest comes last. Nothing is left
+      in ``output_dir`` but Trainer's own checkpoints.
+    - After a resume, ``state.log_history`` holds the revisions of earlier pushes too. A
+      checkpoint cannot contain its own SHA (the SHA names the commit holding the
+      checkpoint's bytes, so it exists only once they are fixed), but it holds every SHA
+      recorded before it was saved: Trainer writes ``log_history`` into each checkpoint's
+      ``trainer_state.json``. The resumed checkpoint's own SHA is added at
+      ``on_train_begin`` from the record :func:`resume_from_hub`'s pull left in it. A push
+      that landed after the resumed checkpoint was saved is on the Hub
+      (``ckpt.list_checkpoints``), not in the history.
 
     Options are :func:`ckpt_action.ops.push`'s (``endpoint``, ``token``, ``private``,
     ``timeout``, ``retries``), defaulting from the same environment variables; they are
@@ -104,14 +130,24 @@ class CheckpointCallback(TrainerCallback):
         on_failure: Literal["raise", "warn"] = "raise",
         log_to_wandb: bool = True,
         artifact_name: str | None = None,
+        push_every_save: bool = False,
+        max_waiting: int = 2,
+        client_bars: bool = False,
     ) -> None:
         self.repo = names.repo_id(repo)
         if on_failure not in ("raise", "warn"):
             raise InputError(f"on_failure must be 'raise' or 'warn', not {on_failure!r}")
+        if isinstance(max_waiting, bool) or not isinstance(max_waiting, int) or max_waiting < 1:
+            raise InputError(f"max_waiting must be a whole number >= 1, not {max_waiting!r}")
         settings = Settings.from_env(endpoint=endpoint, token=token or None, timeout=timeout, retries=retries)
         names.token_for_write(settings.token, settings.endpoint)
         self._options: dict[str, Any] = {"endpoint": endpoint, "token": token, "private": private,
                                          "timeout": timeout, "retries": retries}
+        self._endpoint = settings.endpoint
+        self.push_every_save = push_every_save
+        self.max_waiting = max_waiting
+        self.client_bars = client_bars
+        self._bars_turned_off = False
         self.on_failure = on_failure
         self.log_to_wandb = log_to_wandb
         self.artifact_name = artifact_name
@@ -119,6 +155,9 @@ class CheckpointCallback(TrainerCallback):
         """Every checkpoint pushed, in order."""
         self.failures: list[tuple[str, Exception]] = []
         """(checkpoint-N, error) for every push that failed."""
+        self.skipped: list[str] = []
+        """checkpoint-N of every save a newer one replaced before its push began (never pushed)."""
+        self._staging: Path | None = None
         self._queue: PushQueue[_Job] | None = None
 
     def __repr__(self) -> str:  # the token stays out of logs
@@ -135,6 +174,8 @@ class CheckpointCallback(TrainerCallback):
         if self._queue is None:  # else an earlier train() of this callback is still pushing from it
             # Left by a process that died while pushing; nothing else reads it.
             shutil.rmtree(_output_dir(args) / STAGING_DIR, ignore_errors=True)
+        self._quiet_client_bars()
+        self._record_resumed(args, state)
 
     def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                 **kwargs: Any) -> None:
@@ -150,8 +191,10 @@ class CheckpointCallback(TrainerCallback):
             self.failures.append((name, error))
             return
         if self._queue is None:
-            self._queue = PushQueue(self._push, discard=lambda job: shutil.rmtree(job.staged, ignore_errors=True))
-        self._queue.submit(_Job(step, _stage(src, _output_dir(args) / STAGING_DIR)))
+            self._queue = PushQueue(self._push, discard=lambda job: shutil.rmtree(job.staged, ignore_errors=True),
+                                    keep="every" if self.push_every_save else "newest", max_waiting=self.max_waiting)
+        self._staging = _output_dir(args) / STAGING_DIR
+        self._queue.submit(_Job(step, _stage(src, self._staging)))
 
     def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                     **kwargs: Any) -> None:
@@ -176,6 +219,11 @@ class CheckpointCallback(TrainerCallback):
             self._queue.close()
             self._queue, queue = None, self._queue
             self._record(state, queue)
+        if self._staging is not None:
+            with contextlib.suppress(OSError):  # only when empty: every staged copy is removed by now
+                self._staging.rmdir()
+            self._staging = None
+        self._restore_client_bars()
         if self.failures:
             error = PushFailedError.of(self.failures)
             self.failures = []
@@ -185,7 +233,45 @@ class CheckpointCallback(TrainerCallback):
 
     def _push(self, job: _Job) -> CheckpointHandle:
         subfolder = f"{CHECKPOINT_PREFIX}-{job.step}"
-        return api.push(job.staged, self.repo, step=job.step, subfolder=subfolder, **self._options)
+        started = time.monotonic()
+        size = sum(p.stat().st_size for p in job.staged.rglob("*") if p.is_file())
+        with no_progress_lines():  # this thread's pushes: the one line below instead
+            handle = api.push(job.staged, self.repo, step=job.step, subfolder=subfolder, **self._options)
+        print(f"ckpt-action: pushed {subfolder} at {handle.revision}: {human(size)} in"
+              f" {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
+        return handle
+
+    def _quiet_client_bars(self) -> None:
+        """huggingface_hub's upload bars write a line per refresh into a training log."""
+        if self.client_bars or interactive():
+            return
+        from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars
+
+        if not are_progress_bars_disabled():
+            disable_progress_bars()
+            self._bars_turned_off = True
+
+    def _restore_client_bars(self) -> None:
+        if self._bars_turned_off:
+            from huggingface_hub.utils import enable_progress_bars
+
+            enable_progress_bars()
+            self._bars_turned_off = False
+
+    def _record_resumed(self, args: TrainingArguments, state: TrainerState) -> None:
+        """A run resumed from a checkpoint :func:`resume_from_hub` pulled: its own SHA, which
+        its ``trainer_state.json`` cannot hold, goes into ``log_history`` like any push's."""
+        step = int(state.global_step)
+        name = f"{CHECKPOINT_PREFIX}-{step}"
+        if step <= 0 or any(e.get("checkpoint") == name for e in state.log_history):
+            return
+        pulled = api.pulled_checkpoint(_output_dir(args) / name)
+        if pulled is None or pulled[0] != self.repo or pulled[1] != name:
+            return
+        handle = CheckpointHandle(self.repo, name, pulled[2], step, self._endpoint)
+        entry: dict[str, Any] = {"checkpoint": name, "checkpoint_revision": handle.revision,
+                                 "checkpoint_hub_url": handle.hub_url, "step": step}
+        state.log_history.append(entry)  # typed as floats by transformers; the pushes' entries are alike
 
     def _record(self, state: TrainerState | None, queue: PushQueue[_Job] | None = None) -> None:
         """Take the finished pushes (on Trainer's thread): log history, ``pushed``, W&B."""
@@ -198,7 +284,9 @@ class CheckpointCallback(TrainerCallback):
     def _record_one(self, state: TrainerState | None, outcome: Outcome[_Job]) -> None:
         name = f"{CHECKPOINT_PREFIX}-{outcome.item.step}"
         if outcome.status == "superseded":
-            log.info("%s not pushed: a newer checkpoint replaced it while another push ran", name)
+            self.skipped.append(name)
+            log.warning("%s was not pushed: a newer save replaced it while another push ran (it never reaches the"
+                        " Hub; CheckpointCallback(push_every_save=True) pushes every save)", name)
             return
         if outcome.error is not None:
             log.warning("pushing %s failed: %s", name, outcome.error)

@@ -26,6 +26,21 @@ class LatestResult:
     repo_missing: bool = False
     """The Hub said 404 for the repo: it does not exist, or the token cannot see it."""
 
+    def missing_warning(self, repo: str, *, token: bool, require: str) -> str | None:
+        """The warning for a repo the Hub says is not there (None when it is), with the
+        consequence (a resume job starts from scratch) and ``require``, how to make that an
+        error: a reference (``errors.param_on("require")``) each door spells as its users
+        know it (``--require``, ``require: true``, ``require=True``).
+
+        The Hub answers 404 alike for a repo that does not exist and for a private one the
+        token cannot see, so both causes are named.
+        """
+        if not self.repo_missing:
+            return None
+        why = "no token is set, so a private repo looks missing" if not token else "or this token cannot see it"
+        return (f"{repo} does not exist ({why}): no checkpoint, so a resume job will start over from scratch;"
+                f" pass {require} where a first run is not expected")
+
 
 def latest(remote: RemoteRepo, revision: str | None = None) -> LatestResult:
     """Find the highest complete ``checkpoint-N`` folder at the head of ``revision``.
