@@ -125,11 +125,12 @@ class LoadedSigner:
         posix paths) have these sha256 digests."""
         from model_signing._signing.signing import Payload
 
-        signature = self.signer.sign(Payload(_manifest(digests, model_name)))
-        identity = self.identity
-        if self.keyless:  # the identity is what Fulcio certified, known only now
-            identity = certificate_identity(signature.bundle.signing_certificate)
-        return Signed(signature.bundle.to_json().encode(), identity)
+        payload = Payload(_manifest(digests, model_name))
+        if not self.keyless:
+            return Signed(self.signer.sign(payload).bundle.to_json().encode(), self.identity)
+        signature = _sign_keyless(self.signer, payload)
+        # The identity is what Fulcio certified, known only now.
+        return Signed(signature.bundle.to_json().encode(), certificate_identity(signature.bundle.signing_certificate))
 
 
 @dataclass(frozen=True)
@@ -253,6 +254,20 @@ def _keyless_signer(config: SigningConfig, env: Mapping[str, str]) -> LoadedSign
     except (OSError, ValueError) as exc:
         raise InputError(f"the Sigstore trust config cannot be used: {exc}") from exc
     return LoadedSigner(signer, "keyless (GitHub Actions OIDC identity)", keyless=True)
+
+
+def _sign_keyless(signer: Any, payload: Any) -> Any:
+    """Fulcio certifies a fresh key for the OIDC identity, Rekor logs the signature: a
+    failure of either (or of their answers' checks) is a failed signature, named."""
+    import requests
+    from sigstore import errors as sigstore_errors
+    from sigstore._internal.fulcio.client import ExpiredCertificate, FulcioClientError
+
+    try:
+        return signer.sign(payload)
+    except (sigstore_errors.Error, FulcioClientError, ExpiredCertificate, requests.RequestException) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SignatureError(f"keyless signing failed at Sigstore: {quoted(reason, 200)}") from exc
 
 
 def key_fingerprint(public_key: Any) -> str:
