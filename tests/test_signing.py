@@ -178,7 +178,7 @@ def test_unsigned_is_refused(signed: tuple[Path, Path]) -> None:
 def test_another_key_is_refused(signed: tuple[Path, Path], tmp_path: Path) -> None:
     model, _ = signed
     other = make_key(tmp_path, "other")
-    with pytest.raises(SignatureError, match="does not verify against the key other.pub.pem"):
+    with pytest.raises(SignatureError, match=r"does not verify against the key other\.pub\.pem"):
         verify({"verify_key": other.public}, model)
 
 
@@ -211,7 +211,7 @@ def test_a_certificate_from_another_ca_is_refused(tmp_path: Path) -> None:
     pki, other = make_pki(tmp_path / "a"), make_pki(tmp_path / "b")
     model = make_model(tmp_path / "m")
     sign_dir(model, signing_key=pki.key, signing_certificate=pki.certificate, signing_chain=pki.chain)
-    with pytest.raises(SignatureError, match="does not verify against the CA in root.pem"):
+    with pytest.raises(SignatureError, match=r"does not verify against the CA in root\.pem"):
         verify({"verify_certificate_chain": other.root}, model)
 
 
@@ -238,7 +238,7 @@ def test_signer_options_are_checked_in_the_doors_words(tmp_path: Path) -> None:
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
     with pytest.raises(InputError, match="--signing-key must be an elliptic-curve key on P-256"):
         SigningConfig(key=rsa_key).load(env={}, names=cli)
-    with pytest.raises(InputError, match="--signing-key .* cannot be read"):
+    with pytest.raises(InputError, match=r"--signing-key .* cannot be read"):
         SigningConfig(key=tmp_path / "missing.pem").load(env={}, names=cli)
     pki = make_pki(tmp_path)
     with pytest.raises(InputError, match="--signing-certificate is not the certificate of --signing-key"):
@@ -250,7 +250,7 @@ def test_verify_options_are_checked_in_the_doors_words() -> None:
     assert VerifyConfig.from_options() is None
     with pytest.raises(InputError, match="give one of verify_key=, verify_certificate_chain= or verify_identity="):
         VerifyConfig.from_options(verify_key="k.pub", verify_identity="x")
-    with pytest.raises(InputError, match="verify_identity= needs verify_issuer= .*token.actions.githubusercontent"):
+    with pytest.raises(InputError, match=r"verify_identity= needs verify_issuer= .*token\.actions\.githubusercontent"):
         VerifyConfig.from_options(verify_identity="https://github.com/o/r/.github/workflows/x.yml@refs/heads/main")
     with pytest.raises(InputError, match="verify_issuer= needs verify_identity="):
         VerifyConfig.from_options(verify_issuer="https://token.actions.githubusercontent.com")
