@@ -233,11 +233,20 @@ def _keyless_signer(config: SigningConfig, env: Mapping[str, str]) -> LoadedSign
         raise InputError(f"keyless signing found no GitHub Actions OIDC token ({', '.join(missing)} unset): "
                          f"{ID_TOKEN_HINT}")
     from model_signing._signing import sign_sigstore
+    from sigstore import models as sigstore_models
     from sigstore import oidc
+    from sigstore import sign as sigstore_sign
 
     class AmbientSigner(sign_sigstore.Signer):
         """model-signing's Sigstore signer that takes the ambient token or fails: its own
-        falls back to an interactive browser login, which a CI job cannot answer."""
+        falls back to an interactive browser login, which a CI job cannot answer, and
+        fetches that login's OIDC configuration when built."""
+
+        def __init__(self, trust_path: Path | None) -> None:
+            trust = (sigstore_models.ClientTrustConfig.from_json(trust_path.read_text()) if trust_path
+                     else sigstore_models.ClientTrustConfig.production())
+            self._signing_context = sigstore_sign.SigningContext.from_trust_config(trust)
+            self._client_id = sign_sigstore._DEFAULT_CLIENT_ID
 
         def _get_identity_token(self) -> Any:
             try:
@@ -250,7 +259,7 @@ def _keyless_signer(config: SigningConfig, env: Mapping[str, str]) -> LoadedSign
             return oidc.IdentityToken(token, self._client_id)
 
     try:
-        signer = AmbientSigner(use_ambient_credentials=True, trust_config=config.trust_config)
+        signer = AmbientSigner(config.trust_config)
     except (OSError, ValueError) as exc:
         raise InputError(f"the Sigstore trust config cannot be used: {exc}") from exc
     return LoadedSigner(signer, "keyless (GitHub Actions OIDC identity)", keyless=True)
