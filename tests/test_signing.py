@@ -267,3 +267,37 @@ def test_the_signing_modules_load_none_of_model_signing_until_they_sign_or_verif
                          cwd=Path(__file__).resolve().parents[1])
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+# --------------------------------------------------------------------------- the provenance statement
+
+
+def test_provenance_says_where_a_signed_checkpoint_belongs() -> None:
+    from ckpt_action.checkpoint.provenance import Provenance
+
+    env = {"GITHUB_SHA": "a" * 40, "GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "org/train",
+           "GITHUB_RUN_ID": "42", "GITHUB_RUN_ATTEMPT": "2"}
+    p = Provenance.here("org/run", "release", 900, env, promoted_from="org/run/checkpoint-900@" + "b" * 40)
+    assert p.workflow_run == "https://github.com/org/train/actions/runs/42/attempts/2"
+    assert Provenance.from_json(p.to_json()) == p
+    assert p.to_json() == Provenance.here("org/run", "release", 900, env,
+                                          promoted_from="org/run/checkpoint-900@" + "b" * 40).to_json()
+    p.check("org/run", "release", 900)
+    with pytest.raises(SignatureError, match="made for 'org/run'/'release', not org/run/checkpoint-100"):
+        p.check("org/run", "checkpoint-100", 900)
+    with pytest.raises(SignatureError, match="says step 900, the manifest says 100"):
+        p.check("org/run", "release", 100)
+    assert Provenance.here("o/r", "c", None, {"GITHUB_SHA": "not a sha"}).source_commit is None
+
+
+@pytest.mark.parametrize("doc", [
+    b"[]", b'{"format": "other"}',
+    b'{"format": "ckpt-action/provenance/v1", "repo": "o/r", "subfolder": "x\\u001b[31m", "step": 1}',
+    b'{"format": "ckpt-action/provenance/v1", "repo": "o/r", "subfolder": "x", "step": -1}',
+    b'{"format": "ckpt-action/provenance/v1", "repo": "o/r", "subfolder": "x", "workflow_run": "javascript:x"}',
+])
+def test_an_unusable_provenance_statement_is_refused(doc: bytes) -> None:
+    from ckpt_action.checkpoint.provenance import Provenance
+
+    with pytest.raises(SignatureError, match=r"ckpt-provenance\.json is unreadable"):
+        Provenance.from_json(doc)

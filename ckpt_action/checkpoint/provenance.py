@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -35,7 +34,6 @@ class Provenance:
     """The commit of the training code (``GITHUB_SHA`` in Actions)."""
     workflow_run: str | None = None
     """The run's URL (from ``GITHUB_SERVER_URL``, ``GITHUB_REPOSITORY``, ``GITHUB_RUN_ID``)."""
-    signed_at: str = ""
     promoted_from: str | None = None
     """``REPO/SUBFOLDER@SHA`` a promote copied the checkpoint from."""
 
@@ -50,14 +48,15 @@ class Provenance:
             run = f"{server}/{env['GITHUB_REPOSITORY']}/actions/runs/{env['GITHUB_RUN_ID']}"
             if env.get("GITHUB_RUN_ATTEMPT"):
                 run += f"/attempts/{env['GITHUB_RUN_ATTEMPT']}"
+        # No time stamp: a re-push of the same checkpoint from the same run writes the same
+        # statement, so it stays a no-op (the manifest keeps the time).
         return cls(repo, subfolder, step, commit if commit and _SHA_RE.match(commit) else None,
-                   run if run and _RUN_RE.match(run) else None,
-                   time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), promoted_from)
+                   run if run and _RUN_RE.match(run) else None, promoted_from)
 
     def to_json(self) -> bytes:
         doc: dict[str, object] = {"format": FORMAT, "repo": self.repo, "subfolder": self.subfolder,
                                   "step": self.step, "source_commit": self.source_commit,
-                                  "workflow_run": self.workflow_run, "signed_at": self.signed_at}
+                                  "workflow_run": self.workflow_run}
         if self.promoted_from:
             doc["promoted_from"] = self.promoted_from
         return (json.dumps(doc, indent=2) + "\n").encode()
@@ -71,8 +70,7 @@ class Provenance:
             doc = json.loads(data)
             if not isinstance(doc, dict) or doc.get("format") != FORMAT:
                 raise ValueError("unknown format")
-            fields = {k: doc.get(k) for k in ("repo", "subfolder", "source_commit", "workflow_run", "signed_at",
-                                              "promoted_from")}
+            fields = {k: doc.get(k) for k in ("repo", "subfolder", "source_commit", "workflow_run", "promoted_from")}
             for key, value in fields.items():
                 if value is not None and not (isinstance(value, str) and value.isprintable() and len(value) < 600):
                     raise ValueError(f"{key} is not printable text")
@@ -88,7 +86,7 @@ class Provenance:
         except (ValueError, RecursionError) as exc:
             raise SignatureError(f"{PROVENANCE_NAME} is unreadable ({exc})") from exc
         return cls(fields["repo"], fields["subfolder"], step, fields["source_commit"], fields["workflow_run"],
-                   fields["signed_at"] or "", fields["promoted_from"])
+                   fields["promoted_from"])
 
     def check(self, repo: str, subfolder: str, step: int | None) -> None:
         """Refuse a signed checkpoint that was signed for another place or step: a copy of an
@@ -103,4 +101,4 @@ class Provenance:
     def report(self) -> dict[str, object]:
         return {"repo": self.repo, "subfolder": self.subfolder, "step": self.step,
                 "source_commit": self.source_commit, "workflow_run": self.workflow_run,
-                "signed_at": self.signed_at, "promoted_from": self.promoted_from}
+                "promoted_from": self.promoted_from}
