@@ -166,8 +166,22 @@ def _identity_verifier(config: VerifyConfig) -> Any:
 
 @dataclass(frozen=True)
 class Verified:
+    """A signature that verified: who made it and what it vouches for."""
+
     signer: str
     """The key fingerprint, the certificate's subject or the Sigstore identity."""
+    digests: dict[str, str]
+    """Every file it covers (relative path -> sha256)."""
+
+    def covers(self, actual: Mapping[str, str]) -> None:
+        """Raise unless these are exactly the signed files with the signed digests
+        (relative path -> sha256 of the bytes at hand, ``model.sig`` left out)."""
+        _compare(self.digests, actual)
+
+    def covers_some(self, actual: Mapping[str, str]) -> None:
+        """Raise unless each of these files (a pull of some files of the folder) is signed with
+        this digest; the folder as a whole was checked by :meth:`covers` against its manifest."""
+        _compare({p: self.digests[p] for p in actual if p in self.digests}, actual)
 
 
 @dataclass(frozen=True)
@@ -175,20 +189,21 @@ class Verifier:
     config: VerifyConfig
     impl: Any
 
-    def verify(self, signature: bytes | None, actual: Mapping[str, str]) -> Verified:
-        """Check ``model.sig`` (None: the folder has none) and that it covers exactly these
-        files (relative path -> sha256 of the bytes at hand, ``model.sig`` left out).
-
-        :class:`SignatureError` names what failed: unsigned, another signer, a file added,
-        removed or changed after signing.
-        """
+    def open(self, signature: bytes | None) -> Verified:
+        """Check ``model.sig`` (None: the folder has none) against the trusted key, CA or
+        identity; :class:`SignatureError` names what failed (unsigned, another signer)."""
         if signature is None:
             raise SignatureError(f"the checkpoint is not signed (no {SIGNATURE_NAME}): it cannot be "
                                  f"verified against {self.config.describes}")
         bundle = self._parse(signature)
-        signed = self._check(bundle)
-        _compare(signed, actual)
-        return Verified(self._signer(bundle))
+        return Verified(self._signer(bundle), self._check(bundle))
+
+    def verify(self, signature: bytes | None, actual: Mapping[str, str]) -> Verified:
+        """:meth:`open`, then :meth:`Verified.covers`: a file added, removed or changed after
+        signing is named."""
+        verified = self.open(signature)
+        verified.covers(actual)
+        return verified
 
     def _parse(self, data: bytes) -> Any:
         try:
