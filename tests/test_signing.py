@@ -72,6 +72,21 @@ def test_payload_is_byte_for_byte_what_model_signing_writes(tmp_path: Path) -> N
                                             for rel, d in sorted(dir_digests(model).items())]
 
 
+def test_names_a_copy_may_hold_are_recorded_as_model_signing_records_ignore_paths(tmp_path: Path) -> None:
+    key = make_key(tmp_path)
+    model = make_model(tmp_path / "m")
+    ours = SigningConfig(key=key.private).load(env={}).sign(dir_digests(model), "m", also_ignore=(".ckpt-pull.json",))
+    model_signing.signing.Config().use_elliptic_key_signer(private_key=key.private).set_hashing_config(
+        model_signing.hashing.Config().set_ignored_paths(paths=[".ckpt-pull.json", SIGNATURE_NAME])).sign(
+        model, model / SIGNATURE_NAME)
+    assert json.loads(ours.data)["dsseEnvelope"]["payload"] == json.loads(
+        (model / SIGNATURE_NAME).read_bytes())["dsseEnvelope"]["payload"]
+    (model / SIGNATURE_NAME).write_bytes(ours.data)
+    (model / ".ckpt-pull.json").write_text("{}")  # what a pull leaves: model-signing skips it as told
+    res = ms_cli("verify", "key", "--public_key", key.public, "--signature", model / SIGNATURE_NAME, model)
+    assert res.returncode == 0, res.stderr
+
+
 def test_signing_reads_no_file_only_the_digests(tmp_path: Path) -> None:
     key = make_key(tmp_path)
     digests = {"model.safetensors": "ab" * 32, "ckpt-manifest.json": "cd" * 32}  # no such files anywhere

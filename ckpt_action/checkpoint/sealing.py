@@ -12,7 +12,7 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..manifest import MANIFEST_NAME, FileDigest, Manifest, digest_bytes
+from ..manifest import MANIFEST_NAME, PULL_RECORD_NAME, FileDigest, Manifest, digest_bytes
 from .provenance import PROVENANCE_NAME, Provenance
 from .signing import SIGNATURE_NAME, LoadedSigner, SignatureError
 from .verifying import Verified, Verifier
@@ -57,7 +57,9 @@ def seal(signer: LoadedSigner, manifest: Manifest, provenance: bytes, name: str)
     if PROVENANCE_NAME not in manifest.files:
         raise ValueError("the manifest must list the provenance statement it is signed with")
     data = manifest.to_json()
-    signed = signer.sign(signed_digests(manifest.files, data), name)
+    # A pulled copy holds the pull's record besides the checkpoint: model-signing's verifier
+    # is told to skip it, so `model_signing verify` passes on a pulled dir as it is.
+    signed = signer.sign(signed_digests(manifest.files, data), name, also_ignore=(PULL_RECORD_NAME,))
     return Sealed(data, provenance, signed.data, signed.signer)
 
 

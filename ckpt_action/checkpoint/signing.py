@@ -120,12 +120,14 @@ class LoadedSigner:
     identity: str
     keyless: bool = False
 
-    def sign(self, digests: Mapping[str, str], model_name: str) -> Signed:
+    def sign(self, digests: Mapping[str, str], model_name: str, also_ignore: Sequence[str] = ()) -> Signed:
         """``model.sig`` for a folder whose files (every one but ``model.sig``, relative
-        posix paths) have these sha256 digests."""
+        posix paths) have these sha256 digests. ``also_ignore``: names a copy of the folder
+        may hold that are not part of it (a pull's record), recorded so that
+        model-signing's verifier skips them too."""
         from model_signing._signing.signing import Payload
 
-        payload = Payload(_manifest(digests, model_name))
+        payload = Payload(_manifest(digests, model_name, also_ignore))
         if not self.keyless:
             return Signed(self.signer.sign(payload).bundle.to_json().encode(), self.identity)
         signature = _sign_keyless(self.signer, payload)
@@ -140,7 +142,7 @@ class Signed:
     signer: str
 
 
-def _manifest(digests: Mapping[str, str], model_name: str) -> Any:
+def _manifest(digests: Mapping[str, str], model_name: str, also_ignore: Sequence[str] = ()) -> Any:
     """model-signing's in-memory manifest of a dir with these files, as its "files"
     serialization with sha256 would build it by hashing them, and with the ignore paths its
     CLI records (the signature, the git paths); a git path that is a file of the checkpoint
@@ -151,9 +153,9 @@ def _manifest(digests: Mapping[str, str], model_name: str) -> Any:
     if SIGNATURE_NAME in digests:
         raise ValueError(f"{SIGNATURE_NAME} cannot sign itself")
     tops = {rel.split("/", 1)[0] for rel in digests}
-    # Built as its CLI builds it (the signature, then the git paths, a frozenset of Paths), so
-    # the recorded list comes out in the order model-signing itself would write in this process.
-    ignore = frozenset(pathlib.Path(p) for p in (SIGNATURE_NAME, *_GIT_PATHS) if p not in tops)
+    # Built as its CLI builds it (--ignore-paths, the signature, then the git paths, a frozenset
+    # of Paths), so the list comes out in the order model-signing would write in this process.
+    ignore = frozenset(pathlib.Path(p) for p in (*also_ignore, SIGNATURE_NAME, *_GIT_PATHS) if p not in tops)
     serialization = ms_manifest._FileSerialization("sha256", False, ignore)
     items = [ms_manifest.FileManifestItem(path=pathlib.PurePosixPath(rel), digest=Digest("sha256", bytes.fromhex(d)))
              for rel, d in digests.items()]
