@@ -136,7 +136,7 @@ def _rewrite(hub, tmp_path, folder, changes):
     it was: what someone with write access (or a leaked token) can do."""
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
-    from ckpt_action.manifest import Manifest, digest_bytes
+    from ckpt_action.checkpoint.manifest import Manifest, digest_bytes
 
     api = hf(hub)
     manifest = Manifest.from_json(Path(api.hf_hub_download("o/r", f"{folder}/{MANIFEST}",
@@ -257,7 +257,7 @@ def test_commands_that_do_not_sign_load_none_of_model_signing(hub, env, tmp_path
     code = ("import atexit, sys\n"
             "atexit.register(lambda: print(sorted({m.split('.')[0] for m in sys.modules} & "
             "{'model_signing', 'sigstore', 'OpenSSL', 'cryptography'}), file=sys.stderr))\n"
-            "from ckpt_action.cli import main\n"
+            "from ckpt_action.cli.app import main\n"
             "main()\n")
     for args in (["push", "--repo", "o/r", "--local-dir", str(src), "--step", "5"],
                  ["pull", "--repo", "o/r", "--latest", "--local-dir", str(tmp_path / "d")]):

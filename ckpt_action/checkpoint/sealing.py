@@ -12,7 +12,7 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..manifest import MANIFEST_NAME, PULL_RECORD_NAME, FileDigest, Manifest, digest_bytes
+from .manifest import MANIFEST_NAME, PULL_RECORD_NAME, FileDigest, Manifest, digest_bytes
 from .provenance import PROVENANCE_NAME, Provenance
 from .signing import SIGNATURE_NAME, LoadedSigner, SignatureError
 from .verifying import Verified, Verifier
