@@ -52,6 +52,11 @@ run=(run --name "$name" --network host --user "$(id -u):$(id -g)" --workdir "$PW
 while IFS= read -r var; do
   run+=(--env "$var")
 done < <(compgen -e | grep -E '^(INPUT_|CKPT_|WANDB_|GITHUB_)' | grep -vx 'GITHUB_TOKEN' || true)
+# Keyless signing: sigstore asks the Actions token service for the job's OIDC token, by
+# these two names (present only with `permissions: id-token: write`); passed by name only.
+case "$(lower "${INPUT_SIGN_KEYLESS:-}")" in
+  true | yes | 1 | on) run+=(--env ACTIONS_ID_TOKEN_REQUEST_URL --env ACTIONS_ID_TOKEN_REQUEST_TOKEN) ;;
+esac
 if [ -t 1 ]; then run+=(--tty); fi
 
 self=""
@@ -99,6 +104,18 @@ else
         ;;
     esac
   fi
+  # Keys, certificates, trust configs: each file by itself, read-only (a key written to
+  # RUNNER_TEMP reaches the container, nothing else of that dir does).
+  for var in INPUT_SIGNING_KEY INPUT_SIGNING_CERTIFICATE INPUT_SIGNING_CHAIN INPUT_VERIFY_KEY \
+    INPUT_VERIFY_CERTIFICATE_CHAIN INPUT_SIGSTORE_TRUST_CONFIG; do
+    file="$(abspath "${!var:-}")"
+    if [ -n "${file:-}" ] && [ -f "$file" ]; then
+      case "$file/" in
+        "$PWD"/*) ;;
+        *) run+=(--volume "$file:$file:ro") ;;
+      esac
+    fi
+  done
   mounts+=("${GITHUB_OUTPUT:-}" "${GITHUB_STEP_SUMMARY:-}")
   for p in "${mounts[@]}"; do
     if [ -n "$p" ] && [ -e "$p" ]; then run+=(--volume "$p:$p"); fi

@@ -43,8 +43,10 @@ from .handle import SHA_RE, CheckpointHandle
 from .settings import Settings
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
+    from ckpt_action.checkpoint.signing import LoadedSigner
+    from ckpt_action.checkpoint.verifying import Verifier
     from ckpt_action.disk.cache import CacheConfig
     from ckpt_action.hub.repo import RemoteRepo
     from ckpt_action.ops.discover import CheckpointInfo, LatestResult
@@ -74,19 +76,61 @@ class PruneResult:
 
 
 def _core_push(settings: Settings, repo: str, local_dir: Path, subfolder: str, *, step: int | None,
-               private: bool, commit_message: str | None) -> PushResult:
+               private: bool, commit_message: str | None, signer: LoadedSigner | None = None) -> PushResult:
     from ckpt_action.hub.repo import RemoteRepo
     from ckpt_action.ops.push import push as core_push
 
     return core_push(RemoteRepo(settings, repo), local_dir, subfolder, step=step, private=private,
-                     commit_message=commit_message)
+                     commit_message=commit_message, signer=signer)
 
 
 def _core_pull(remote: RemoteRepo, subfolder: str, revision: str | None, sha: str | None, target: Path, *,
-               force: bool, select: Selection | None = None, cache: CacheConfig | None = None) -> PullResult:
+               force: bool, select: Selection | None = None, cache: CacheConfig | None = None,
+               verifier: Verifier | None = None) -> PullResult:
     from ckpt_action.ops.pull import pull as core_pull
 
-    return core_pull(remote, subfolder, revision, target, force=force, sha=sha, select=select, cache=cache)
+    return core_pull(remote, subfolder, revision, target, force=force, sha=sha, select=select, cache=cache,
+                     verifier=verifier)
+
+
+def _api_name(keyword: str) -> str:
+    return f"{keyword}="
+
+
+def signer(*, signing_key: PathLike | None = None, signing_certificate: PathLike | None = None,
+           signing_chain: PathLike | Sequence[PathLike] | None = None, sign_keyless: bool = False,
+           sigstore_trust_config: PathLike | None = None,
+           names: Callable[[str], str] = _api_name) -> LoadedSigner | None:
+    """The signer push and promote sign with (None: unsigned), checked and loaded before any
+    request: the key read (its password only from ``CKPT_SIGNING_KEY_PASSWORD``), the
+    certificate matched to it, or for keyless signing the ambient GitHub Actions OIDC token
+    found (the workflow needs ``permissions: id-token: write``). ``names`` spells the options
+    in the caller's words (the CLI's flags) for the messages."""
+    if not (signing_key or signing_certificate or signing_chain or sign_keyless):
+        return None  # model_signing stays unimported
+    from ckpt_action.checkpoint.signing import SigningConfig
+
+    config = SigningConfig.from_options(signing_key=signing_key, signing_certificate=signing_certificate,
+                                        signing_chain=signing_chain, sign_keyless=sign_keyless,
+                                        trust_config=sigstore_trust_config, names=names)
+    return config.load(names=names) if config is not None else None
+
+
+def verifier(*, verify_key: PathLike | None = None, verify_certificate_chain: PathLike | None = None,
+             verify_identity: str | None = None, verify_issuer: str | None = None,
+             sigstore_trust_config: PathLike | None = None,
+             names: Callable[[str], str] = _api_name) -> Verifier | None:
+    """The check pull and latest apply to ``model.sig`` (None: none), loaded before any
+    request: a public key, a CA certificate chain, or a Sigstore identity and issuer
+    (``https://github.com/ORG/REPO`` alone accepts any workflow of that repo)."""
+    if not (verify_key or verify_certificate_chain or verify_identity or verify_issuer):
+        return None
+    from ckpt_action.checkpoint.verifying import VerifyConfig
+
+    config = VerifyConfig.from_options(verify_key=verify_key, verify_certificate_chain=verify_certificate_chain,
+                                       verify_identity=verify_identity, verify_issuer=verify_issuer,
+                                       trust_config=sigstore_trust_config, names=names)
+    return config.load(names=names) if config is not None else None
 
 
 def _settings(endpoint: str | None, token: str | None, timeout: float | None, retries: int | None) -> Settings:
@@ -106,10 +150,10 @@ def _warn_skipped(res: LatestResult, repo: str) -> None:
         log.warning("skipped %s: %s", name, why)
 
 
-def _find_latest(remote: RemoteRepo, revision: str | None) -> CheckpointHandle | None:
+def _find_latest(remote: RemoteRepo, revision: str | None, verify: Verifier | None = None) -> CheckpointHandle | None:
     from ckpt_action.ops.discover import latest as core_latest
 
-    res = core_latest(remote, revision)
+    res = core_latest(remote, revision, verify)
     _warn_skipped(res, remote.repo)
     return res.handle
 
@@ -147,12 +191,21 @@ def push(
     subfolder: str | None = None,
     private: bool = True,
     commit_message: str | None = None,
+    signing_key: PathLike | None = None,
+    signing_certificate: PathLike | None = None,
+    signing_chain: PathLike | Sequence[PathLike] | None = None,
+    sign_keyless: bool = False,
+    sigstore_trust_config: PathLike | None = None,
     endpoint: str | None = None,
     token: str | None = None,
     timeout: float | None = None,
     retries: int | None = None,
 ) -> CheckpointHandle:
     """Push ``local_dir`` to ``repo/<subfolder>/`` and return the handle of the commit holding it complete.
+
+    With a signer (``signing_key=``, plus ``signing_certificate=``/``signing_chain=``, or
+    ``sign_keyless=True``; see :func:`signer`) the same commit as the manifest writes
+    ``model.sig`` and the signed provenance statement.
 
     ``step`` alone names the subfolder ``checkpoint-<step>``; ``subfolder`` names it
     otherwise (``sft``). The folder on the Hub ends up exactly equal to ``local_dir``, its
@@ -169,8 +222,10 @@ def push(
     path = local_dir_to_push(os.fspath(local_dir))
     settings = _settings(endpoint, token, timeout, retries)
     names.token_for_write(settings.token, settings.endpoint)
+    sign = signer(signing_key=signing_key, signing_certificate=signing_certificate, signing_chain=signing_chain,
+                  sign_keyless=sign_keyless, sigstore_trust_config=sigstore_trust_config)
     return _core_push(settings, repo, path, subfolder, step=step, private=private,
-                      commit_message=commit_message).handle
+                      commit_message=commit_message, signer=sign).handle
 
 
 def latest(
@@ -178,6 +233,11 @@ def latest(
     *,
     revision: str | None = None,
     require: bool = False,
+    verify_key: PathLike | None = None,
+    verify_certificate_chain: PathLike | None = None,
+    verify_identity: str | None = None,
+    verify_issuer: str | None = None,
+    sigstore_trust_config: PathLike | None = None,
     endpoint: str | None = None,
     token: str | None = None,
     timeout: float | None = None,
@@ -188,14 +248,19 @@ def latest(
     None only when there is no complete checkpoint: the repo or its branch does not exist
     yet, or holds none. Any failure to tell (401, 5xx after retries, a timeout, an unknown
     ``revision``) raises. ``require=True`` raises
-    :class:`~ckpt_action.errors.NoCheckpointError` instead of returning None.
+    :class:`~ckpt_action.errors.NoCheckpointError` instead of returning None. With
+    ``verify_key=`` (or ``verify_certificate_chain=``, ``verify_identity=``/``verify_issuer=``)
+    a folder whose signature does not verify is passed over (a warning names it).
 
     >>> ckpt.latest("org/run")  # doctest: +SKIP
     CheckpointHandle(repo='org/run', subfolder='checkpoint-300', revision='3f1c…', step=300, ...)
     """
     repo = names.repo_id(repo)
     revision = names.revision(revision)
-    handle = _find_latest(_remote(_settings(endpoint, token, timeout, retries), repo), revision)
+    check = verifier(verify_key=verify_key, verify_certificate_chain=verify_certificate_chain,
+                     verify_identity=verify_identity, verify_issuer=verify_issuer,
+                     sigstore_trust_config=sigstore_trust_config)
+    handle = _find_latest(_remote(_settings(endpoint, token, timeout, retries), repo), revision, check)
     if handle is None and require:
         raise NoCheckpointError(f"no complete checkpoint-N in {repo}")
     return handle
@@ -211,6 +276,11 @@ def pull(
     include: Sequence[str] = (),
     exclude: Sequence[str] = (),
     cache_dir: PathLike | None = None,
+    verify_key: PathLike | None = None,
+    verify_certificate_chain: PathLike | None = None,
+    verify_identity: str | None = None,
+    verify_issuer: str | None = None,
+    sigstore_trust_config: PathLike | None = None,
     endpoint: str | None = None,
     token: str | None = None,
     timeout: float | None = None,
@@ -226,7 +296,10 @@ def pull(
     holding an earlier pull is updated in place (only what changed is downloaded);
     ``force=True`` replaces one that also holds files added since, never any other dir.
     ``include``/``exclude`` glob patterns pull part of the checkpoint; ``cache_dir`` (else
-    ``CKPT_CACHE_DIR``) keeps verified files across pulls.
+    ``CKPT_CACHE_DIR``) keeps verified files across pulls. ``verify_key=`` (or
+    ``verify_certificate_chain=``, ``verify_identity=``/``verify_issuer=``) also checks
+    ``model.sig`` against the manifest before any download and every byte after, before
+    ``local_dir`` changes: :class:`~ckpt_action.checkpoint.signing.SignatureError` names what failed.
 
     >>> ckpt.pull(found, "resume/")  # doctest: +SKIP
     PosixPath('/work/resume')
@@ -240,14 +313,18 @@ def pull(
     target = pull_target(os.fspath(local_dir), force=force)
     select = Selection.from_options(tuple(include), tuple(exclude))
     cache = CacheConfig.from_options(os.fspath(cache_dir) if cache_dir is not None else None, target)
+    check = verifier(verify_key=verify_key, verify_certificate_chain=verify_certificate_chain,
+                     verify_identity=verify_identity, verify_issuer=verify_issuer,
+                     sigstore_trust_config=sigstore_trust_config)
     remote = _remote(_settings(endpoint, token, timeout, retries), repo)
     sha = rev if rev is not None and SHA_RE.match(rev) else None
     if sub is None:
-        found = _find_latest(remote, rev)
+        found = _find_latest(remote, rev, check)
         if found is None:
             raise NoCheckpointError(f"no complete checkpoint-N in {repo} to pull")
         sub, sha = found.subfolder, found.revision
-    return _core_pull(remote, sub, rev, sha, target, force=force, select=select, cache=cache).local_dir
+    return _core_pull(remote, sub, rev, sha, target, force=force, select=select, cache=cache,
+                      verifier=check).local_dir
 
 
 # --------------------------------------------------------------------------- W&B
@@ -307,12 +384,20 @@ def promote(
     to_repo: str | None = None,
     tag: str | None = None,
     branch: str | None = None,
+    signing_key: PathLike | None = None,
+    signing_certificate: PathLike | None = None,
+    signing_chain: PathLike | Sequence[PathLike] | None = None,
+    sign_keyless: bool = False,
+    sigstore_trust_config: PathLike | None = None,
     endpoint: str | None = None,
     token: str | None = None,
     timeout: float | None = None,
     retries: int | None = None,
 ) -> CheckpointHandle:
     """Copy a checkpoint to the folder ``to`` (``release``) in one commit, and return the target's handle.
+
+    The signing keywords are :func:`push`'s: the target gets its own ``model.sig`` and
+    provenance statement (the source's are never copied).
 
     In the same repo the Hub copies the files server-side (no bytes move); with
     ``to_repo`` they stream through this machine, verified. ``tag`` tags the resulting
@@ -333,12 +418,14 @@ def promote(
         raise InputError("branch= does not go with to_repo=: promote into the other repo's main")
     settings = _settings(endpoint, token, timeout, retries)
     names.token_for_write(settings.token, settings.endpoint)
+    sign = signer(signing_key=signing_key, signing_certificate=signing_certificate, signing_chain=signing_chain,
+                  sign_keyless=sign_keyless, sigstore_trust_config=sigstore_trust_config)
     from ckpt_action.hub.repo import RemoteRepo
     from ckpt_action.ops.release import promote as core_promote
 
     remote = RemoteRepo(settings, repo)
     target = RemoteRepo(settings, target_repo, api=remote.api) if target_repo else None
-    return core_promote(remote, sub, rev, to, tag=tag, branch=branch, target=target).handle
+    return core_promote(remote, sub, rev, to, tag=tag, branch=branch, target=target, signer=sign).handle
 
 
 def list_checkpoints(

@@ -19,7 +19,7 @@ from tests.signing_helpers import make_key, make_model, make_pki
 
 PROVENANCE = "ckpt-provenance.json"
 MANIFEST = "ckpt-manifest.json"
-FILES = {"model.safetensors": b"w" * 3_000_000, "config.json": b'{"a": 1}', "sub/tok.json": b"{}"}
+FILES = {"model.safetensors": b"w" * 200_000, "config.json": b'{"a": 1}', "sub/tok.json": b"{}"}
 
 
 @pytest.fixture
@@ -69,8 +69,8 @@ def test_a_signed_push_writes_model_sig_with_the_manifest_and_pull_verifies_it(h
     out = push(cli, env, tmp_path, "--signing-key", str(key.private))
     assert out["signed"] is True and out["signer"].startswith("key sha256:") and out["commits"] == 1
     assert files_at(hub, out["revision"], "checkpoint-900") == sorted([*FILES, MANIFEST, PROVENANCE, SIGNATURE_NAME])
-    manifest = json.loads(hf(hub).hf_hub_download("o/r", f"checkpoint-900/{MANIFEST}", revision=out["revision"],
-                                                  cache_dir=tmp_path / "c"))
+    manifest = json.loads(Path(hf(hub).hf_hub_download("o/r", f"checkpoint-900/{MANIFEST}", revision=out["revision"],
+                                                       cache_dir=tmp_path / "c")).read_bytes())
     assert PROVENANCE in manifest["files"] and SIGNATURE_NAME not in manifest["files"]
     run = pull(cli, env, tmp_path / "dest", "--verify-key", str(key.public))
     assert run.code == 0, run.stderr
@@ -122,6 +122,13 @@ def test_a_folder_signed_by_model_signing_and_uploaded_as_is_verifies_on_pull(hu
     run = pull(cli, env, tmp_path / "dest", "--verify-key", str(key.public), subfolder="uploaded")
     assert run.code == 0, run.stderr
     assert run.json["signature_verified"] is True and run.json["provenance"] is None
+    # No manifest to check before the download: the downloaded bytes are checked before the switch.
+    hf(hub).upload_file(repo_id="o/r", path_or_fileobj=b'{"tampered": 1}', path_in_repo="uploaded/config.json")
+    before = read_tree(tmp_path / "dest")
+    run = pull(cli, env, tmp_path / "dest", "--verify-key", str(key.public), subfolder="uploaded")
+    assert run.code == 1 and "'config.json' changed after signing" in run.stderr
+    assert read_tree(tmp_path / "dest") == before
+    assert pull(cli, env, tmp_path / "unchecked", subfolder="uploaded").code == 0
 
 
 # --------------------------------------------------------------------------- refusals

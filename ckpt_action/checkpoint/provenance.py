@@ -14,8 +14,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..errors import quoted
-from .signing import SignatureError
+from ckpt_action.checkpoint.signing import SignatureError
+from ckpt_action.errors import quoted
 
 PROVENANCE_NAME = "ckpt-provenance.json"
 FORMAT = "ckpt-action/provenance/v1"

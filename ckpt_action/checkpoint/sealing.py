@@ -12,10 +12,10 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .manifest import MANIFEST_NAME, PULL_RECORD_NAME, FileDigest, Manifest, digest_bytes
-from .provenance import PROVENANCE_NAME, Provenance
-from .signing import SIGNATURE_NAME, LoadedSigner, SignatureError
-from .verifying import Verified, Verifier
+from ckpt_action.checkpoint.manifest import MANIFEST_NAME, PULL_RECORD_NAME, FileDigest, Manifest, digest_bytes
+from ckpt_action.checkpoint.provenance import PROVENANCE_NAME, Provenance
+from ckpt_action.checkpoint.signing import SIGNATURE_NAME, LoadedSigner, SignatureError
+from ckpt_action.checkpoint.verifying import Verified, Verifier
 
 WRITTEN = (SIGNATURE_NAME, PROVENANCE_NAME)
 """Files a signed push writes itself: never taken from the dir being pushed (a pulled,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError, IntegrityError, quoted
+from ckpt_action.errors import InputError, IntegrityError, quoted
 
 SIGNATURE_NAME = "model.sig"
 """The format's usual name; the one file of a folder the signature does not cover."""

@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError, quoted
-from .signing import (
+from ckpt_action.checkpoint.signing import (
     GITHUB_ISSUER,
     SIGNATURE_NAME,
     Names,
@@ -27,6 +26,7 @@ from .signing import (
     certificate_identity,
     key_fingerprint,
 )
+from ckpt_action.errors import InputError, quoted
 
 _GITHUB = "https://github.com/"
 

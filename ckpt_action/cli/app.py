@@ -205,6 +205,91 @@ def wandb_options(*, registry: bool = False) -> Callable[[Callable[..., Any]], C
     return decorate
 
 
+def _flag(keyword: str) -> str:
+    """How the CLI spells an API keyword in a message: ``signing_key`` -> ``--signing-key``."""
+    return "--" + keyword.replace("_", "-")
+
+
+_TRUST_CONFIG = click.option(
+    "--sigstore-trust-config", type=click.Path(dir_okay=False),
+    help="A Sigstore ClientTrustConfig JSON for keyless signing/verification (default: Sigstore's public instance).")
+
+
+@dataclass(frozen=True)
+class SigningOptions:
+    """--signing-key/--signing-certificate/--signing-chain/--sign-keyless, loaded by the API."""
+
+    values: dict[str, Any]
+
+    def load(self) -> Any:
+        from ckpt_action import api
+
+        return api.signer(**self.values, names=_flag)
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    """--verify-key/--verify-certificate-chain/--verify-identity/--verify-issuer, loaded by the API."""
+
+    values: dict[str, Any]
+
+    def load(self) -> Any:
+        from ckpt_action import api
+
+        return api.verifier(**self.values, names=_flag)
+
+
+def signing_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The signer options, handed over as ``signing`` (loaded inside the command, so a bad
+    key is a one-line error like any other)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, signing_key: str | None, signing_certificate: str | None, signing_chain: str | None,
+                sign_keyless: bool, sigstore_trust_config: str | None, **kwargs: Any) -> Any:
+        values = {"signing_key": signing_key, "signing_certificate": signing_certificate,
+                  "signing_chain": signing_chain, "sign_keyless": sign_keyless,
+                  "sigstore_trust_config": sigstore_trust_config}
+        return fn(*args, signing=SigningOptions(values), **kwargs)
+
+    return _options(wrapper, [
+        click.option("--signing-key", type=click.Path(dir_okay=False), help="Sign model.sig with this "
+                     "elliptic-curve private key PEM (password only from CKPT_SIGNING_KEY_PASSWORD)."),
+        click.option("--signing-certificate", type=click.Path(dir_okay=False),
+                     help="The signing key's certificate PEM (with --signing-chain)."),
+        click.option("--signing-chain", type=click.Path(dir_okay=False),
+                     help="The CA certificates PEM from the signing certificate up to the root."),
+        click.option("--sign-keyless", is_flag=True, help="Sign keyless with Sigstore and the ambient GitHub "
+                     "Actions OIDC token (the workflow needs `permissions: id-token: write`)."),
+        _TRUST_CONFIG,
+    ])
+
+
+def verify_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The signature checks, handed over as ``verify``."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, verify_key: str | None, verify_certificate_chain: str | None,
+                verify_identity: str | None, verify_issuer: str | None, sigstore_trust_config: str | None,
+                **kwargs: Any) -> Any:
+        values = {"verify_key": verify_key, "verify_certificate_chain": verify_certificate_chain,
+                  "verify_identity": verify_identity, "verify_issuer": verify_issuer,
+                  "sigstore_trust_config": sigstore_trust_config}
+        return fn(*args, verify=VerifyOptions(values), **kwargs)
+
+    return _options(wrapper, [
+        click.option("--verify-key", type=click.Path(dir_okay=False),
+                     help="Require model.sig signed by this public key PEM."),
+        click.option("--verify-certificate-chain", type=click.Path(dir_okay=False),
+                     help="Require model.sig signed by a certificate this CA PEM vouches for."),
+        click.option("--verify-identity", help="Require a keyless signature by this identity (GitHub Actions: "
+                     "https://github.com/ORG/REPO/.github/workflows/X.yml@REF, or https://github.com/ORG/REPO "
+                     "for any workflow of the repo)."),
+        click.option("--verify-issuer", help="The identity's OIDC issuer (GitHub Actions: "
+                     "https://token.actions.githubusercontent.com)."),
+        _TRUST_CONFIG,
+    ])
+
+
 def repo_option(help: str = "Hub model repo, OWNER/NAME.", required: bool = True) -> Callable[[F], F]:
     return click.option("--repo", required=required, help=help)
 
@@ -291,11 +376,12 @@ def cli() -> None:
 @click.option("--private/--public", default=True, show_default=True,
               help="Visibility of the repo if push creates it (an existing repo is left as it is).")
 @click.option("--commit-message", help="Commit title (default: 'Push SUBFOLDER (step N)').")
+@signing_options
 @wandb_options()
 @hub_options
 @command
 def push(repo: str, local_dir: str, subfolder: str | None, step: int | None, private: bool,
-         commit_message: str | None, wandb: WandbOptions, hub: HubOptions) -> None:
+         commit_message: str | None, signing: SigningOptions, wandb: WandbOptions, hub: HubOptions) -> None:
     """Push a local checkpoint dir to REPO/SUBFOLDER and report the commit SHA that holds it complete.
 
     The subfolder ends up exactly equal to the local dir; a manifest is committed last.
@@ -310,6 +396,7 @@ def push(repo: str, local_dir: str, subfolder: str | None, step: int | None, pri
         commit_message = names.commit_message(commit_message)
     settings = hub.settings()
     names.token_for_write(settings.token, settings.endpoint)
+    signer = signing.load()
 
     from ckpt_action.ci.outputs import push_outputs
     from ckpt_action.hub.repo import RemoteRepo
@@ -318,7 +405,7 @@ def push(repo: str, local_dir: str, subfolder: str | None, step: int | None, pri
 
     quiet_client_bars()
     res = do_push(RemoteRepo(settings, repo), path, subfolder, step=step, private=private,
-                  commit_message=commit_message)
+                  commit_message=commit_message, signer=signer)
     result = push_outputs(res, path)
     if wandb.project:
         result |= _log_wandb(res.handle, wandb)
@@ -352,22 +439,24 @@ def _log_wandb(handle: CheckpointHandle, wandb: WandbOptions) -> dict[str, Any]:
 @repo_option()
 @click.option("--revision", help="Branch, tag or SHA to look at (default: main).")
 @click.option("--require", is_flag=True, help="Exit 3 when there is no complete checkpoint.")
+@verify_options
 @hub_options
 @command
-def latest(repo: str, revision: str | None, require: bool, hub: HubOptions) -> None:
+def latest(repo: str, revision: str | None, require: bool, verify: VerifyOptions, hub: HubOptions) -> None:
     """Find the highest complete checkpoint-N, pinned to the SHA it was read at.
 
     Nothing found exits 0 with found=false (3 with --require); a failure to tell exits 1.
     """
     repo = names.repo_id(repo)
     revision = names.revision(revision)
+    check = verify.load()
     settings = hub.settings()
 
     from ckpt_action.ci.outputs import latest_outputs
     from ckpt_action.hub.repo import RemoteRepo
     from ckpt_action.ops.discover import latest as find_latest
 
-    res = find_latest(RemoteRepo(settings, repo), revision)
+    res = find_latest(RemoteRepo(settings, repo), revision, check)
     _report_skipped(res, repo)
     emit("latest", latest_outputs(repo, res), hub)
     if res.handle is None and require:
@@ -415,11 +504,12 @@ def _check_pointer_origin(pointed: CheckpointHandle, configured: str) -> None:
 @click.option("--exclude", multiple=True, metavar="GLOB", help="Skip files matching this pattern (repeatable).")
 @click.option("--cache-dir", envvar="CKPT_CACHE_DIR", help="Keep verified files here by sha256 and fill later "
               "pulls from it (CKPT_CACHE_DIR; size: CKPT_CACHE_MAX_SIZE, default 50G).")
+@verify_options
 @hub_options
 @command
 def pull(repo: str | None, subfolder: str | None, use_latest: bool, pointer: str | None, from_wandb: str | None,
          revision: str | None, local_dir: str, force: bool, include: tuple[str, ...], exclude: tuple[str, ...],
-         cache_dir: str | None, hub: HubOptions) -> None:
+         cache_dir: str | None, verify: VerifyOptions, hub: HubOptions) -> None:
     """Download one checkpoint at a pinned SHA, verify every file, then move it into place.
 
     Files already in --local-dir from an earlier pull, or in --cache-dir, are not downloaded again.
@@ -436,6 +526,7 @@ def pull(repo: str | None, subfolder: str | None, use_latest: bool, pointer: str
     cache = CacheConfig.from_options(cache_dir, target)
     select = Selection.from_options(include, exclude)
     revision = names.revision(revision)
+    check = verify.load()
     settings = hub.settings()
     sha = None
     if pointer or from_wandb:
@@ -463,13 +554,14 @@ def pull(repo: str | None, subfolder: str | None, use_latest: bool, pointer: str
     if use_latest:
         from ckpt_action.ops.discover import latest as find_latest
 
-        found = find_latest(remote, revision)
+        found = find_latest(remote, revision, check)
         _report_skipped(found, repo)
         if found.handle is None:
             raise NoCheckpointError(f"no complete checkpoint-N in {repo} to pull")
         subfolder, sha = found.handle.subfolder, found.handle.revision
     assert subfolder is not None
-    res = do_pull(remote, subfolder, revision, target, force=force, sha=sha, select=select, cache=cache)
+    res = do_pull(remote, subfolder, revision, target, force=force, sha=sha, select=select, cache=cache,
+                  verifier=check)
     emit("pull", pull_outputs(res), hub)
 
 
@@ -483,11 +575,12 @@ def pull(repo: str | None, subfolder: str | None, use_latest: bool, pointer: str
 @click.option("--to-repo", help="Promote into another repo (bytes stream through, verified).")
 @click.option("--tag", help="Tag the resulting commit; an existing tag elsewhere is refused.")
 @click.option("--branch", help="Commit the promotion on this branch (created from the source SHA).")
+@signing_options
 @wandb_options(registry=True)
 @hub_options
 @command
 def promote(repo: str, subfolder: str, revision: str | None, to: str, to_repo: str | None, tag: str | None,
-            branch: str | None, wandb: WandbOptions, hub: HubOptions) -> None:
+            branch: str | None, signing: SigningOptions, wandb: WandbOptions, hub: HubOptions) -> None:
     """Copy a pinned checkpoint to a release folder (and/or branch, tag) in one commit, server-side."""
     repo = names.repo_id(repo)
     subfolder = names.subfolder(subfolder)
@@ -500,6 +593,7 @@ def promote(repo: str, subfolder: str, revision: str | None, to: str, to_repo: s
         raise InputError("--branch does not go with --to-repo: promote into the other repo's main")
     settings = hub.settings()
     names.token_for_write(settings.token, settings.endpoint)
+    signer = signing.load()
 
     from ckpt_action.ci.outputs import promote_outputs
     from ckpt_action.hub.repo import RemoteRepo
@@ -509,7 +603,7 @@ def promote(repo: str, subfolder: str, revision: str | None, to: str, to_repo: s
     quiet_client_bars()
     remote = RemoteRepo(settings, repo)
     target = RemoteRepo(settings, to_repo, api=remote.api) if to_repo else None
-    res = do_promote(remote, subfolder, revision, to, tag=tag, branch=branch, target=target)
+    res = do_promote(remote, subfolder, revision, to, tag=tag, branch=branch, target=target, signer=signer)
     result = promote_outputs(res)
     if wandb.project:
         result |= _log_wandb(res.handle, wandb)
