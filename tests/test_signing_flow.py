@@ -299,3 +299,32 @@ def test_the_python_api_takes_the_same_signing_keywords(local_hub, tmp_path, key
         ckpt.push(src, repo="o/r", step=5, signing_certificate=key.public, endpoint=local_hub.url)
     with pytest.raises(ckpt.InputError, match="verify_identity= needs verify_issuer="):
         ckpt.pull(h, tmp_path / "x", verify_identity="https://github.com/o/r")
+
+
+def test_keyless_verification_through_the_cli_with_an_explicit_trust_config(hub, env, cli, tmp_path):
+    from tests.test_signing_keyless import RECORDED, RECORDED_IDENTITY, RECORDED_ISSUER, trust_config
+
+    hf(hub).create_repo("o/r", exist_ok=True)
+    hf(hub).upload_folder(repo_id="o/r", folder_path=str(RECORDED), path_in_repo="keyless")
+    trust = str(trust_config(tmp_path))
+    run = pull(cli, env, tmp_path / "dest", "--verify-identity", RECORDED_IDENTITY, "--verify-issuer",
+               RECORDED_ISSUER, "--sigstore-trust-config", trust, subfolder="keyless")
+    assert run.code == 0, run.stderr
+    assert (run.json["signer"], run.json["signature_verified"]) == (RECORDED_IDENTITY, True)
+    run = pull(cli, env, tmp_path / "other", "--verify-identity", "https://github.com/o/r", "--verify-issuer",
+               "https://token.actions.githubusercontent.com", "--sigstore-trust-config", trust, subfolder="keyless")
+    assert run.code == 1 and "does not verify against the identity 'https://github.com/o/r'" in run.stderr
+    assert not (tmp_path / "other").exists()
+
+
+def test_a_signed_promote_into_another_repo_signs_the_copy(hub, env, cli, tmp_path, key):
+    out = push(cli, env, tmp_path, "--signing-key", str(key.private))
+    run = cli("promote", "--repo", "o/r", "--subfolder", "checkpoint-900", "--to", "release", "--to-repo", "o/prod",
+              "--signing-key", str(key.private), "--json", env=env)
+    assert run.code == 0, run.stderr
+    res = cli("pull", "--repo", "o/prod", "--subfolder", "release", "--local-dir", str(tmp_path / "deploy"),
+              "--verify-key", str(key.public), "--json", env=env)
+    assert res.code == 0, res.stderr
+    prov = res.json["provenance"]
+    assert (prov["repo"], prov["subfolder"], prov["promoted_from"]) == (
+        "o/prod", "release", f"o/r/checkpoint-900@{out['revision']}")

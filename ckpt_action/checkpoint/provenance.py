@@ -91,7 +91,7 @@ class Provenance:
     def check(self, repo: str, subfolder: str, step: int | None) -> None:
         """Refuse a signed checkpoint that was signed for another place or step: a copy of an
         old signed folder is valid bytes, but not this checkpoint."""
-        if (self.repo, self.subfolder) != (repo, subfolder):
+        if (self.repo.lower(), self.subfolder) != (repo.lower(), subfolder):  # repo ids: case-insensitive
             raise SignatureError(f"the signed {PROVENANCE_NAME} says it was made for {quoted(self.repo)}/"
                                  f"{quoted(self.subfolder)}, not {repo}/{subfolder}: a signed checkpoint "
                                  "copied where it does not belong")
