@@ -260,10 +260,14 @@ def _keyless_signer(config: SigningConfig, env: Mapping[str, str]) -> LoadedSign
                 raise SignatureError(f"no GitHub Actions OIDC token: {ID_TOKEN_HINT}")
             return oidc.IdentityToken(token, self._client_id)
 
+    from sigstore import errors as sigstore_errors
+
     try:
         signer = AmbientSigner(config.trust_config)
     except (OSError, ValueError) as exc:
         raise InputError(f"the Sigstore trust config cannot be used: {exc}") from exc
+    except sigstore_errors.Error as exc:  # the public trust root, fetched through TUF
+        raise SignatureError(f"Sigstore's trust root cannot be had: {quoted(str(exc), 200)}") from exc
     return LoadedSigner(signer, "keyless (GitHub Actions OIDC identity)", keyless=True)
 
 

@@ -139,6 +139,7 @@ def _chain_verifier(paths: tuple[Path, ...], names: Names) -> Any:
 
 def _identity_verifier(config: VerifyConfig) -> Any:
     from model_signing._signing import signing as ms_signing
+    from sigstore import errors as sigstore_errors
     from sigstore import models as sigstore_models
     from sigstore.verify import Verifier as SigstoreVerifier
     from sigstore.verify import policy
@@ -149,6 +150,8 @@ def _identity_verifier(config: VerifyConfig) -> Any:
                  if config.trust_config else sigstore_models.ClientTrustConfig.production())
     except (OSError, ValueError) as exc:
         raise InputError(f"the Sigstore trust config cannot be used: {exc}") from exc
+    except sigstore_errors.Error as exc:  # the public trust root, fetched through TUF
+        raise SignatureError(f"Sigstore's trust root cannot be had: {quoted(str(exc), 200)}") from exc
     repo = repo_only(config.identity)
     rule: Any = (policy.AllOf([policy.OIDCIssuer(config.issuer), policy.GitHubWorkflowRepository(repo)])
                  if repo else policy.Identity(identity=config.identity, issuer=config.issuer))
