@@ -5,13 +5,16 @@ from __future__ import annotations
 import posixpath
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ckpt_action.checkpoint.manifest import MANIFEST_NAME, Manifest, RemoteFile, folder_tree_oid
-from ckpt_action.checkpoint.verifying import Verifier
 from ckpt_action.errors import IntegrityError, NotFoundError, UnreadableManifest, quoted
 from ckpt_action.handle import CheckpointHandle, step_of
 from ckpt_action.hub.listing import Entry, path_problem
 from ckpt_action.hub.repo import RemoteRepo, Snapshot, folder_problem, skip_name
+
+if TYPE_CHECKING:
+    from ckpt_action.checkpoint.verifying import Verifier
 
 
 @dataclass(frozen=True)

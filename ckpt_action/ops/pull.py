@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ckpt_action.checkpoint.manifest import (
     MANIFEST_NAME,
@@ -43,7 +44,6 @@ from ckpt_action.checkpoint.manifest import (
     satisfies,
 )
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME
-from ckpt_action.checkpoint.verifying import Verifier
 from ckpt_action.disk import target as localdir
 from ckpt_action.disk.cache import CacheConfig, ContentCache, Stopped, hash_copy
 from ckpt_action.errors import CkptError, InputError, IntegrityError, NotFoundError
@@ -54,6 +54,9 @@ from ckpt_action.hub.repo import RemoteRepo
 from ckpt_action.hub.transport import call
 from ckpt_action.names import safe_relative
 from ckpt_action.progress import Ticker
+
+if TYPE_CHECKING:
+    from ckpt_action.checkpoint.verifying import Verifier
 
 log = logging.getLogger(__name__)
 DOWNLOAD_THREADS = 8
