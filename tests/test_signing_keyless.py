@@ -234,3 +234,33 @@ def test_an_unusable_trust_config_is_a_user_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="the Sigstore trust config cannot be used"):
         SigningConfig(keyless=True, trust_config=tmp_path / "missing.json").load(
             env={"ACTIONS_ID_TOKEN_REQUEST_URL": "http://127.0.0.1:9/t", "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "t"})
+
+
+def _actions_cert(repo: str, issuer: str = GITHUB_ISSUER) -> x509.Certificate:
+    """A certificate with the extensions Fulcio writes for a GitHub Actions identity."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.timezone.utc)
+    oid = x509.ObjectIdentifier
+    return (x509.CertificateBuilder().subject_name(x509.Name([])).issuer_name(x509.Name([]))
+            .public_key(key.public_key()).serial_number(1).not_valid_before(now)
+            .not_valid_after(now + datetime.timedelta(minutes=10))
+            .add_extension(x509.SubjectAlternativeName([x509.UniformResourceIdentifier(
+                f"https://github.com/{repo}/.github/workflows/release.yml@refs/heads/main")]), critical=True)
+            .add_extension(x509.UnrecognizedExtension(oid("1.3.6.1.4.1.57264.1.1"), issuer.encode()), critical=False)
+            .add_extension(x509.UnrecognizedExtension(oid("1.3.6.1.4.1.57264.1.5"), repo.encode()), critical=False)
+            .sign(key, hashes.SHA256()))
+
+
+def test_a_repo_pin_accepts_any_workflow_of_that_repo_and_nothing_else() -> None:
+    from sigstore.errors import VerificationError
+
+    from ckpt_action.checkpoint.verifying import identity_policy
+
+    identity_policy("https://github.com/org/repo", GITHUB_ISSUER).verify(_actions_cert("org/repo"))
+    for cert in (_actions_cert("org/other"), _actions_cert("org/repo", "https://evil.example")):
+        with pytest.raises(VerificationError):
+            identity_policy("https://github.com/org/repo", GITHUB_ISSUER).verify(cert)
+    exact = "https://github.com/org/repo/.github/workflows/release.yml@refs/heads/main"
+    identity_policy(exact, GITHUB_ISSUER).verify(_actions_cert("org/repo"))
+    with pytest.raises(VerificationError):
+        identity_policy(exact.replace("main", "dev"), GITHUB_ISSUER).verify(_actions_cert("org/repo"))

@@ -95,6 +95,18 @@ def repo_only(identity: str) -> str | None:
     return rest if len(parts) == 2 and all(parts) and "@" not in rest else None
 
 
+def identity_policy(identity: str, issuer: str) -> Any:
+    """sigstore's policy for ``--verify-identity``/``--verify-issuer``: the certificate's
+    identity exactly, or for a repo alone the repository Fulcio certified (its GitHub
+    workflow repository extension) from that issuer."""
+    from sigstore.verify import policy
+
+    repo = repo_only(identity)
+    if repo:
+        return policy.AllOf([policy.OIDCIssuer(issuer), policy.GitHubWorkflowRepository(repo)])
+    return policy.Identity(identity=identity, issuer=issuer)
+
+
 def _verifier(config: VerifyConfig, names: Names) -> Any:
     if config.key is not None:
         return _key_verifier(config.key, names)
@@ -142,7 +154,6 @@ def _identity_verifier(config: VerifyConfig) -> Any:
     from sigstore import errors as sigstore_errors
     from sigstore import models as sigstore_models
     from sigstore.verify import Verifier as SigstoreVerifier
-    from sigstore.verify import policy
 
     assert config.identity is not None and config.issuer is not None
     try:
@@ -152,9 +163,7 @@ def _identity_verifier(config: VerifyConfig) -> Any:
         raise InputError(f"the Sigstore trust config cannot be used: {exc}") from exc
     except sigstore_errors.Error as exc:  # the public trust root, fetched through TUF
         raise SignatureError(f"Sigstore's trust root cannot be had: {quoted(str(exc), 200)}") from exc
-    repo = repo_only(config.identity)
-    rule: Any = (policy.AllOf([policy.OIDCIssuer(config.issuer), policy.GitHubWorkflowRepository(repo)])
-                 if repo else policy.Identity(identity=config.identity, issuer=config.issuer))
+    rule = identity_policy(config.identity, config.issuer)
 
     class IdentityVerifier(ms_signing.Verifier):
         """model-signing's Sigstore verifier with our policy: its own matches one exact
