@@ -52,6 +52,11 @@ while IFS= read -r var; do
   envs+=(--env "$var")
 done < <(compgen -e | grep -E '^(INPUT_|CKPT_|WANDB_|GITHUB_)' | grep -vx 'GITHUB_TOKEN' || true)
 run=(run --name "$name" --network host --user "$(id -u):$(id -g)" --workdir "$PWD" "${envs[@]}")
+# Keyless signing: sigstore asks the Actions token service for the job's OIDC token, by
+# these two names (present only with `permissions: id-token: write`); passed by name only.
+case "$(lower "${INPUT_SIGN_KEYLESS:-}")" in
+  true | yes | 1 | on) run+=(--env ACTIONS_ID_TOKEN_REQUEST_URL --env ACTIONS_ID_TOKEN_REQUEST_TOKEN) ;;
+esac
 if [ -t 1 ]; then run+=(--tty); fi
 
 self=""
@@ -70,15 +75,16 @@ if [ -n "$self" ]; then
 else
   # Bind each path the CLI touches at the same path inside the container. Which paths
   # those are is the inputs table's to say (ckpt_action/ci/action_inputs.py, mounts()):
-  # the image answers, since this host may have no Python. One "create|mount<TAB>PATH"
+  # the image answers, since this host may have no Python. One "create|mount|readonly<TAB>PATH"
   # a line; a dir to create is made here first, or nothing would be mounted and what is
-  # written there would stay in the container.
+  # written there would stay in the container; a readonly one is a single file (a key).
   listing="$(docker run --rm --network none --user "$(id -u):$(id -g)" --workdir "$PWD" "${envs[@]}" \
     "$image" from-action --print-mounts)" || err "the ckpt-action image could not list its mounts" 1
   [ -n "$listing" ] || err "the ckpt-action image listed no mounts" 1
   while IFS=$'\t' read -r how path; do
     if [ "$how" = create ]; then mkdir -p "$path"; fi
-    if [ -n "$path" ] && [ -e "$path" ]; then run+=(--volume "$path:$path"); fi
+    if [ -z "$path" ] || [ ! -e "$path" ]; then continue; fi
+    if [ "$how" = readonly ]; then run+=(--volume "$path:$path:ro"); else run+=(--volume "$path:$path"); fi
   done <<<"$listing"
 fi
 

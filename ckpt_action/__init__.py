@@ -42,6 +42,7 @@ _EXPORTS: dict[str, str] = {
     "IntegrityError": "errors",
     "NoCheckpointError": "errors",
     "ConflictError": "errors",
+    "SignatureError": "checkpoint.signing",
     "WandbError": "wandb.sdk",
 }
 __all__ = [  # the same names as _EXPORTS (a test checks)
@@ -57,6 +58,7 @@ __all__ = [  # the same names as _EXPORTS (a test checks)
     "PointerResult",
     "PruneResult",
     "RemoteError",
+    "SignatureError",
     "WandbError",
     "latest",
     "list_checkpoints",

@@ -56,6 +56,8 @@ from .settings import Settings
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from ckpt_action.checkpoint.signing import LoadedSigner
+    from ckpt_action.checkpoint.verifying import Verifier
     from ckpt_action.hub.repo import RemoteRepo
     from ckpt_action.ops.discover import CheckpointInfo, LatestResult
     from ckpt_action.ops.pull import PullResult
@@ -133,6 +135,40 @@ def _log_warning(message: str) -> None:
     log.warning("%s", render(message, "api"))
 
 
+def signer(*, signing_key: PathLike | None = None, signing_certificate: PathLike | None = None,
+           signing_chain: PathLike | Sequence[PathLike] | None = None, sign_keyless: bool = False,
+           sigstore_trust_config: PathLike | None = None) -> LoadedSigner | None:
+    """The signer push and promote sign with (None: unsigned), checked and loaded before any
+    request: the key read (its password only from ``CKPT_SIGNING_KEY_PASSWORD``), the
+    certificate matched to it, or for keyless signing the ambient GitHub Actions OIDC token
+    found (the workflow needs ``permissions: id-token: write``). Messages name the options
+    as parameter references, which each door spells (``--signing-key``, ``signing_key=``)."""
+    if not (signing_key or signing_certificate or signing_chain or sign_keyless):
+        return None  # model_signing stays unimported
+    from ckpt_action.checkpoint.signing import SigningConfig
+
+    config = SigningConfig.from_options(signing_key=signing_key, signing_certificate=signing_certificate,
+                                        signing_chain=signing_chain, sign_keyless=sign_keyless,
+                                        trust_config=sigstore_trust_config, names=param)
+    return config.load(names=param) if config is not None else None
+
+
+def verifier(*, verify_key: PathLike | None = None, verify_certificate_chain: PathLike | None = None,
+             verify_identity: str | None = None, verify_issuer: str | None = None,
+             sigstore_trust_config: PathLike | None = None) -> Verifier | None:
+    """The check pull and latest apply to ``model.sig`` (None: none), loaded before any
+    request: a public key, a CA certificate chain, or a Sigstore identity and issuer
+    (``https://github.com/ORG/REPO`` alone accepts any workflow of that repo)."""
+    if not (verify_key or verify_certificate_chain or verify_identity or verify_issuer):
+        return None
+    from ckpt_action.checkpoint.verifying import VerifyConfig
+
+    config = VerifyConfig.from_options(verify_key=verify_key, verify_certificate_chain=verify_certificate_chain,
+                                       verify_identity=verify_identity, verify_issuer=verify_issuer,
+                                       trust_config=sigstore_trust_config, names=param)
+    return config.load(names=param) if config is not None else None
+
+
 def missing_repo(repo: str, what: str = "checkpoint") -> str:
     """The warning for a repo that does not exist, or that this token cannot see."""
     return f"{repo} does not exist, or this token cannot see it: no {what}"
@@ -143,10 +179,11 @@ def no_checkpoint(repo: str, purpose: str = "") -> NoCheckpointError:
     return NoCheckpointError(f"no complete checkpoint-N in {repo}{purpose}")
 
 
-def _latest(remote: RemoteRepo, revision: str | None, warn: Warn | None) -> LatestResult:
+def _latest(remote: RemoteRepo, revision: str | None, warn: Warn | None,
+            verify: Verifier | None = None) -> LatestResult:
     from ckpt_action.ops.discover import latest as core_latest
 
-    res = core_latest(remote, revision)
+    res = core_latest(remote, revision, verify)
     say = _warn(warn)
     missing = res.missing_warning(remote.repo, token=bool(remote.settings.token), require=param_on("require"))
     if missing:
@@ -200,13 +237,18 @@ def push_checkpoint(
     subfolder: str | None = None,
     private: bool = True,
     commit_message: str | None = None,
+    signing_key: PathLike | None = None,
+    signing_certificate: PathLike | None = None,
+    signing_chain: PathLike | Sequence[PathLike] | None = None,
+    sign_keyless: bool = False,
+    sigstore_trust_config: PathLike | None = None,
     endpoint: str | None = None,
     token: str | None = None,
     timeout: float | None = None,
     retries: int | None = None,
 ) -> PushResult:
     """:func:`push`, answering the full :class:`~ckpt_action.ops.push.PushResult`: the
-    handle, the commits made and the files uploaded and deleted."""
+    handle, the commits made, the files uploaded and deleted, and who signed."""
     from ckpt_action.ops.push import push as core_push
 
     repo = names.repo_id(repo)
@@ -216,8 +258,11 @@ def push_checkpoint(
         commit_message = names.commit_message(commit_message)
     settings = _settings(endpoint, token, timeout, retries)
     names.token_for_write(settings.token, settings.endpoint)
+    sign = signer(signing_key=signing_key, signing_certificate=signing_certificate,
+                  signing_chain=signing_chain, sign_keyless=sign_keyless,
+                  sigstore_trust_config=sigstore_trust_config)
     return core_push(_remote(settings, repo), path, subfolder, step=step, private=private,
-                     commit_message=commit_message)
+                     commit_message=commit_message, signer=sign)
 
 
 def push(
@@ -228,12 +273,21 @@ def push(
     subfolder: str | None = None,
     private: bool = True,
     commit_message: str | None = None,
+    signing_key: PathLike | None = None,
+    signing_certificate: PathLike | None = None,
+    signing_chain: PathLike | Sequence[PathLike] | None = None,
+    sign_keyless: bool = False,
+    sigstore_trust_config: PathLike | None = None,
     endpoint: str | None = None,
     token: str | None = None,
     timeout: float | None = None,
     retries: int | None = None,
 ) -> CheckpointHandle:
     """Push ``local_dir`` to ``repo/<subfolder>/`` and return the handle of the commit holding it complete.
+
+    With a signer (``signing_key=``, plus ``signing_certificate=``/``signing_chain=``, or
+    ``sign_keyless=True``; see :func:`signer`) the same commit as the manifest writes
+    ``model.sig`` and the signed provenance statement.
 
     ``step`` alone names the subfolder ``checkpoint-<step>``; ``subfolder`` names it
     otherwise (``sft``). The folder on the Hub ends up exactly equal to ``local_dir``, its
@@ -246,14 +300,21 @@ def push(
     'sft'
     """
     return push_checkpoint(local_dir, repo, step=step, subfolder=subfolder, private=private,
-                           commit_message=commit_message, endpoint=endpoint, token=token, timeout=timeout,
-                           retries=retries).handle
+                           commit_message=commit_message, signing_key=signing_key,
+                           signing_certificate=signing_certificate, signing_chain=signing_chain,
+                           sign_keyless=sign_keyless, sigstore_trust_config=sigstore_trust_config,
+                           endpoint=endpoint, token=token, timeout=timeout, retries=retries).handle
 
 
 def find_latest(
     repo: str,
     *,
     revision: str | None = None,
+    verify_key: PathLike | None = None,
+    verify_certificate_chain: PathLike | None = None,
+    verify_identity: str | None = None,
+    verify_issuer: str | None = None,
+    sigstore_trust_config: PathLike | None = None,
     endpoint: str | None = None,
     token: str | None = None,
     timeout: float | None = None,
@@ -265,7 +326,10 @@ def find_latest(
     warnings go to ``warn`` (default: the ``ckpt_action`` logger)."""
     repo = names.repo_id(repo)
     revision = names.revision(revision)
-    return _latest(_remote(_settings(endpoint, token, timeout, retries), repo), revision, warn)
+    check = verifier(verify_key=verify_key, verify_certificate_chain=verify_certificate_chain,
+                     verify_identity=verify_identity, verify_issuer=verify_issuer,
+                     sigstore_trust_config=sigstore_trust_config)
+    return _latest(_remote(_settings(endpoint, token, timeout, retries), repo), revision, warn, check)
 
 
 def latest(
@@ -273,6 +337,11 @@ def latest(
     *,
     revision: str | None = None,
     require: bool = False,
+    verify_key: PathLike | None = None,
+    verify_certificate_chain: PathLike | None = None,
+    verify_identity: str | None = None,
+    verify_issuer: str | None = None,
+    sigstore_trust_config: PathLike | None = None,
     endpoint: str | None = None,
     token: str | None = None,
     timeout: float | None = None,
@@ -283,12 +352,17 @@ def latest(
     None only when there is no complete checkpoint: the repo or its branch does not exist
     yet, or holds none. Any failure to tell (401, 5xx after retries, a timeout, an unknown
     ``revision``) raises. ``require=True`` raises
-    :class:`~ckpt_action.errors.NoCheckpointError` instead of returning None.
+    :class:`~ckpt_action.errors.NoCheckpointError` instead of returning None. With
+    ``verify_key=`` (or ``verify_certificate_chain=``, ``verify_identity=``/``verify_issuer=``)
+    a folder whose signature does not verify is passed over (a warning names it).
 
     >>> ckpt.latest("org/run")  # doctest: +SKIP
     CheckpointHandle(repo='org/run', subfolder='checkpoint-300', revision='3f1c…', step=300, ...)
     """
-    res = find_latest(repo, revision=revision, endpoint=endpoint, token=token, timeout=timeout, retries=retries)
+    res = find_latest(repo, revision=revision, verify_key=verify_key, verify_certificate_chain=verify_certificate_chain,
+                      verify_identity=verify_identity, verify_issuer=verify_issuer,
+                      sigstore_trust_config=sigstore_trust_config, endpoint=endpoint, token=token, timeout=timeout,
+                      retries=retries)
     if res.handle is None and require:
         raise no_checkpoint(repo)
     return res.handle
@@ -327,6 +401,11 @@ def pull_checkpoint(
     include: Sequence[str] = (),
     exclude: Sequence[str] = (),
     cache_dir: PathLike | None = None,
+    verify_key: PathLike | None = None,
+    verify_certificate_chain: PathLike | None = None,
+    verify_identity: str | None = None,
+    verify_issuer: str | None = None,
+    sigstore_trust_config: PathLike | None = None,
     endpoint: str | None = None,
     token: str | None = None,
     timeout: float | None = None,
@@ -334,7 +413,8 @@ def pull_checkpoint(
     warn: Warn | None = None,
 ) -> PullResult:
     """:func:`pull`, answering the full :class:`~ckpt_action.ops.pull.PullResult` (the
-    handle, files and bytes, what was downloaded, reused, filled from the cache, removed)."""
+    handle, files and bytes, what was downloaded, reused, filled from the cache, removed, and
+    what the signature check found)."""
     from ckpt_action.disk.cache import CacheConfig
     from ckpt_action.ops.pull import Selection
     from ckpt_action.ops.pull import pull as core_pull
@@ -350,6 +430,9 @@ def pull_checkpoint(
     target = pull_target(os.fspath(local_dir) if local_dir is not None else "", force=force)
     cache = CacheConfig.from_options(os.fspath(cache_dir) if cache_dir is not None else None, target)
     select = Selection.from_options(tuple(include), tuple(exclude))
+    check = verifier(verify_key=verify_key, verify_certificate_chain=verify_certificate_chain,
+                     verify_identity=verify_identity, verify_issuer=verify_issuer,
+                     sigstore_trust_config=sigstore_trust_config)
     sha: str | None = None
     if by_pointer:
         if revision:
@@ -375,11 +458,11 @@ def pull_checkpoint(
     remote = _remote(settings, repo)
     sub = sub_or_latest
     if sub is None:
-        found = _latest(remote, rev, warn).handle
+        found = _latest(remote, rev, warn, check).handle
         if found is None:
             raise no_checkpoint(repo, " to pull")
         sub, sha = found.subfolder, found.revision
-    return core_pull(remote, sub, rev, target, force=force, sha=sha, select=select, cache=cache)
+    return core_pull(remote, sub, rev, target, force=force, sha=sha, select=select, cache=cache, verifier=check)
 
 
 def pull(
@@ -394,6 +477,11 @@ def pull(
     cache_dir: PathLike | None = None,
     pointer: PathLike | Mapping[str, Any] | None = None,
     from_wandb: str | None = None,
+    verify_key: PathLike | None = None,
+    verify_certificate_chain: PathLike | None = None,
+    verify_identity: str | None = None,
+    verify_issuer: str | None = None,
+    sigstore_trust_config: PathLike | None = None,
     endpoint: str | None = None,
     token: str | None = None,
     timeout: float | None = None,
@@ -412,6 +500,10 @@ def pull(
     (only what changed is downloaded); ``force=True`` replaces one that also holds files
     added since, never any other dir. ``include``/``exclude`` glob patterns pull part of the
     checkpoint; ``cache_dir`` (else ``CKPT_CACHE_DIR``) keeps verified files across pulls.
+    ``verify_key=`` (or ``verify_certificate_chain=``, ``verify_identity=``/``verify_issuer=``)
+    also checks ``model.sig`` against the manifest before any download and every byte after,
+    before ``local_dir`` changes: :class:`~ckpt_action.checkpoint.signing.SignatureError`
+    names what failed.
 
     >>> ckpt.pull(found, "resume/")  # doctest: +SKIP
     PosixPath('/work/resume')
@@ -422,8 +514,10 @@ def pull(
     """
     return pull_checkpoint(source, local_dir, subfolder=subfolder, revision=revision, pointer=pointer,
                            from_wandb=from_wandb, force=force, include=include, exclude=exclude,
-                           cache_dir=cache_dir, endpoint=endpoint, token=token, timeout=timeout,
-                           retries=retries).local_dir
+                           cache_dir=cache_dir, verify_key=verify_key,
+                           verify_certificate_chain=verify_certificate_chain, verify_identity=verify_identity,
+                           verify_issuer=verify_issuer, sigstore_trust_config=sigstore_trust_config,
+                           endpoint=endpoint, token=token, timeout=timeout, retries=retries).local_dir
 
 
 # --------------------------------------------------------------------------- W&B
@@ -513,13 +607,18 @@ def promote_checkpoint(
     to_repo: str | None = None,
     tag: str | None = None,
     branch: str | None = None,
+    signing_key: PathLike | None = None,
+    signing_certificate: PathLike | None = None,
+    signing_chain: PathLike | Sequence[PathLike] | None = None,
+    sign_keyless: bool = False,
+    sigstore_trust_config: PathLike | None = None,
     endpoint: str | None = None,
     token: str | None = None,
     timeout: float | None = None,
     retries: int | None = None,
 ) -> PromoteResult:
     """:func:`promote`, answering the full :class:`~ckpt_action.ops.release.PromoteResult`
-    (the target's handle, the source, commits made, the tag and branch)."""
+    (the target's handle, the source, commits made, the tag and branch, who signed)."""
     from ckpt_action.ops.release import promote as core_promote
 
     repo, sub, rev, endpoint = _source(source, subfolder, revision, endpoint)
@@ -535,9 +634,11 @@ def promote_checkpoint(
                          param="branch")
     settings = _settings(endpoint, token, timeout, retries)
     names.token_for_write(settings.token, settings.endpoint)
+    sign = signer(signing_key=signing_key, signing_certificate=signing_certificate, signing_chain=signing_chain,
+                  sign_keyless=sign_keyless, sigstore_trust_config=sigstore_trust_config)
     remote = _remote(settings, repo)
     target = _remote(settings, target_repo, api=remote.api) if target_repo else None
-    return core_promote(remote, sub, rev, to, tag=tag, branch=branch, target=target)
+    return core_promote(remote, sub, rev, to, tag=tag, branch=branch, target=target, signer=sign)
 
 
 def promote(
@@ -549,12 +650,20 @@ def promote(
     to_repo: str | None = None,
     tag: str | None = None,
     branch: str | None = None,
+    signing_key: PathLike | None = None,
+    signing_certificate: PathLike | None = None,
+    signing_chain: PathLike | Sequence[PathLike] | None = None,
+    sign_keyless: bool = False,
+    sigstore_trust_config: PathLike | None = None,
     endpoint: str | None = None,
     token: str | None = None,
     timeout: float | None = None,
     retries: int | None = None,
 ) -> CheckpointHandle:
     """Copy a checkpoint to the folder ``to`` (``release``) in one commit, and return the target's handle.
+
+    The signing keywords are :func:`push`'s: the target gets its own ``model.sig`` and
+    provenance statement (the source's are never copied).
 
     In the same repo the Hub copies the files server-side (no bytes move); with
     ``to_repo`` they stream through this machine, verified. ``tag`` tags the resulting
@@ -565,8 +674,10 @@ def promote(
     CheckpointHandle(repo='org/run', subfolder='release', revision='9ac0…', step=300, ...)
     """
     return promote_checkpoint(source, to, subfolder=subfolder, revision=revision, to_repo=to_repo, tag=tag,
-                              branch=branch, endpoint=endpoint, token=token, timeout=timeout,
-                              retries=retries).handle
+                              branch=branch, signing_key=signing_key, signing_certificate=signing_certificate,
+                              signing_chain=signing_chain, sign_keyless=sign_keyless,
+                              sigstore_trust_config=sigstore_trust_config, endpoint=endpoint, token=token,
+                              timeout=timeout, retries=retries).handle
 
 
 def list_repo(

@@ -25,7 +25,9 @@ from tests.wandb_records import decode_single_run
 
 ROOT = Path(__file__).resolve().parents[1]
 SHA = re.compile(r"^[0-9a-f]{40}$")
-HEAVY = ("huggingface_hub", "wandb", "transformers", "torch", "click")
+# model_signing and what it pulls in (sigstore, cryptography, pyOpenSSL) load only to sign or verify.
+HEAVY = ("huggingface_hub", "wandb", "transformers", "torch", "click", "model_signing", "sigstore", "cryptography",
+         "OpenSSL")
 
 
 def files_for(step: int) -> dict[str, bytes]:

@@ -20,6 +20,8 @@ from pathlib import Path
 
 from ckpt_action import names
 from ckpt_action.checkpoint.gitobjects import TreeItem, blob_hasher, blob_oid, is_lfs, lfs_pointer, tree_oid
+from ckpt_action.checkpoint.provenance import PROVENANCE_NAME
+from ckpt_action.checkpoint.signing import SIGNATURE_NAME
 from ckpt_action.errors import InputError, UnreadableManifest, quoted
 from ckpt_action.handle import SHA256_RE, SHA_RE, is_whole
 from ckpt_action.names import safe_relative
@@ -154,7 +156,9 @@ def scan_dir(root: Path) -> dict[str, Path]:
     """Every regular file under root, keyed by its posix path relative to root.
 
     A manifest already in the dir (a pulled checkpoint being re-pushed) is left out:
-    push writes a fresh one; so is the record a pull leaves.
+    push writes a fresh one; so is the record a pull leaves, and so are a signature and
+    its provenance statement (a signed push writes its own, an unsigned one none: those of
+    a pulled copy vouch for another folder).
     """
     files: dict[str, Path] = {}
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
@@ -162,7 +166,7 @@ def scan_dir(root: Path) -> dict[str, Path]:
         for name in sorted(filenames):
             full = Path(dirpath) / name
             rel = full.relative_to(root).as_posix()
-            if rel in (MANIFEST_NAME, PULL_RECORD_NAME):
+            if rel in (MANIFEST_NAME, PULL_RECORD_NAME, SIGNATURE_NAME, PROVENANCE_NAME):
                 continue
             files[rel] = full
     return files
@@ -237,7 +241,10 @@ class Manifest:
             raise UnreadableManifest(f"the checkpoint manifest is unreadable ({exc})") from exc
 
     def mismatches(self, remote: Mapping[str, RemoteFile]) -> list[str]:
-        """Why the remote files (relative paths, manifest excluded) disagree with this manifest."""
+        """Why the remote files (relative paths, manifest excluded) disagree with this manifest.
+
+        ``model.sig`` is the one file a manifest cannot list (it signs the manifest): its
+        presence is no mismatch; pull checks it against the signer asked for."""
         problems = []
         for path, want in self.files.items():
             got = remote.get(path)
@@ -249,7 +256,8 @@ class Manifest:
                 problems.append(f"{path} has sha256 {got.lfs_sha256[:12]}…, manifest says {want.sha256}")
             elif got.lfs_sha256 is None and want.git_oid and got.git_oid and got.git_oid != want.git_oid:
                 problems.append(f"{path} differs from the manifest (git blob id)")
-        problems.extend(f"{path} is not in the manifest" for path in remote if path not in self.files)
+        problems.extend(f"{path} is not in the manifest" for path in remote
+                        if path not in self.files and path != SIGNATURE_NAME)
         return problems
 
 

@@ -24,7 +24,8 @@ HUB_MODES = MODES
 SHELL_INPUTS = ("mode", "token", "runtime", "image", "python")
 
 Kind = Literal["value", "flag", "switch", "path", "lines"]
-Mount = Literal["", "parent", "dir", "containing"]
+Mount = Literal["", "parent", "dir", "containing", "file"]
+MountHow = Literal["mount", "create", "readonly"]
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,8 @@ class Input:
     path inside (:func:`mounts`): ``parent``, its parent dir, created first (a pull renames
     a staged dir onto the path, which a mount point refuses); ``dir``, the dir itself,
     created first (or what is written there dies with the container); ``containing``, the
-    dir holding it (a file or dir that must exist)."""
+    dir holding it (a file or dir that must exist); ``file``, the file alone, read-only (a
+    key written to RUNNER_TEMP reaches the container, nothing else of that dir does)."""
 
 
 INPUTS: tuple[Input, ...] = (
@@ -78,6 +80,16 @@ INPUTS: tuple[Input, ...] = (
     Input("wandb-artifact-name", "--wandb-artifact-name", ("push", "promote")),
     Input("wandb-registry", "--wandb-registry", ("promote",)),
     Input("wandb-fatal", "--wandb-fatal", ("push", "promote"), "flag"),
+    Input("signing-key", "--signing-key", ("push", "promote"), "path", mount="file"),
+    Input("signing-certificate", "--signing-certificate", ("push", "promote"), "path", mount="file"),
+    Input("signing-chain", "--signing-chain", ("push", "promote"), "path", mount="file"),
+    Input("sign-keyless", "--sign-keyless", ("push", "promote"), "flag"),
+    Input("verify-key", "--verify-key", ("latest", "pull"), "path", mount="file"),
+    Input("verify-certificate-chain", "--verify-certificate-chain", ("latest", "pull"), "path", mount="file"),
+    Input("verify-identity", "--verify-identity", ("latest", "pull")),
+    Input("verify-issuer", "--verify-issuer", ("latest", "pull")),
+    Input("sigstore-trust-config", "--sigstore-trust-config", ("push", "promote", "latest", "pull"), "path",
+          mount="file"),
     Input("timeout", "--timeout", HUB_MODES),
     Input("retries", "--retries", HUB_MODES),
 )
@@ -159,18 +171,20 @@ def _base(env: Mapping[str, str], cwd: str | None) -> str:
     return cwd or env.get("GITHUB_WORKSPACE") or os.getcwd()
 
 
-def mounts(env: Mapping[str, str] | None = None, cwd: str | None = None) -> list[tuple[str, bool]]:
+def mounts(env: Mapping[str, str] | None = None, cwd: str | None = None) -> list[tuple[str, MountHow]]:
     """The host paths a container run of the action must see at the same path, as
-    ``(path, create)``: the work dir, each path input outside it (as its ``mount`` says),
-    and the step output and summary files. ``create``: make the dir first.
+    ``(path, how)``: the work dir, each path input outside it (as its ``mount`` says),
+    and the step output and summary files. ``how``: ``mount``; ``create``, make the dir
+    first; ``readonly``, one file, mounted read-only.
 
-    >>> mounts({"INPUT_LOCAL_DIR": "/data/run/ckpt", "INPUT_CACHE_DIR": "cache"}, cwd="/w")
-    [('/w', False), ('/data/run', True)]
+    >>> mounts({"INPUT_LOCAL_DIR": "/data/run/ckpt", "INPUT_CACHE_DIR": "cache",
+    ...         "INPUT_VERIFY_KEY": "/tmp/keys/pub.pem"}, cwd="/w")
+    [('/w', 'mount'), ('/data/run', 'create'), ('/tmp/keys/pub.pem', 'readonly')]
     """
     env = os.environ if env is None else env
     work = os.path.abspath(cwd or os.getcwd())
     base = _base(env, cwd)
-    out: list[tuple[str, bool]] = [(work, False)]
+    out: list[tuple[str, MountHow]] = [(work, "mount")]
     for spec in INPUTS:
         value = env.get(env_name(spec.name), "")
         if spec.kind != "path" or not spec.mount or not value:
@@ -182,10 +196,12 @@ def mounts(env: Mapping[str, str] | None = None, cwd: str | None = None) -> list
             continue  # under the work dir, which is mounted whole
         parent = os.path.dirname(path)
         if spec.mount == "parent":
-            out.append((path if parent == "/" else parent, True))
+            out.append((path if parent == "/" else parent, "create"))
         elif spec.mount == "dir":
-            out.append((path, True))
+            out.append((path, "create"))
+        elif spec.mount == "file":
+            out.append((path, "readonly"))
         else:
-            out.append((parent, False))
-    out += [(env[var], False) for var in ("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY") if env.get(var)]
+            out.append((parent, "mount"))
+    out += [(env[var], "mount") for var in ("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY") if env.get(var)]
     return out

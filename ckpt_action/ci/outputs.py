@@ -64,6 +64,14 @@ OUTPUTS: dict[str, str] = {
     "deleted": "`prune`: the folders deleted (or, with dry-run, that would be), as a JSON array.",
     "kept": "`prune`: the checkpoint-N folders kept, as a JSON array.",
     "deleted-count": "`prune`: how many folders were deleted (with `dry-run`: would be).",
+    "signed": "`push`, `promote`, `pull`: `true` when the folder is signed (push and promote wrote `model.sig`; "
+              "pull found one).",
+    "signer": "`push`, `promote`, `pull`: who signed (`key sha256:...`, the certificate's subject, or the keyless "
+              "identity); pull writes it only when `verify-*` checked the signature.",
+    "signature-verified": "`pull`: `true` when `model.sig` was checked against `verify-key`, "
+                          "`verify-certificate-chain` or `verify-identity` (and covered every byte pulled).",
+    "provenance": "`pull`: the signed provenance statement as JSON (repo, subfolder, step, source_commit, "
+                  "workflow_run, promoted_from), when verified; empty otherwise.",
     "wandb-artifact": "`push`, `promote`: the W&B pointer artifact logged (empty when W&B logging failed or "
                       "was not asked for).",
     "wandb-run-id": "`push`, `promote`: the W&B run the pointer was logged to.",
@@ -76,7 +84,8 @@ KINDS: dict[str, str] = {
     "downloaded-bytes": "int", "reused-files": "int", "cached-files": "int", "removed-files": "int",
     "source-subfolder": "text", "source-revision": "sha", "tag": "text", "branch": "text", "count": "int",
     "checkpoints": "json-array", "dry-run": "bool", "deleted": "json-array", "kept": "json-array",
-    "deleted-count": "int", "wandb-artifact": "text", "wandb-run-id": "text",
+    "deleted-count": "int", "signed": "bool", "signer": "text", "signature-verified": "bool", "provenance": "text",
+    "wandb-artifact": "text", "wandb-run-id": "text",
 }
 """The type of each output's value (``sha``: 40 lowercase hex; ``int``: a whole number; ``bool``:
 ``true``/``false``; ``json-array``: a JSON array, for ``fromJSON``), as its description says."""
@@ -88,7 +97,8 @@ KINDS: dict[str, str] = {
 
 def push_outputs(res: PushResult) -> dict[str, Any]:
     return res.handle.to_dict() | {"local_dir": str(res.local_dir), "commits": res.commits,
-                                   "uploaded_files": res.uploaded_files, "deleted_files": res.deleted_files}
+                                   "uploaded_files": res.uploaded_files, "deleted_files": res.deleted_files,
+                                   "signed": res.signer is not None, "signer": res.signer}
 
 
 def latest_outputs(repo: str, res: LatestResult) -> dict[str, Any]:
@@ -102,13 +112,15 @@ def pull_outputs(res: PullResult) -> dict[str, Any]:
         "local_dir": str(res.local_dir), "found": True, "files": res.files, "bytes": res.bytes,
         "verified_by": res.verified_by, "partial": res.partial, "downloaded_files": res.downloaded_files,
         "downloaded_bytes": res.downloaded_bytes, "reused_files": res.reused_files,
-        "cached_files": res.cached_files, "removed_files": res.removed_files}
+        "cached_files": res.cached_files, "removed_files": res.removed_files, "signed": res.signed,
+        "signer": res.signer, "signature_verified": res.signature_verified, "provenance": res.provenance}
 
 
 def promote_outputs(res: PromoteResult) -> dict[str, Any]:
     return res.handle.to_dict() | {
         "source_subfolder": res.source.subfolder, "source_revision": res.source.revision,
-        "commits": res.commits, "tag": res.tag, "branch": res.branch}
+        "commits": res.commits, "tag": res.tag, "branch": res.branch, "signed": res.signer is not None,
+        "signer": res.signer}
 
 
 def list_outputs(res: ListResult) -> dict[str, Any]:

@@ -23,7 +23,17 @@ import click
 
 from ckpt_action import api
 from ckpt_action.ci.escaping import escape
-from ckpt_action.cli.options import HubOptions, WandbOptions, hub_options, repo_option, wandb_options
+from ckpt_action.cli.options import (
+    HubOptions,
+    SigningOptions,
+    VerifyOptions,
+    WandbOptions,
+    hub_options,
+    repo_option,
+    signing_options,
+    verify_options,
+    wandb_options,
+)
 from ckpt_action.cli.render import (
     DOOR_KEY,
     EXIT_INPUT,
@@ -88,11 +98,12 @@ def cli() -> None:
 @click.option("--private/--public", default=True, show_default=True,
               help="Visibility of the repo if push creates it (an existing repo is left as it is).")
 @click.option("--commit-message", help="Commit title (default: 'Push SUBFOLDER (step N)').")
+@signing_options
 @wandb_options()
 @hub_options
 @command
 def push(repo: str, local_dir: str, subfolder: str | None, step: int | None, private: bool,
-         commit_message: str | None, wandb: WandbOptions, hub: HubOptions) -> None:
+         commit_message: str | None, signing: SigningOptions, wandb: WandbOptions, hub: HubOptions) -> None:
     """Push a local checkpoint dir to REPO/SUBFOLDER and report the commit SHA that holds it complete.
 
     The subfolder ends up exactly equal to the local dir; a manifest is committed last.
@@ -101,7 +112,7 @@ def push(repo: str, local_dir: str, subfolder: str | None, step: int | None, pri
     from ckpt_action.ci.outputs import push_outputs
 
     res = api.push_checkpoint(local_dir, repo, step=step, subfolder=subfolder, private=private,
-                              commit_message=commit_message, **hub.hub())
+                              commit_message=commit_message, **signing.keywords, **hub.hub())
     result = push_outputs(res)
     if wandb.project:
         result |= _log_wandb(res.handle, wandb)
@@ -128,16 +139,17 @@ def _log_wandb(handle: CheckpointHandle, wandb: WandbOptions) -> dict[str, Any]:
 @repo_option()
 @click.option("--revision", help="Branch, tag or SHA to look at (default: main).")
 @click.option("--require", is_flag=True, help="Exit 3 when there is no complete checkpoint.")
+@verify_options
 @hub_options
 @command
-def latest(repo: str, revision: str | None, require: bool, hub: HubOptions) -> None:
+def latest(repo: str, revision: str | None, require: bool, verify: VerifyOptions, hub: HubOptions) -> None:
     """Find the highest complete checkpoint-N, pinned to the SHA it was read at.
 
     Nothing found exits 0 with found=false (3 with --require); a failure to tell exits 1.
     """
     from ckpt_action.ci.outputs import latest_outputs
 
-    res = api.find_latest(repo, revision=revision, warn=warn, **hub.hub())
+    res = api.find_latest(repo, revision=revision, warn=warn, **verify.keywords, **hub.hub())
     emit("latest", latest_outputs(repo, res), hub)
     if res.handle is None and require:
         raise api.no_checkpoint(repo)
@@ -161,11 +173,12 @@ def latest(repo: str, revision: str | None, require: bool, hub: HubOptions) -> N
 @click.option("--exclude", multiple=True, metavar="GLOB", help="Skip files matching this pattern (repeatable).")
 @click.option("--cache-dir", envvar="CKPT_CACHE_DIR", help="Keep verified files here by sha256 and fill later "
               "pulls from it (CKPT_CACHE_DIR; size: CKPT_CACHE_MAX_SIZE, default 50G).")
+@verify_options
 @hub_options
 @command
 def pull(repo: str | None, subfolder: str | None, use_latest: bool, pointer: str | None, from_wandb: str | None,
          revision: str | None, local_dir: str, force: bool, include: tuple[str, ...], exclude: tuple[str, ...],
-         cache_dir: str | None, hub: HubOptions) -> None:
+         cache_dir: str | None, verify: VerifyOptions, hub: HubOptions) -> None:
     """Download one checkpoint at a pinned SHA, verify every file, then move it into place.
 
     Files already in --local-dir from an earlier pull, or in --cache-dir, are not downloaded again.
@@ -176,7 +189,8 @@ def pull(repo: str | None, subfolder: str | None, use_latest: bool, pointer: str
 
     res = api.pull_checkpoint(repo, local_dir, subfolder=subfolder or None, revision=revision, latest=use_latest,
                               pointer=pointer or None, from_wandb=from_wandb or None, force=force, include=include,
-                              exclude=exclude, cache_dir=cache_dir, warn=warn, **hub.hub())
+                              exclude=exclude, cache_dir=cache_dir, warn=warn, **verify.keywords,
+                              **hub.hub())
     emit("pull", pull_outputs(res), hub)
 
 
@@ -190,16 +204,17 @@ def pull(repo: str | None, subfolder: str | None, use_latest: bool, pointer: str
 @click.option("--to-repo", help="Promote into another repo (bytes stream through, verified).")
 @click.option("--tag", help="Tag the resulting commit; an existing tag elsewhere is refused.")
 @click.option("--branch", help="Commit the promotion on this branch (created from the source SHA).")
+@signing_options
 @wandb_options(registry=True)
 @hub_options
 @command
 def promote(repo: str, subfolder: str, revision: str | None, to: str, to_repo: str | None, tag: str | None,
-            branch: str | None, wandb: WandbOptions, hub: HubOptions) -> None:
+            branch: str | None, signing: SigningOptions, wandb: WandbOptions, hub: HubOptions) -> None:
     """Copy a pinned checkpoint to a release folder (and/or branch, tag) in one commit, server-side."""
     from ckpt_action.ci.outputs import promote_outputs
 
     res = api.promote_checkpoint(repo, to, subfolder=subfolder, revision=revision, to_repo=to_repo, tag=tag,
-                                 branch=branch, **hub.hub())
+                                 branch=branch, **signing.keywords, **hub.hub())
     result = promote_outputs(res)
     if wandb.project:
         result |= _log_wandb(res.handle, wandb)
@@ -286,8 +301,8 @@ def from_action(ctx: click.Context, print_mounts: bool) -> None:
 
     try:
         if print_mounts:
-            for path, create in mounts():
-                click.echo(f"{'create' if create else 'mount'}\t{path}")
+            for path, how in mounts():
+                click.echo(f"{how}\t{path}")
             return
         name, *args = argv()
     except InputError as exc:

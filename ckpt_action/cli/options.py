@@ -1,5 +1,6 @@
 """Options several commands share, defined once: each decorator hands the command one
-typed object (:class:`HubOptions`, :class:`WandbOptions`)."""
+typed object (:class:`HubOptions`, :class:`WandbOptions`, :class:`SigningOptions`,
+:class:`VerifyOptions`)."""
 
 from __future__ import annotations
 
@@ -106,6 +107,78 @@ def wandb_options(*, registry: bool = False) -> Callable[[Callable[..., Any]], C
         return _options(wrapper, options)
 
     return decorate
+
+
+@dataclass(frozen=True)
+class SigningOptions:
+    """--signing-key/--signing-certificate/--signing-chain/--sign-keyless/--sigstore-trust-config,
+    as the API's keywords (the API loads and checks them)."""
+
+    keywords: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    """--verify-key/--verify-certificate-chain/--verify-identity/--verify-issuer/--sigstore-trust-config,
+    as the API's keywords."""
+
+    keywords: dict[str, Any]
+
+
+def _trust_config() -> Callable[[F], F]:
+    return click.option("--sigstore-trust-config", type=click.Path(dir_okay=False),
+                        help="A Sigstore ClientTrustConfig JSON for keyless signing/verification (default: "
+                             "Sigstore's public instance).")
+
+
+def signing_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The signer options, handed over as ``signing``."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, signing_key: str | None, signing_certificate: str | None, signing_chain: str | None,
+                sign_keyless: bool, sigstore_trust_config: str | None, **kwargs: Any) -> Any:
+        keywords = {"signing_key": signing_key or None, "signing_certificate": signing_certificate or None,
+                    "signing_chain": signing_chain or None, "sign_keyless": sign_keyless,
+                    "sigstore_trust_config": sigstore_trust_config or None}
+        return fn(*args, signing=SigningOptions(keywords), **kwargs)
+
+    return _options(wrapper, [
+        click.option("--signing-key", type=click.Path(dir_okay=False), help="Sign model.sig with this "
+                     "elliptic-curve private key PEM (password only from CKPT_SIGNING_KEY_PASSWORD)."),
+        click.option("--signing-certificate", type=click.Path(dir_okay=False),
+                     help="The signing key's certificate PEM (with --signing-chain)."),
+        click.option("--signing-chain", type=click.Path(dir_okay=False),
+                     help="The CA certificates PEM from the signing certificate up to the root."),
+        click.option("--sign-keyless", is_flag=True, help="Sign keyless with Sigstore and the ambient GitHub "
+                     "Actions OIDC token (the workflow needs `permissions: id-token: write`)."),
+        _trust_config(),
+    ])
+
+
+def verify_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The signature checks, handed over as ``verify``."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, verify_key: str | None, verify_certificate_chain: str | None,
+                verify_identity: str | None, verify_issuer: str | None, sigstore_trust_config: str | None,
+                **kwargs: Any) -> Any:
+        keywords = {"verify_key": verify_key or None, "verify_certificate_chain": verify_certificate_chain or None,
+                    "verify_identity": verify_identity or None, "verify_issuer": verify_issuer or None,
+                    "sigstore_trust_config": sigstore_trust_config or None}
+        return fn(*args, verify=VerifyOptions(keywords), **kwargs)
+
+    return _options(wrapper, [
+        click.option("--verify-key", type=click.Path(dir_okay=False),
+                     help="Require model.sig signed by this public key PEM."),
+        click.option("--verify-certificate-chain", type=click.Path(dir_okay=False),
+                     help="Require model.sig signed by a certificate this CA PEM vouches for."),
+        click.option("--verify-identity", help="Require a keyless signature by this identity (GitHub Actions: "
+                     "https://github.com/ORG/REPO/.github/workflows/X.yml@REF, or https://github.com/ORG/REPO "
+                     "for any workflow of the repo)."),
+        click.option("--verify-issuer", help="The identity's OIDC issuer (GitHub Actions: "
+                     "https://token.actions.githubusercontent.com)."),
+        _trust_config(),
+    ])
 
 
 def repo_option(help: str = "Hub model repo, OWNER/NAME.", required: bool = True) -> Callable[[F], F]:

@@ -5,12 +5,16 @@ from __future__ import annotations
 import posixpath
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ckpt_action.checkpoint.manifest import MANIFEST_NAME, Manifest, RemoteFile, folder_tree_oid
 from ckpt_action.errors import IntegrityError, NotFoundError, UnreadableManifest, quoted
 from ckpt_action.handle import CheckpointHandle, step_of
 from ckpt_action.hub.listing import Entry, path_problem
 from ckpt_action.hub.repo import RemoteRepo, Snapshot, folder_problem, skip_name
+
+if TYPE_CHECKING:
+    from ckpt_action.checkpoint.verifying import Verifier
 
 
 @dataclass(frozen=True)
@@ -42,7 +46,7 @@ class LatestResult:
                 f" pass {require} where a first run is not expected")
 
 
-def latest(remote: RemoteRepo, revision: str | None = None) -> LatestResult:
+def latest(remote: RemoteRepo, revision: str | None = None, verifier: Verifier | None = None) -> LatestResult:
     """Find the highest complete ``checkpoint-N`` folder at the head of ``revision``.
 
     Lists only the top level, at a SHA resolved first, then checks candidates from the
@@ -50,7 +54,9 @@ def latest(remote: RemoteRepo, revision: str | None = None) -> LatestResult:
     ``hf upload``) is taken as it is; one whose manifest or listing cannot be read is
     passed over with why, so one bad folder never hides the others. A missing repo or
     branch is "none"; any other failure raises, because "could not tell" must never look
-    like "start from scratch".
+    like "start from scratch". With ``verifier``, a complete folder whose signature does not
+    verify (unsigned, another signer, files that differ from what was signed) is passed over
+    too, so a deploy job resumes only from a signed checkpoint.
 
     >>> latest(RemoteRepo(settings, "org/run")).handle.subfolder  # doctest: +SKIP
     'checkpoint-300'
@@ -68,6 +74,10 @@ def latest(remote: RemoteRepo, revision: str | None = None) -> LatestResult:
     skipped: list[tuple[str, str]] = []
     for stp, name in candidates:
         problems, has_manifest = _check(remote, sha, name, folders[name])
+        if not problems and verifier is not None:
+            from ckpt_action.ops.signatures import latest_problem
+
+            problems = [why] if (why := latest_problem(remote, sha, name, verifier)) else []
         if not problems:
             handle = CheckpointHandle(remote.repo, name, sha, stp, remote.settings.endpoint)
             return LatestResult(handle, sha, skipped, has_manifest)

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ckpt_action.checkpoint.manifest import (
     MANIFEST_NAME,
@@ -43,6 +44,7 @@ from ckpt_action.checkpoint.manifest import (
     expected_from_remote,
     satisfies,
 )
+from ckpt_action.checkpoint.signing import SIGNATURE_NAME
 from ckpt_action.disk import target as localdir
 from ckpt_action.disk.cache import CacheConfig, ContentCache, Stopped, hash_copy
 from ckpt_action.errors import CkptError, InputError, IntegrityError, param
@@ -51,6 +53,9 @@ from ckpt_action.hub.fetch import THREADED_HASH_MIN, fetch_file
 from ckpt_action.hub.repo import RemoteRepo, Snapshot, open_complete
 from ckpt_action.names import safe_relative
 from ckpt_action.progress import Ticker
+
+if TYPE_CHECKING:
+    from ckpt_action.checkpoint.verifying import Verifier
 
 log = logging.getLogger(__name__)
 DOWNLOAD_THREADS = 8
@@ -120,6 +125,13 @@ class PullResult:
     """Copied from the content cache (no transfer)."""
     removed_files: int = 0
     """Files of the earlier pull the new one no longer has."""
+    signed: bool = False
+    """The folder holds a ``model.sig``."""
+    signer: str | None = None
+    """Who signed it, when the signature was verified."""
+    signature_verified: bool = False
+    provenance: dict[str, object] | None = None
+    """The signed provenance statement (repo, subfolder, step, source commit, workflow run)."""
 
 
 @dataclass
@@ -239,8 +251,13 @@ class _OldFiles:
 
 
 def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path, *, force: bool = False,
-         sha: str | None = None, select: Selection | None = None, cache: CacheConfig | None = None) -> PullResult:
+         sha: str | None = None, select: Selection | None = None, cache: CacheConfig | None = None,
+         verifier: Verifier | None = None) -> PullResult:
     """Download ``subfolder`` at ``revision`` into ``target`` (its contents, not a nested folder).
+
+    With ``verifier``, ``model.sig`` is checked before any download (against the trusted
+    signer, the manifest and the signed provenance) and every staged byte after, before the
+    target changes (see :mod:`ckpt_action.ops.signatures`).
 
     >>> pull(RemoteRepo(settings, "org/run"), "checkpoint-300", None, Path("resume"))  # doctest: +SKIP
     PullResult(handle=CheckpointHandle(..., revision='3f1c…'), local_dir=PosixPath('resume'), ...)
@@ -257,7 +274,9 @@ def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path,
 
     snap, handle = open_complete(remote, subfolder, sha or remote.resolve(revision), "pull", vet)
     if snap.manifest is not None:
-        expected = {rel: snap.manifest.files[rel] for rel in snap.files}
+        expected = {rel: snap.manifest.files[rel] for rel in snap.files if rel != SIGNATURE_NAME}
+        if SIGNATURE_NAME in snap.files:  # the one file the manifest cannot list: the listing vouches for it
+            expected |= expected_from_remote({SIGNATURE_NAME: snap.files[SIGNATURE_NAME]})
         verified_by = "manifest"
     else:
         expected = expected_from_remote(snap.files)
@@ -273,13 +292,20 @@ def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path,
         raise InputError(f"{param('include')}/{param('exclude')} select none of the {len(expected)} files of"
                          f" {subfolder}/: check"
                          " the patterns (they match paths inside the folder; '*' also matches '/')")
+    check = None
+    if verifier is not None:
+        from ckpt_action.ops.signatures import before_download
+
+        check = before_download(remote, snap, verifier, handle.step, partial=partial)
+
     target = Path(os.path.abspath(target))
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         with localdir.target_lock(target):
             localdir.remove_stale_staging(target)
             state = localdir.check_target(str(target), force=force)
-            tally = _fill(remote, handle, wanted, manifest_bytes, target, state, cache, partial, select)
+            tally = _fill(remote, handle, wanted, manifest_bytes, target, state, cache, partial, select,
+                          (lambda digests: check.after_download(digests, partial=partial)) if check else None)
     except CkptError:
         raise
     except Exception as exc:
@@ -288,13 +314,16 @@ def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path,
     return PullResult(handle, target, len(wanted), sum(w.size for w in wanted.values()), verified_by, partial,
                       downloaded_files=len(tally.downloaded), downloaded_bytes=sum(tally.downloaded),
                       reused_files=tally.reused, cached_files=tally.cached,
-                      removed_files=len(old_files - set(tally.digests)))
+                      removed_files=len(old_files - set(tally.digests)), signed=SIGNATURE_NAME in snap.files,
+                      signer=check.verified.signer if check else None, signature_verified=check is not None,
+                      provenance=check.provenance.report() if check and check.provenance else None)
 
 
 def _fill(remote: RemoteRepo, handle: CheckpointHandle, wanted: dict[str, FileDigest], manifest_bytes: bytes | None,
           target: Path, state: localdir.TargetState, cache_config: CacheConfig | None, partial: bool,
-          select: Selection) -> _Tally:
-    """Stage every wanted file from its cheapest verified source, then switch the target."""
+          select: Selection, before_switch: Callable[[dict[str, FileDigest]], None] | None = None) -> _Tally:
+    """Stage every wanted file from its cheapest verified source, then switch the target;
+    ``before_switch`` sees the staged files' digests last and may refuse them."""
     old = _OldFiles(target, state)
     cache = ContentCache(cache_config) if cache_config is not None else None
     tally = _Tally()
@@ -328,6 +357,8 @@ def _fill(remote: RemoteRepo, handle: CheckpointHandle, wanted: dict[str, FileDi
         staged = {p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file()}
         if staged != set(tally.digests):
             raise IntegrityError(f"the staged files differ from the plan: {sorted(staged ^ set(tally.digests))[:3]}")
+        if before_switch is not None:
+            before_switch(tally.digests)
         record = localdir.PullRecord(
             handle.repo, handle.subfolder, handle.revision, partial,
             {rel: localdir.RecordedFile.of(d, os.lstat(tmp / rel)) for rel, d in tally.digests.items()},

@@ -34,6 +34,9 @@ from ckpt_action.checkpoint.manifest import (
     matches_remote,
     scan_dir,
 )
+from ckpt_action.checkpoint.provenance import PROVENANCE_NAME, Provenance
+from ckpt_action.checkpoint.sealing import model_name, seal, with_provenance
+from ckpt_action.checkpoint.signing import SIGNATURE_NAME, LoadedSigner
 from ckpt_action.errors import IntegrityError, NotFoundError
 from ckpt_action.handle import CheckpointHandle
 from ckpt_action.hub.commits import CommitPlan, commit
@@ -64,6 +67,8 @@ class PushResult:
     deleted_files: int
     local_dir: Path | None = None
     """The directory pushed, as checked."""
+    signer: str | None = None
+    """Who signed the folder's ``model.sig`` (None: pushed unsigned)."""
 
 
 _Stamp = tuple[int, int, int, int]
@@ -167,8 +172,13 @@ def push(
     commit_message: str | None = None,
     branch: str = "main",
     source: dict[str, str] | None = None,
+    signer: LoadedSigner | None = None,
+    promoted_from: str | None = None,
 ) -> PushResult:
     """Push ``local_dir`` to ``subfolder`` of ``remote`` and return the SHA holding it complete.
+
+    With ``signer``, the last commit also writes the provenance statement (listed in the
+    manifest) and ``model.sig``, signed from the digests just computed for the manifest.
 
     >>> push(RemoteRepo(settings, "org/run"), Path("out/checkpoint-300"), "checkpoint-300", step=300)  # doctest: +SKIP
     PushResult(handle=CheckpointHandle(repo='org/run', subfolder='checkpoint-300', revision='3f1c…', ...), ...)
@@ -187,27 +197,45 @@ def push(
              exist_ok=True, repo=remote.repo)
         head = remote.resolve(target)
     manifest_path = f"{subfolder}/{MANIFEST_NAME}"
+    written = {manifest_path, f"{subfolder}/{PROVENANCE_NAME}", f"{subfolder}/{SIGNATURE_NAME}"}
+    provenance = (Provenance.here(remote.repo, subfolder, step, os.environ, promoted_from=promoted_from)
+                  if signer is not None else None)
     first_pending: int | None = None
+    signed_by = signer.identity if signer is not None else None
 
     def plan(head: str | None) -> CommitPlan | None:
-        nonlocal first_pending
+        nonlocal first_pending, signed_by
         local.refresh()
-        digests = local.digests
+        digests, statement = dict(local.digests), b""
+        if provenance is not None:
+            digests, statement = with_provenance(digests, provenance)
         state = _state(remote, head, subfolder)
         have = state.files if state else {}
         pending = [rel for rel in sorted(digests) if not matches_remote(digests[rel], have.get(rel))]
-        stale = sorted(rel for rel in have if rel not in digests)
+        # The statement goes with the manifest and the signature, in the last commit.
+        files = [rel for rel in pending if rel != PROVENANCE_NAME]
+        stale = sorted(rel for rel in have if rel not in digests and not (signer and rel == SIGNATURE_NAME))
         complete = Manifest(files=dict(digests), step=step, complete=True, source=source)
         current = state.manifest if state else None
-        if not pending and not stale and current is not None and current.content_key() == complete.content_key():
+        unsigned = signer is not None and SIGNATURE_NAME not in have
+        if (not pending and not stale and not unsigned and current is not None
+                and current.content_key() == complete.content_key()):
             return None
+        pending = files
         final = len(pending) <= batch_size
         marker = complete if final else Manifest(files=dict(digests), step=step, complete=False, created_at="",
                                                   source=source)
         batch = pending[:batch_size]
         ops: list[Any] = [CommitOperationDelete(f"{subfolder}/{rel}") for rel in stale]
         ops += [local.add(subfolder, rel) for rel in batch]
-        ops.append(CommitOperationAdd(manifest_path, marker.to_json()))
+        if final and signer is not None:
+            sealed = seal(signer, complete, statement, model_name(remote.repo, subfolder))
+            signed_by = sealed.signer
+            ops += [CommitOperationAdd(f"{subfolder}/{PROVENANCE_NAME}", sealed.provenance),
+                    CommitOperationAdd(manifest_path, sealed.manifest),
+                    CommitOperationAdd(f"{subfolder}/{SIGNATURE_NAME}", sealed.signature)]
+        else:
+            ops.append(CommitOperationAdd(manifest_path, marker.to_json()))
         if first_pending is None:
             first_pending = len(pending)
         parts = -(-first_pending // batch_size)
@@ -225,7 +253,7 @@ def push(
         commits += outcome.commits
         for landed in outcome.landed:
             ops = landed.operations
-            uploaded += sum(isinstance(op, CommitOperationAdd) and op.path_in_repo != manifest_path for op in ops)
+            uploaded += sum(isinstance(op, CommitOperationAdd) and op.path_in_repo not in written for op in ops)
             deleted += sum(isinstance(op, CommitOperationDelete) for op in ops)
         changed = local.refresh(thorough=True)
         if changed:
@@ -237,7 +265,7 @@ def push(
         if outcome.last is not None:  # else the planner's own listing at that head was the proof
             _prove(remote, outcome.revision, subfolder, outcome.last)
         return PushResult(CheckpointHandle(remote.repo, subfolder, outcome.revision, step, remote.settings.endpoint),
-                          commits, uploaded, deleted, local_dir)
+                          commits, uploaded, deleted, local_dir, signed_by)
 
 
 def _state(remote: RemoteRepo, head: str | None, subfolder: str) -> Snapshot | None:
@@ -260,15 +288,19 @@ def _prove(remote: RemoteRepo, sha: str, subfolder: str, last: CommitPlan) -> No
     cannot, or the Hub stored a file otherwise than predicted (a repo's own
     .gitattributes), the folder is listed and compared file by file.
     """
-    data = next(op.path_or_fileobj for op in last.operations
-                if getattr(op, "path_in_repo", None) == f"{subfolder}/{MANIFEST_NAME}")
+    sent = {op.path_in_repo: op.path_or_fileobj for op in last.operations if hasattr(op, "path_or_fileobj")}
+    data = sent[f"{subfolder}/{MANIFEST_NAME}"]
     assert isinstance(data, bytes)
     manifest = Manifest.from_json(data)
-    want = folder_tree_oid(manifest.files, data)
+    listed = dict(manifest.files)
+    signature = sent.get(f"{subfolder}/{SIGNATURE_NAME}")
+    if isinstance(signature, bytes):  # the one file of a signed folder its manifest does not list
+        listed[SIGNATURE_NAME] = digest_bytes(SIGNATURE_NAME, signature)
+    want = folder_tree_oid(listed, data)
     if want is not None and remote.folder_id(sha, subfolder) == want:
         return
     files = remote.files(sha, subfolder)
-    expected = manifest.files | {MANIFEST_NAME: digest_bytes(MANIFEST_NAME, data)}
+    expected = listed | {MANIFEST_NAME: digest_bytes(MANIFEST_NAME, data)}
     problems = [f"{rel} differs" for rel, digest in sorted(expected.items()) if not matches_remote(digest,
                                                                                                  files.get(rel))]
     problems += [f"{rel} is not in the manifest" for rel in sorted(files) if rel not in expected]

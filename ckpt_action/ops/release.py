@@ -10,6 +10,7 @@ points at.
 from __future__ import annotations
 
 import logging
+import os
 import posixpath
 import shutil
 import tempfile
@@ -18,10 +19,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ckpt_action.checkpoint.manifest import MANIFEST_NAME, Manifest, expected_from_remote, matches_remote
+from ckpt_action.checkpoint.provenance import PROVENANCE_NAME, Provenance
+from ckpt_action.checkpoint.sealing import WRITTEN, Sealed, model_name, seal, with_provenance
+from ckpt_action.checkpoint.signing import SIGNATURE_NAME, LoadedSigner, SignatureError
 from ckpt_action.errors import ConflictError, InputError, IntegrityError, UnreadableManifest, param
 from ckpt_action.handle import CheckpointHandle, step_of
 from ckpt_action.hub.commits import CommitPlan, commit
-from ckpt_action.hub.repo import RemoteRepo, open_complete
+from ckpt_action.hub.repo import RemoteRepo, Snapshot, open_complete
 from ckpt_action.hub.transport import call
 from ckpt_action.ops.discover import latest
 from ckpt_action.ops.pull import pull
@@ -38,6 +42,8 @@ class PromoteResult:
     commits: int
     tag: str | None = None
     branch: str | None = None
+    signer: str | None = None
+    """Who signed the target's ``model.sig`` (None: promoted unsigned)."""
 
 
 def _same_promotion(have: Manifest, wanted: Manifest) -> bool:
@@ -54,8 +60,13 @@ def _same_promotion(have: Manifest, wanted: Manifest) -> bool:
 
 
 def promote(remote: RemoteRepo, subfolder: str, revision: str | None, to: str, *, tag: str | None = None,
-            branch: str | None = None, target: RemoteRepo | None = None) -> PromoteResult:
+            branch: str | None = None, target: RemoteRepo | None = None,
+            signer: LoadedSigner | None = None) -> PromoteResult:
     """Copy ``subfolder`` at ``revision`` to ``to`` (in the same repo, or in ``target``).
+
+    The source's ``model.sig`` and provenance statement are never copied: they vouch for the
+    source folder. With ``signer`` the target gets its own, in the same commit as its manifest
+    (the statement names the target and the source it was promoted from).
 
     >>> promote(RemoteRepo(settings, "org/run"), "checkpoint-900", None, "release", tag="v1.0")  # doctest: +SKIP
     PromoteResult(handle=CheckpointHandle(repo='org/run', subfolder='release', revision='9ac0…'), ...)
@@ -67,12 +78,16 @@ def promote(remote: RemoteRepo, subfolder: str, revision: str | None, to: str, *
     snap, source = open_complete(remote, subfolder, remote.resolve(revision), "promote")
     sha, step = source.revision, source.step
     if target is not None and target.repo != remote.repo:
-        return _promote_across(remote, source, target, to, tag=tag)
+        return _promote_across(remote, source, target, to, tag=tag, signer=signer)
     from huggingface_hub import CommitOperationAdd, CommitOperationCopy, CommitOperationDelete
 
     digests = dict(snap.manifest.files) if snap.manifest else expected_from_remote(snap.files)
+    digests = {rel: d for rel, d in digests.items() if rel not in WRITTEN}
     wanted = Manifest(files=digests, step=step, complete=True,
                       source={"repo": remote.repo, "subfolder": subfolder, "revision": sha})
+    sealed = None
+    if signer is not None:  # signed once, before any write: the target's content does not depend on its head
+        wanted, sealed = _signed_promotion(remote, snap, signer, to, wanted)
     on = branch or "main"
     if tag is not None:
         tagged = remote.refs()[1].get(tag)
@@ -93,14 +108,21 @@ def promote(remote: RemoteRepo, subfolder: str, revision: str | None, to: str, *
     def plan(head: str | None) -> CommitPlan | None:
         assert head is not None
         have = remote.snapshot(head, to)
-        stale = [rel for rel in have.files if rel not in snap.files]
-        copies = [rel for rel in snap.files if not matches_remote(digests[rel], have.files.get(rel))]
-        if not stale and not copies and have.manifest is not None and _same_promotion(have.manifest, wanted):
+        keep = set(wanted.files) | ({SIGNATURE_NAME} if sealed else set())
+        stale = [rel for rel in have.files if rel not in keep]
+        copies = [rel for rel in digests if not matches_remote(digests[rel], have.files.get(rel))]
+        if (not stale and not copies and have.manifest is not None and _same_promotion(have.manifest, wanted)
+                and (sealed is None or SIGNATURE_NAME in have.files)):
             return None
         ops: list[object] = [CommitOperationDelete(f"{to}/{rel}") for rel in stale]
         ops += [CommitOperationCopy(src_path_in_repo=f"{subfolder}/{rel}", path_in_repo=f"{to}/{rel}",
                                     src_revision=sha) for rel in copies]
-        ops.append(CommitOperationAdd(f"{to}/{MANIFEST_NAME}", wanted.to_json()))
+        if sealed is None:
+            ops.append(CommitOperationAdd(f"{to}/{MANIFEST_NAME}", wanted.to_json()))
+        else:
+            ops += [CommitOperationAdd(f"{to}/{PROVENANCE_NAME}", sealed.provenance),
+                    CommitOperationAdd(f"{to}/{MANIFEST_NAME}", sealed.manifest),
+                    CommitOperationAdd(f"{to}/{SIGNATURE_NAME}", sealed.signature)]
         return CommitPlan(ops, title)
 
     outcome = commit(remote, plan, what=f"promoting {subfolder}", branch=on)
@@ -110,11 +132,34 @@ def promote(remote: RemoteRepo, subfolder: str, revision: str | None, to: str, *
         call(remote.settings, f"creating tag {tag}", remote.api.create_tag, remote.repo, tag=tag,
              revision=result_sha, tag_message=f"{to} from {subfolder} @ {sha}", repo=remote.repo)
     return PromoteResult(CheckpointHandle(remote.repo, to, result_sha, step, remote.settings.endpoint), source,
-                         outcome.commits, tag, branch)
+                         outcome.commits, tag, branch, sealed.signer if sealed else None)
+
+
+def _source_commit(remote: RemoteRepo, snap: Snapshot) -> str | None:
+    """The training code's commit the source's statement names, carried to the target's
+    (the promote's own GITHUB_SHA is the release workflow's commit, not the training's)."""
+    if PROVENANCE_NAME not in snap.files:
+        return None
+    try:
+        data = remote.read_small_file(snap.revision, f"{snap.subfolder}/{PROVENANCE_NAME}", missing_ok=True)
+        return Provenance.from_json(data).source_commit if data else None
+    except (SignatureError, UnreadableManifest):
+        return None
+
+
+def _signed_promotion(remote: RemoteRepo, snap: Snapshot, signer: LoadedSigner, to: str,
+                      wanted: Manifest) -> tuple[Manifest, Sealed]:
+    """The target's manifest with its own provenance statement listed, signed."""
+    statement = Provenance.here(remote.repo, to, wanted.step, os.environ,
+                                promoted_from=f"{remote.repo}/{snap.subfolder}@{snap.revision}",
+                                source_commit=_source_commit(remote, snap))
+    files, data = with_provenance(wanted.files, statement)
+    wanted = replace(wanted, files=files)
+    return wanted, seal(signer, wanted, data, model_name(remote.repo, to))
 
 
 def _promote_across(remote: RemoteRepo, source: CheckpointHandle, target: RemoteRepo, to: str, *,
-                    tag: str | None) -> PromoteResult:
+                    tag: str | None, signer: LoadedSigner | None = None) -> PromoteResult:
     """Into another repo: the bytes pass through this machine, verified on the way down."""
     if tag is not None and (tagged := target.refs()[1].get(tag)) is not None:
         at_tag = target.snapshot(tagged, to)
@@ -128,13 +173,14 @@ def _promote_across(remote: RemoteRepo, source: CheckpointHandle, target: Remote
         pulled = pull(remote, source.subfolder, None, staging / "ckpt", sha=source.revision)
         res = push(target, pulled.local_dir, to, step=source.step, private=True,
                    commit_message=f"Promote {remote.repo}/{source.subfolder} @ {source.revision[:12]}",
-                   source={"repo": remote.repo, "subfolder": source.subfolder, "revision": source.revision})
+                   source={"repo": remote.repo, "subfolder": source.subfolder, "revision": source.revision},
+                   signer=signer, promoted_from=f"{remote.repo}/{source.subfolder}@{source.revision}")
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     if tag is not None:
         call(target.settings, f"creating tag {tag}", target.api.create_tag, target.repo, tag=tag,
              revision=res.handle.revision, repo=target.repo)
-    return PromoteResult(res.handle, source, res.commits, tag)
+    return PromoteResult(res.handle, source, res.commits, tag, signer=res.signer)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,74 @@
+"""The signature checks of pull and latest: before a byte is downloaded, and after.
+
+Before: ``model.sig`` must verify against the trusted key, CA or identity, and cover exactly
+the files and digests of the manifest (whose own digest it covers too); the signed
+provenance statement must name the repo, folder and step being pulled. After: every
+downloaded byte's sha256 must be the signed one, before anything appears in the target.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ckpt_action.checkpoint.manifest import FileDigest, digest_bytes, expected_from_remote, satisfies
+from ckpt_action.checkpoint.provenance import PROVENANCE_NAME, Provenance
+from ckpt_action.checkpoint.sealing import check_before_download, check_provenance, sha256_of
+from ckpt_action.checkpoint.signing import SIGNATURE_NAME, SignatureError
+from ckpt_action.checkpoint.verifying import Verified, Verifier
+from ckpt_action.errors import UnreadableManifest
+from ckpt_action.hub.repo import RemoteRepo, Snapshot
+
+
+@dataclass(frozen=True)
+class SignatureCheck:
+    verified: Verified
+    provenance: Provenance | None
+
+    def after_download(self, digests: Mapping[str, FileDigest], *, partial: bool) -> None:
+        """The bytes a pull staged (path -> digest of what was written) are the signed ones:
+        all of them, or for a partial pull each one taken."""
+        actual = sha256_of(digests)
+        if partial:
+            self.verified.covers_some(actual)
+        else:
+            self.verified.covers(actual)
+
+
+def before_download(remote: RemoteRepo, snap: Snapshot, verifier: Verifier, step: int | None, *,
+                    partial: bool = False) -> SignatureCheck:
+    """Check ``snap``'s signature (and its provenance) against ``verifier``; raises
+    :class:`SignatureError` naming what failed."""
+    if snap.manifest is None and partial:
+        raise SignatureError(f"{snap.subfolder or 'the folder'} has no manifest: its signature can only be checked "
+                             "on a pull of the whole folder (drop --include/--exclude)")
+    signature = _read(remote, snap, SIGNATURE_NAME) if SIGNATURE_NAME in snap.files else None
+    verified = check_before_download(verifier, signature, snap.manifest, snap.manifest_bytes)
+    statement = _read(remote, snap, PROVENANCE_NAME) if PROVENANCE_NAME in snap.files else None
+    provenance = check_provenance(verified, statement, remote.repo, snap.subfolder, step)
+    return SignatureCheck(verified, provenance)
+
+
+def latest_problem(remote: RemoteRepo, sha: str, subfolder: str, verifier: Verifier) -> str | None:
+    """Why ``latest --verify-*`` passes over this (complete) folder, or None."""
+    try:
+        snap = remote.snapshot(sha, subfolder)
+        if snap.manifest is None:
+            return "it has no manifest, so its signature cannot be checked without downloading it"
+        before_download(remote, snap, verifier, snap.manifest.step)
+    except (SignatureError, UnreadableManifest) as exc:
+        return str(exc)
+    return None
+
+
+def _read(remote: RemoteRepo, snap: Snapshot, name: str) -> bytes:
+    """One small file of the folder (bounded like a manifest), checked against the listing."""
+    path = f"{snap.subfolder}/{name}" if snap.subfolder else name
+    try:
+        data = remote.read_small_file(snap.revision, path)
+    except UnreadableManifest as exc:
+        raise SignatureError(f"{name} cannot be read: {exc}") from exc
+    assert data is not None
+    if not satisfies(digest_bytes(name, data), expected_from_remote({name: snap.files[name]})[name]):
+        raise SignatureError(f"{name} as read differs from what the Hub lists for it")
+    return data
