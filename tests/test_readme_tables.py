@@ -11,6 +11,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "readme_tables.py"
+sys.path.insert(0, str(SCRIPT.parent))
+import readme_tables  # noqa: E402
+
 ACTION = yaml.safe_load((ROOT / "action.yml").read_text())
 
 CONTRACT_INPUTS = {"mode", "repo", "subfolder", "step", "local-dir", "revision", "endpoint", "token",
@@ -35,7 +38,8 @@ def test_check_detects_drift_and_write_fixes_it(tmp_path: Path) -> None:
                       "<!-- action-outputs:start -->\n<!-- action-outputs:end -->\n"
                       "<!-- cli-reference:start -->\nold help\n<!-- cli-reference:end -->\n"
                       "<!-- settings:start -->\n<!-- settings:end -->\n"
-                      "<!-- example:example-resume.yml:start -->\n<!-- example:example-resume.yml:end -->\n")
+                      + "".join(f"<!-- example:{name}:start -->\n<!-- example:{name}:end -->\n"
+                                for name in readme_tables.EXAMPLES))
     args = ("--action", str(ROOT / "action.yml"), "--readme", str(readme))
     assert run("--check", *args).returncode == 1
     assert run("--write", *args).returncode == 0
