@@ -214,6 +214,9 @@ def card_problems(content: str) -> tuple[list[str], list[str]]:
 
 
 def validate_yaml(call: Call) -> Response:
+    # The size is checked first, so an oversized body is 413 for anyone, and never read whole.
+    call.small_body()
+    call.require_auth()
     payload = call.json_object()
     content = payload.get("content")
     if not isinstance(content, str):
