@@ -94,11 +94,10 @@ def test_a_moved_repo_answers_its_old_id_with_a_redirect(local_hub, hf_client):
         # Writes under the old id land in the new repo.
         api.upload_file(path_or_fileobj=b"y", path_in_repo="y.txt", repo_id="local-user/old", repo_type=repo_type)
         assert "y.txt" in api.list_repo_files("local-user/New", repo_type=repo_type)
-        prefix = "/datasets" if repo_type else ""
-        answer = httpx.get(f"{local_hub.url}/api{prefix or '/models'}/local-user/old/revision/main?x=1",
-                           headers={"Authorization": f"Bearer {TOKEN}"})
+        api_root = f"{local_hub.url}/api/{repo_type or 'model'}s"
+        answer = httpx.get(f"{api_root}/local-user/old/revision/main?x=1", headers={"Authorization": f"Bearer {TOKEN}"})
         assert answer.status_code == 307
-        assert answer.headers["Location"] == f"{local_hub.url}/api{prefix or '/models'}/local-user/New/revision/main?x=1"
+        assert answer.headers["Location"] == f"{api_root}/local-user/New/revision/main?x=1"
         # The old name can be taken again: then it is a repo of its own, no longer a redirect.
         api.create_repo("local-user/old", repo_type=repo_type)
         assert "x.txt" not in api.list_repo_files("local-user/old", repo_type=repo_type)
