@@ -6,8 +6,9 @@ offline trials: every claim ckpt-action makes is tested against it, so it behave
 the Hub wherever a client can tell the difference (README lists where it still differs).
 
 Rooms: ``httpserver`` (HTTP/1.1 plumbing), ``routes`` (method and path to handler),
-``api_repos`` / ``api_git`` / ``api_commit`` (the endpoints), ``transfer`` (LFS and
-downloads, the CDN), ``storage`` / ``objects`` (repos and content-addressed objects),
+``api_repos`` / ``api_git`` / ``api_commit`` / ``api_storage`` (the endpoints), ``transfer``
+(LFS and downloads, the CDN), ``storage`` / ``objects`` (repos and content-addressed objects),
+``usage`` (storage accounting, permanent deletion, garbage collection),
 ``faults`` / ``faultlayer`` (injected failures), ``server`` (listeners), ``command``
 (the command line). Git facts come from :mod:`ckpt_action.gitobjects`, the only part of
 ckpt-action this package imports.

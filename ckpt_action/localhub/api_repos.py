@@ -13,6 +13,7 @@ from .context import Call, repo_url
 from .httpserver import HttpError, Response, json_response
 from .objects import AUTHOR
 from .storage import REPO_TYPES, RepoExists, RepoMeta, check_repo_id
+from .usage import used_storage
 
 LIST_PAGE = 1000
 _SORT_KEYS = {"lastModified", "createdAt", "id", "downloads", "likes", "trendingScore"}
@@ -122,7 +123,14 @@ def repo_info(call: Call) -> Response:
                 sibling["lfs"] = {"sha256": entry.lfs, "size": entry.size,
                                   "pointerSize": len(lfs_pointer(entry.lfs, entry.size))}
         siblings.append(sibling)
-    return json_response({**_summary(call, meta, sha), "siblings": siblings})
+    info = {**_summary(call, meta, sha), "siblings": siblings}
+    expand = call.req.query.get("expand", []) + call.req.query.get("expand[]", [])
+    if not expand:
+        return json_response(info)
+    # As on the Hub, expand= answers only what it names (and the ids).
+    if "usedStorage" in expand:
+        info["usedStorage"] = used_storage(store, meta.repo_type, meta.repo_id)
+    return json_response({k: v for k, v in info.items() if k in ("_id", "id", *expand)})
 
 
 def list_repos(call: Call) -> Response:

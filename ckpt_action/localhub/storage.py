@@ -71,6 +71,7 @@ _REF_RE = re.compile(r"^[A-Za-z0-9._][A-Za-z0-9._/-]{0,199}$")
 # A repo's own .gitattributes / .gitignore are read at most this far (the Hub's limit is
 # similar in spirit: they are small text files).
 _RULES_FILE_LIMIT = 1024 * 1024
+_DELETED = "deleted-lfs.json"  # sha256s permanently deleted from a repo (a JSON list)
 _MOVED = "moved.json"  # in the dir of a moved repo's old id: {"to": its new id}
 _MAX_MOVES = 16  # a chain of renames followed this far, no further
 STALE_PARENT = "The branch was updated since you opened this page. Please refresh and try again."
@@ -356,6 +357,23 @@ class Storage:
                 self.objects.write_json_atomic(source / _MOVED, {"to": to_id})
             return moved
 
+    # ---------------------------------------------------------------- permanently deleted objects
+    def deleted_lfs(self, repo_type: str, repo_id: str) -> frozenset[str]:
+        """sha256s of LFS objects permanently deleted from this repo (commits may still name them)."""
+        try:
+            raw = json.loads((self._repo_dir(repo_type, repo_id) / _DELETED).read_bytes())
+        except FileNotFoundError:
+            return frozenset()
+        return frozenset(str(s) for s in raw)
+
+    def set_deleted_lfs(self, repo_type: str, repo_id: str, shas: frozenset[str] | set[str]) -> None:
+        """Replace the set (callers hold the repo lock)."""
+        self.objects.write_json_atomic(self._repo_dir(repo_type, repo_id) / _DELETED, sorted(shas))
+
+    def write_refs(self, repo_type: str, repo_id: str, refs: dict[str, dict[str, str]]) -> None:
+        """Replace every ref at once (a rewrite of history; callers hold the repo lock)."""
+        self._write_refs(self._repo_dir(repo_type, repo_id), refs)
+
     def list_repos(self, repo_type: str) -> list[RepoMeta]:
         out = []
         for meta_path in sorted(self.root.glob(f"repos/{repo_type}s/*/*/meta.json")):
@@ -533,15 +551,21 @@ class Storage:
         """
         for op in operations:
             check_path(op.path.rstrip("/") if isinstance(op, Delete) else op.path)
-            if isinstance(op, AddLfs):
-                stored = self.objects.lfs_size(op.oid)
-                if stored is None:
-                    raise BadContent(f"LFS object {op.oid} for {op.path} was never uploaded")
-                if op.size is not None and stored != op.size:
-                    raise BadContent(f"LFS object {op.oid} has {stored} bytes, commit says {op.size}")
         branch = branch.removeprefix("refs/heads/")
         repo_dir = self._repo_dir(repo_type, repo_id)
         with self.repo_lock(repo_type, repo_id):
+            # Checked under the lock: a permanent deletion of the repo's objects takes it too.
+            added: set[str] = set()
+            for op in operations:
+                if isinstance(op, AddLfs):
+                    stored = self.objects.lfs_size(op.oid)
+                    if stored is None:
+                        raise BadContent(f"LFS object {op.oid} for {op.path} was never uploaded")
+                    if op.size is not None and stored != op.size:
+                        raise BadContent(f"LFS object {op.oid} has {stored} bytes, commit says {op.size}")
+                    added.add(op.oid)
+                elif isinstance(op, AddBlob):
+                    added.add(op.blob.sha256)
             refs = self.refs(repo_type, repo_id)
             if branch not in refs["heads"]:
                 raise RevisionNotFound(f"Invalid rev id: {branch}")
@@ -554,6 +578,10 @@ class Storage:
                 self._apply(root, op, attributes)
             tree = self._write_mut(root) or self.objects.put_tree([])
             new = self.objects.put_commit(tree, [head], title, message)
+            deleted = self.deleted_lfs(repo_type, repo_id)
+            if deleted & added:
+                # Pushed again: the object is stored once more, for every commit that names it.
+                self.set_deleted_lfs(repo_type, repo_id, deleted - added)
             refs["heads"][branch] = new
             self._write_refs(repo_dir, refs)
             return new
