@@ -20,10 +20,11 @@ from ckpt_action.ci.escaping import escape
 from ckpt_action.errors import InputError
 
 if TYPE_CHECKING:
+    from ckpt_action.api import PruneResult
     from ckpt_action.ops.discover import CheckpointInfo, LatestResult
     from ckpt_action.ops.pull import PullResult
     from ckpt_action.ops.push import PushResult
-    from ckpt_action.ops.release import PromoteResult, PrunePlan
+    from ckpt_action.ops.release import PromoteResult
 
 # Written by every command (empty when they do not apply), in this order.
 CONTRACT_KEYS = ("repo", "subfolder", "revision", "step", "hub_url", "local_dir", "found")
@@ -62,6 +63,11 @@ OUTPUTS: dict[str, str] = {
     "deleted": "`prune`: the folders deleted (or, with dry-run, that would be), as a JSON array.",
     "kept": "`prune`: the checkpoint-N folders kept, as a JSON array.",
     "deleted-count": "`prune`: how many folders were deleted.",
+    "freed-bytes": "`prune` with free-storage: bytes of Hub storage freed (the Hub's usage before minus after; "
+                   "with dry-run, the bytes that would be freed).",
+    "used-storage-before": "`prune` with free-storage: the repo's Hub storage in bytes before the prune.",
+    "used-storage-after": "`prune` with free-storage: the repo's Hub storage in bytes after it (empty for a "
+                          "dry run).",
     "wandb-artifact": "`push`, `promote`: the W&B pointer artifact logged (empty when W&B logging failed or "
                       "was not asked for).",
     "wandb-run-id": "`push`, `promote`: the W&B run the pointer was logged to.",
@@ -104,9 +110,13 @@ def list_outputs(repo: str, sha: str | None, infos: list[CheckpointInfo]) -> dic
             "checkpoints": [i.to_dict() for i in infos]}
 
 
-def prune_outputs(repo: str, plan: PrunePlan, sha: str | None, dry_run: bool) -> dict[str, Any]:
-    return {"repo": repo, "subfolder": None, "revision": sha, "step": None, "hub_url": None, "found": None,
-            "dry_run": dry_run, "deleted": plan.delete, "kept": plan.keep, "deleted_count": len(plan.delete)}
+def prune_outputs(repo: str, res: PruneResult) -> dict[str, Any]:
+    out = {"repo": repo, "subfolder": None, "revision": res.revision, "step": None, "hub_url": None, "found": None,
+           "dry_run": res.dry_run, "deleted": res.deleted, "kept": list(res.kept), "deleted_count": len(res.deleted)}
+    if res.free_storage:
+        out |= {"freed_bytes": res.freed_bytes, "used_storage_before": res.used_storage_before,
+                "used_storage_after": res.used_storage_after}
+    return out
 
 
 def output_name(key: str) -> str:

@@ -143,6 +143,11 @@ def translate(exc: BaseException, what: str, settings: Settings, repo: str | Non
         )
     if isinstance(exc, RemoteEntryNotFoundError):
         return NotFoundError(f"{what}: path not found{where}: check --subfolder")
+    if status == 410:
+        # The commit still names the file; its stored bytes were permanently deleted (the local
+        # Hub's answer for permanently_delete_lfs_files without rewriting history).
+        return NotFoundError(f"{what}: the Hub answered 410 Gone{where}: this checkpoint's files were deleted to"
+                             " free storage (prune --free-storage): pull a checkpoint that was kept, or a tag")
     if status == 401:
         return AuthError(f"{what}: the Hub refused the credentials (401): check HF_TOKEN / --token")
     if status == 403:
