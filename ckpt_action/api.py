@@ -421,11 +421,13 @@ def prune(
     if not free_storage:
         plan, sha = core_prune(remote, keep, dry_run=dry_run)
         return PruneResult(sha, list(plan.delete), {name: plan.reasons.get(name, "") for name in plan.keep}, dry_run)
-    from ckpt_action.ops.freeing import free_pruned, used_storage
+    from ckpt_action.ops.freeing import free_pruned, read_references, used_storage
 
-    # The Hub's figure is read before the prune's commit; that commit itself frees nothing.
+    # Read before the prune's commit: the Hub's figure (that commit itself frees nothing), and
+    # the history, so a repo too long to read is refused before anything is written.
     before = used_storage(remote)
+    history = read_references(remote)
     plan, sha = core_prune(remote, keep, dry_run=dry_run)
-    freed = free_pruned(remote, plan.delete, head=sha, used_before=before, dry_run=dry_run)
+    freed = free_pruned(remote, plan.delete, history, head=sha, used_before=before, dry_run=dry_run)
     return PruneResult(sha, list(plan.delete), {name: plan.reasons.get(name, "") for name in plan.keep}, dry_run,
                        True, freed.freed_bytes, freed.objects, freed.used_before, freed.used_after)

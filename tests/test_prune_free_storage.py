@@ -132,7 +132,8 @@ def test_without_free_storage_prune_frees_nothing(hub, cli, tmp_path):
     assert "freed_bytes" not in run.json and used(hub) == before
 
 
-def test_the_api_keeps_an_old_release_and_a_push_that_lands_meanwhile(hub, tmp_path, monkeypatch):
+@pytest.mark.parametrize("lands", ["before the prune's commit", "after the prune's commit"])
+def test_the_api_keeps_an_old_release_and_a_push_that_lands_meanwhile(hub, tmp_path, monkeypatch, lands):
     url = hub.url
     handles = {}
     for step in (1, 2, 3, 4):
@@ -151,9 +152,12 @@ def test_the_api_keeps_an_old_release_and_a_push_that_lands_meanwhile(hub, tmp_p
 
     real_history = RemoteRepo.history
     late: dict[str, object] = {}
+    refs = api.list_repo_refs("o/r")
+    tips = {b.target_commit for b in refs.branches} | {t.target_commit for t in refs.tags}
 
     def history(self, sha, *, until, limit):
-        if not late:
+        # Before: while the history is read ahead of the commit. After: when prune reads its own commit.
+        if not late and (lands.startswith("before") or sha not in tips):
             late["handle"] = ckpt.push(tmp_path / "s2", repo="o/r", subfolder="checkpoint-9", endpoint=url)
         return real_history(self, sha, until=until, limit=limit)
 
@@ -174,4 +178,29 @@ def test_the_api_keeps_an_old_release_and_a_push_that_lands_meanwhile(hub, tmp_p
         assert (dest / "model.safetensors").exists()
     with pytest.raises(NotFoundError, match="deleted to free storage"):
         ckpt.pull(handles[3], tmp_path / "gone", endpoint=url)
+    assert late, "the concurrent push ran"
     assert "checkpoint-9" in {f.split("/")[0] for f in api.list_repo_files("o/r")}
+
+
+def test_a_history_past_the_bound_is_refused_before_anything_is_written(hub, tmp_path, monkeypatch):
+    from ckpt_action.errors import LimitError
+    from ckpt_action.ops import freeing
+
+    url = hub.url
+    for step in (1, 2, 3):
+        ckpt.push(write_checkpoint(tmp_path / f"s{step}", files_for(step)), repo="o/r", step=step, endpoint=url)
+    api = HfApi(endpoint=url)
+    commits = len(api.list_repo_commits("o/r"))
+    monkeypatch.setattr(freeing, "MAX_HISTORY_COMMITS", 2)
+    with pytest.raises(LimitError, match="prune without --free-storage"):
+        ckpt.prune("o/r", keep_last=1, free_storage=True, endpoint=url)
+    assert len(api.list_repo_commits("o/r")) == commits
+
+
+def test_the_readme_states_the_history_bound():
+    from pathlib import Path
+
+    from ckpt_action.ops.freeing import MAX_HISTORY_COMMITS
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert f"at most {MAX_HISTORY_COMMITS:,} commits" in readme

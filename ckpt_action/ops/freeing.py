@@ -3,17 +3,18 @@
 Deleting a folder in a commit frees nothing on the Hub: older commits still name its
 objects. Of the Hub's two ways to free them, this uses the one that changes no commit:
 
-1. prune's own commit deletes the folders, pinned to the head it planned at (as without
-   ``--free-storage``);
-2. a pruned folder that a branch's head holds again (a push since) is left alone; then
-   every commit reachable from every branch and tag is read (bounded, each folder tree
-   listed once), and an LFS object is chosen only if every path naming it, in every one
-   of those commits, lies inside a folder this prune deleted: an object a kept
-   checkpoint, a promoted copy (``release/``, which shares its source's objects), a
-   tag's or branch's files or anything else names is never chosen;
-3. the refs are read again; commits that landed meanwhile (a concurrent push) are read
-   too, and whatever they name is taken out of the choice;
-4. ``permanently_delete_lfs_files(..., rewrite_history=False)`` deletes the chosen objects.
+1. every commit reachable from every branch and tag is read (bounded: past
+   ``MAX_HISTORY_COMMITS`` it is refused before anything is written; each folder version
+   is listed once), noting which LFS objects each top-level folder name held;
+2. prune's own commit deletes the folders, pinned to the head it planned at (as without
+   ``--free-storage``); the commits it landed over are read too;
+3. the refs are read again: whatever commits that landed after it (a concurrent push)
+   name stays, in whatever folder, and a pruned folder a branch head holds again is left
+   alone;
+4. an LFS object is chosen only if every path naming it, in every commit read, lies
+   inside a folder this prune deleted (an object a kept checkpoint, a promoted copy such
+   as ``release/``, which shares its source's objects, or any other path names stays),
+   and ``permanently_delete_lfs_files(..., rewrite_history=False)`` deletes those.
 
 No SHA changes, so every SHA a push reported (held by running jobs and W&B pointers) and
 every tag still names the same commit and pulls verified. A pruned checkpoint's old SHA
@@ -45,19 +46,24 @@ DELETE_BATCH = 1000  # the client's own batch size for permanent deletions
 
 @dataclass
 class References:
-    """What the repo's history names: LFS objects under the pruned folders and everywhere else."""
+    """What the repo's history names, by top-level folder: which LFS objects each folder name
+    held in any commit read, and which objects anything else named."""
 
-    pruned: dict[str, int] = field(default_factory=dict)
-    """sha256 -> size, named under a pruned folder somewhere in history."""
+    named: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Top-level folder name -> {sha256: size} named under it somewhere in history."""
     elsewhere: set[str] = field(default_factory=set)
-    """sha256s named by any other path in any commit read."""
+    """sha256s named by a top-level file, an unusable path, or a commit that landed after the prune."""
     commits: set[str] = field(default_factory=set)
-    folders: dict[str, set[tuple[str, int]]] = field(default_factory=dict)
+    folders: dict[str, dict[str, int]] = field(default_factory=dict)
     """Folder tree id -> the LFS objects under it (each folder version is listed once)."""
 
-    @property
-    def only_pruned(self) -> dict[str, int]:
-        return {sha: size for sha, size in self.pruned.items() if sha not in self.elsewhere}
+    def only_in(self, pruned: Collection[str]) -> dict[str, int]:
+        """The objects every path naming them lies inside one of the ``pruned`` folders."""
+        kept = set(self.elsewhere)
+        for name, objects in self.named.items():
+            if name not in pruned:
+                kept.update(objects)
+        return {sha: size for name in pruned for sha, size in self.named.get(name, {}).items() if sha not in kept}
 
 
 @dataclass(frozen=True)
@@ -80,8 +86,7 @@ def used_storage(remote: RemoteRepo) -> int | None:
     return used if isinstance(used, int) and not isinstance(used, bool) and used >= 0 else None
 
 
-def _read_commit(remote: RemoteRepo, refs: References, sha: str, pruned: Collection[str], *,
-                 all_elsewhere: bool) -> None:
+def _read_commit(remote: RemoteRepo, refs: References, sha: str, *, all_elsewhere: bool) -> None:
     root = remote.list_tree(sha, what="listing the repo's history")
     for entry, _why in root.unusable:
         if entry.lfs_sha256:
@@ -94,13 +99,13 @@ def _read_commit(remote: RemoteRepo, refs: References, sha: str, pruned: Collect
         objects = refs.folders.get(entry.oid)
         if objects is None:
             listing = remote.list_tree(sha, entry.path, recursive=True, what=f"listing {entry.path}/ in history")
-            objects = {(e.lfs_sha256, e.size) for e in [*listing.entries, *(u for u, _ in listing.unusable)]
+            objects = {e.lfs_sha256: e.size for e in [*listing.entries, *(u for u, _ in listing.unusable)]
                        if not e.folder and e.lfs_sha256}
             refs.folders[entry.oid] = objects
-        if entry.path in pruned and not all_elsewhere:
-            refs.pruned.update(objects)
+        if all_elsewhere:
+            refs.elsewhere.update(objects)
         else:
-            refs.elsewhere.update(sha256 for sha256, _size in objects)
+            refs.named.setdefault(entry.path, {}).update(objects)
 
 
 def _tips(remote: RemoteRepo) -> set[str]:
@@ -118,15 +123,16 @@ def _live(remote: RemoteRepo, pruned: Collection[str], head: str | None) -> set[
     return live & set(pruned)
 
 
-def read_references(remote: RemoteRepo, pruned: Collection[str], tips: set[str], refs: References | None = None,
-                    *, all_elsewhere: bool = False) -> References:
-    """Walk the history of ``tips`` (commits already in ``refs`` are not read again).
+def read_references(remote: RemoteRepo, tips: set[str] | None = None, refs: References | None = None, *,
+                    all_elsewhere: bool = False) -> References:
+    """Walk the history of ``tips`` (default: every branch and tag; commits already in ``refs``
+    are not read again). Raises LimitError past MAX_HISTORY_COMMITS, before prune writes anything.
 
     ``all_elsewhere``: every object these commits name counts as named elsewhere (commits that
-    landed while prune ran: whatever they hold stays, whatever folder it is in).
+    landed after the prune's own: whatever they hold stays, whatever folder it is in).
     """
     refs = refs or References()
-    for tip in sorted(tips):
+    for tip in sorted(tips if tips is not None else _tips(remote)):
         if tip in refs.commits:
             continue
         left = MAX_HISTORY_COMMITS - len(refs.commits)
@@ -138,7 +144,7 @@ def read_references(remote: RemoteRepo, pruned: Collection[str], tips: set[str],
                 raise LimitError(f"--free-storage reads every commit to find what only the pruned checkpoints hold,"
                                  f" and this repo has more than {MAX_HISTORY_COMMITS}: prune without --free-storage")
             refs.commits.add(sha)
-            _read_commit(remote, refs, sha, pruned, all_elsewhere=all_elsewhere)
+            _read_commit(remote, refs, sha, all_elsewhere=all_elsewhere)
     return refs
 
 
@@ -150,31 +156,30 @@ def _lfs_files(chosen: dict[str, int]) -> list[Any]:
     return [LFSFileInfo(fileOid=sha, oid=sha, filename=sha, size=size, pushedAt=now) for sha, size in chosen.items()]
 
 
-def free_pruned(remote: RemoteRepo, pruned: Collection[str], *, head: str | None, used_before: int | None,
-                dry_run: bool = False) -> FreeReport:
-    """Delete the LFS objects only ``pruned`` folders name, across the history of every ref
-    (see the module docstring). ``head``: the commit the prune left main at (dry run: the one
-    it planned at); ``used_before``: the Hub's figure read before the prune's commit."""
+def free_pruned(remote: RemoteRepo, pruned: Collection[str], refs: References, *, head: str | None,
+                used_before: int | None, dry_run: bool = False) -> FreeReport:
+    """Delete the LFS objects only ``pruned`` folders name across the history of every ref (see
+    the module docstring). ``refs``: :func:`read_references` of the refs before the prune's
+    commit; ``head``: the commit the prune left main at (dry run: the one it planned at);
+    ``used_before``: the Hub's figure read before the prune's commit."""
     if not pruned:
-        return FreeReport(0, 0, 0, used_before, used_before, dry_run)
-    tips = _tips(remote)
-    live = _live(remote, pruned, head)
-    if live:
-        log.warning("not freeing %s: a branch's head holds them again", ", ".join(sorted(live)))
-    pruned = set(pruned) - live
-    refs = read_references(remote, pruned, tips)
+        return FreeReport(0, 0, 0, used_before, None if dry_run else used_before, dry_run)
+    if head is not None:
+        read_references(remote, {head}, refs)  # the prune's commit and whatever it was re-planned over
     for _round in range(MAX_CONCURRENT_ROUNDS):
-        again = _tips(remote)
-        if again <= tips | refs.commits:
+        new = _tips(remote) - refs.commits
+        if not new:
             break
-        # Something landed meanwhile (a push): what it names stays, wherever it is.
+        # Something landed after the prune's commit (a push): what it names stays, wherever it is.
         log.info("the repo moved while prune read its history; reading the new commits too")
-        read_references(remote, pruned, again - refs.commits, refs, all_elsewhere=True)
-        tips = again
+        read_references(remote, new, refs, all_elsewhere=True)
     else:
         raise LimitError("the repo kept moving while prune read its history: run prune --free-storage again"
                          " when pushes pause")
-    chosen = refs.only_pruned
+    live = _live(remote, pruned, head)
+    if live:
+        log.warning("not freeing %s: a branch's head holds them again", ", ".join(sorted(live)))
+    chosen = refs.only_in(set(pruned) - live)
     total = sum(chosen.values())
     if dry_run or not chosen:
         return FreeReport(total, len(chosen), total, used_before, None if dry_run else used_before, dry_run)
