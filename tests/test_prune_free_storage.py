@@ -79,8 +79,11 @@ def test_the_release_pipeline_frees_what_only_pruned_checkpoints_held(hub, cli, 
     assert len(api.list_repo_commits("o/r")) == commits and used(hub) == before, "a dry run changes nothing"
     assert {f.file_oid for f in api.list_lfs_files("o/r")} == lfs_before
 
-    run = cli("prune", "--repo", "o/r", "--keep-last", "2", "--free-storage", "--json", env=env)
+    summary = tmp_path / "summary.md"
+    run = cli("prune", "--repo", "o/r", "--keep-last", "2", "--free-storage", "--json",
+              env=dict(env, GITHUB_STEP_SUMMARY=str(summary)))
     assert run.code == 0, run.stderr
+    assert "of Hub storage" in summary.read_text() and "- freed " in summary.read_text()
     out = run.json
     assert sorted(out["deleted"]) == ["checkpoint-1", "checkpoint-2", "checkpoint-4"]
     assert out["used_storage_before"] == before and out["used_storage_after"] == used(hub) == before - expected

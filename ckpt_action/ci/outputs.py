@@ -250,7 +250,11 @@ def _extra(command: str, result: Mapping[str, object]) -> str:
         deleted = result.get("deleted") or []
         assert isinstance(deleted, list)
         verb = "would delete" if result.get("dry_run") else "deleted"
-        return "\n" + "".join(f"- {verb} {_code(f'{n}/')}\n" for n in deleted) if deleted else "\nNothing to delete.\n"
+        lines = "".join(f"- {verb} {_code(f'{n}/')}\n" for n in deleted) if deleted else "Nothing to delete.\n"
+        if result.get("freed_bytes") is not None:
+            freed = "would free" if result.get("dry_run") else "freed"
+            lines += f"- {freed} {_size(result['freed_bytes'])} of Hub storage\n"
+        return "\n" + lines
     return ""
 
 
