@@ -110,10 +110,12 @@ def _referenced_anywhere(store: Storage) -> set[str]:
 
 
 def collect_garbage(store: Storage, force: Iterable[str] = (), grace_s: float = GC_GRACE_S) -> int:
-    """Remove from disk the objects no repo reaches: those in ``force`` (known to have been
-    referenced until now, so no upload is in flight for them) at once, the rest once older
-    than ``grace_s``. Returns the bytes freed."""
-    forced = set(force)
+    """Remove from disk the objects no repo reaches: LFS objects in ``force`` (known to have
+    been referenced until now, so no upload is in flight for them) at once, the rest once
+    older than ``grace_s``. Regular blobs always wait out the grace: a commit streaming in
+    may already count on an existing blob file (blobs are written once, shared by all repos).
+    Returns the bytes freed."""
+    forced = {key for key in force if SHA256_RE.match(key)}
     referenced = _referenced_anywhere(store)
     freed = 0
     now = time.time()
