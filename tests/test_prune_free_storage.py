@@ -185,7 +185,8 @@ def test_the_api_keeps_an_old_release_and_a_push_that_lands_meanwhile(hub, tmp_p
     assert "checkpoint-9" in {f.split("/")[0] for f in api.list_repo_files("o/r")}
 
 
-def test_a_history_past_the_bound_is_refused_before_anything_is_written(hub, tmp_path, monkeypatch):
+@pytest.mark.parametrize("bound", ["MAX_HISTORY_COMMITS", "MAX_FOLDER_VERSIONS"])
+def test_a_history_past_the_bound_is_refused_before_anything_is_written(hub, tmp_path, monkeypatch, bound):
     from ckpt_action.errors import LimitError
     from ckpt_action.ops import freeing
 
@@ -194,7 +195,7 @@ def test_a_history_past_the_bound_is_refused_before_anything_is_written(hub, tmp
         ckpt.push(write_checkpoint(tmp_path / f"s{step}", files_for(step)), repo="o/r", step=step, endpoint=url)
     api = HfApi(endpoint=url)
     commits = len(api.list_repo_commits("o/r"))
-    monkeypatch.setattr(freeing, "MAX_HISTORY_COMMITS", 2)
+    monkeypatch.setattr(freeing, bound, 2)
     with pytest.raises(LimitError, match="prune without --free-storage"):
         ckpt.prune("o/r", keep_last=1, free_storage=True, endpoint=url)
     assert len(api.list_repo_commits("o/r")) == commits

@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 MAX_HISTORY_COMMITS = 10_000
 """Commits read (over all refs) to find what only the pruned folders name; past it,
 ``--free-storage`` is refused rather than guessed."""
+MAX_FOLDER_VERSIONS = 50_000
+"""Distinct folder versions (tree ids) listed while reading the history; past it, refused too."""
 MAX_CONCURRENT_ROUNDS = 5  # re-reads of the refs while other commits keep landing
 DELETE_BATCH = 1000  # the client's own batch size for permanent deletions
 
@@ -98,6 +100,9 @@ def _read_commit(remote: RemoteRepo, refs: References, sha: str, *, all_elsewher
             continue
         objects = refs.folders.get(entry.oid)
         if objects is None:
+            if len(refs.folders) >= MAX_FOLDER_VERSIONS:
+                raise LimitError(f"--free-storage lists every version of every folder in the history, and this repo"
+                                 f" has more than {MAX_FOLDER_VERSIONS}: prune without --free-storage")
             listing = remote.list_tree(sha, entry.path, recursive=True, what=f"listing {entry.path}/ in history")
             objects = {e.lfs_sha256: e.size for e in [*listing.entries, *(u for u, _ in listing.unusable)]
                        if not e.folder and e.lfs_sha256}
