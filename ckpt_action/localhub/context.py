@@ -78,9 +78,6 @@ class Call:
         if not self.authorized():
             raise HttpError(401, "You must be authenticated to perform this action (Invalid credentials)")
 
-    require_auth = require_write
-    """For a call that changes nothing but that the Hub still answers only to a signed-in user."""
-
     # ------------------------------------------------------------------ repos and revisions
     def repo_ref(self) -> tuple[str, str]:
         """(repo type, repo id) from the route's ``types``/``ns``/``name`` parts."""
