@@ -74,7 +74,6 @@ class FreeReport:
     """The Hub's figure (usage before minus after) where it reports usage, else the sizes of the deleted objects."""
     objects: int
     """LFS objects deleted (or, dry run, that would be)."""
-    object_bytes: int
     used_before: int | None
     used_after: int | None
     dry_run: bool = False
@@ -168,7 +167,7 @@ def free_pruned(remote: RemoteRepo, pruned: Collection[str], refs: References, *
     commit; ``head``: the commit the prune left main at (dry run: the one it planned at);
     ``used_before``: the Hub's figure read before the prune's commit."""
     if not pruned:
-        return FreeReport(0, 0, 0, used_before, None if dry_run else used_before, dry_run)
+        return FreeReport(0, 0, used_before, None if dry_run else used_before, dry_run)
     if head is not None:
         read_references(remote, {head}, refs)  # the prune's commit and whatever it was re-planned over
     for _round in range(MAX_CONCURRENT_ROUNDS):
@@ -187,7 +186,7 @@ def free_pruned(remote: RemoteRepo, pruned: Collection[str], refs: References, *
     chosen = refs.only_in(set(pruned) - live)
     total = sum(chosen.values())
     if dry_run or not chosen:
-        return FreeReport(total, len(chosen), total, used_before, None if dry_run else used_before, dry_run)
+        return FreeReport(total, len(chosen), used_before, None if dry_run else used_before, dry_run)
     files = _lfs_files(chosen)
     for start in range(0, len(files), DELETE_BATCH):
         call(remote.settings, "permanently deleting the pruned checkpoints' files",
@@ -195,4 +194,4 @@ def free_pruned(remote: RemoteRepo, pruned: Collection[str], refs: References, *
              rewrite_history=False, repo=remote.repo)
     used_after = used_storage(remote)
     freed = used_before - used_after if used_before is not None and used_after is not None else total
-    return FreeReport(freed, len(chosen), total, used_before, used_after)
+    return FreeReport(freed, len(chosen), used_before, used_after)
