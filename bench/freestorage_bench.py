@@ -13,6 +13,7 @@ import json
 
 from .context import Context
 from .fixtures import write_checkpoint
+from .hubproc import Requests
 from .report import Section, fmt_s
 from .timing import PY_CLI, run
 
@@ -47,7 +48,7 @@ def run_section(ctx: Context) -> Section:
         before = _used(ctx, repo)
         ctx.hub.mark()
         done = run([*PY_CLI, "prune", "--repo", repo, "--keep-last", str(KEEP_LAST), *extra, "--json"], ctx.env())
-        reqs = ctx.hub.since_mark()
+        reqs = Requests(ctx.hub.since_mark())
         after = _used(ctx, repo)
         out = json.loads(done.stdout.strip().splitlines()[-1])
         results[repo] = {"before": before, "after": after, "seconds": done.seconds, "requests": reqs.count,
