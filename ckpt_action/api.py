@@ -101,6 +101,14 @@ class PruneResult:
     """Each kept ``checkpoint-N`` with why it is kept."""
     dry_run: bool = False
     repo: str = ""
+    free_storage: bool = False
+    freed_bytes: int | None = None
+    """With ``free_storage``: bytes the Hub freed (its usage before minus after, where it
+    reports usage), or, for a dry run, the bytes of the objects that would be deleted."""
+    freed_objects: int | None = None
+    """With ``free_storage``: LFS objects deleted (or that would be)."""
+    used_storage_before: int | None = None
+    used_storage_after: int | None = None
 
 
 @dataclass(frozen=True)
@@ -735,6 +743,7 @@ def prune(
     keep_last: int,
     *,
     dry_run: bool = False,
+    free_storage: bool = False,
     endpoint: str | None = None,
     token: str | None = None,
     timeout: float | None = None,
@@ -745,6 +754,11 @@ def prune(
     Never deleted: the latest complete checkpoint, folders not named ``checkpoint-N``
     (``sft``, ``release``), the source of a promoted folder, a checkpoint a tag was made
     for. ``dry_run=True`` only reports.
+
+    ``free_storage=True`` also frees the Hub storage only the pruned folders held: the LFS
+    objects no other path names in any commit of any branch or tag are permanently
+    deleted, without rewriting history (no SHA changes; see :mod:`ckpt_action.ops.freeing`).
+    Their old SHAs then fail to pull, saying their files were deleted to free storage.
 
     >>> ckpt.prune("org/run", keep_last=2, dry_run=True).deleted  # doctest: +SKIP
     ['checkpoint-100']
@@ -759,6 +773,18 @@ def prune(
     settings = _settings(endpoint, token, timeout, retries)
     if not dry_run:
         names.token_for_write(settings.token, settings.endpoint)
-    plan, sha = core_prune(_remote(settings, repo), keep, dry_run=dry_run)
+    remote = _remote(settings, repo)
+    if not free_storage:
+        plan, sha = core_prune(remote, keep, dry_run=dry_run)
+        return PruneResult(sha, list(plan.delete), {name: plan.reasons.get(name, "") for name in plan.keep}, dry_run,
+                           repo)
+    from ckpt_action.ops.freeing import free_pruned, read_references, used_storage
+
+    # Read before the prune's commit: the Hub's figure (that commit itself frees nothing), and
+    # the history, so a repo too long to read is refused before anything is written.
+    before = used_storage(remote)
+    history = read_references(remote)
+    plan, sha = core_prune(remote, keep, dry_run=dry_run)
+    freed = free_pruned(remote, plan.delete, history, head=sha, used_before=before, dry_run=dry_run)
     return PruneResult(sha, list(plan.delete), {name: plan.reasons.get(name, "") for name in plan.keep}, dry_run,
-                       repo)
+                       repo, True, freed.freed_bytes, freed.objects, freed.used_before, freed.used_after)

@@ -22,8 +22,9 @@ _REPO_PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
 _REPO_RE = re.compile(rf"{_REPO_PART}/{_REPO_PART}")
 _SEGMENT_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+=@-]{0,199}")
 _REF_RE = re.compile(r"[A-Za-z0-9._/-]{1,200}")
-# What the Hub refuses in a file name, and what would confuse a log or a shell: control
-# characters (newlines included) and backslashes.
+# What push refuses in a file name as its own policy, although the Hub takes both: control
+# characters (newlines included) would confuse a log or a shell, and a backslash is a folder
+# separator to Windows clients, which would then write the file somewhere else.
 BAD_NAME_RE = re.compile(r"[\x00-\x1f\x7f\\]")
 COMMIT_MESSAGE_MAX = 1000
 # W&B names. An artifact: a conservative subset of what W&B accepts (it only forbids "/"

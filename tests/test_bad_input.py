@@ -67,8 +67,9 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
     ("dir-dangling-link", ["push", "--repo", "o/r", "--local-dir", "{dangling}", "--step", "1"], {},
      ["dangling symlink"]),
     ("dir-backslash-name", ["push", "--repo", "o/r", "--local-dir", "{backslash}", "--step", "1"], {},
-     ["Hub refuses"]),
-    ("dir-newline-name", ["push", "--repo", "o/r", "--local-dir", "{newline}", "--step", "1"], {}, ["Hub refuses"]),
+     ["push does not take"]),
+    ("dir-newline-name", ["push", "--repo", "o/r", "--local-dir", "{newline}", "--step", "1"], {},
+     ["push does not take"]),
     # whole-string patterns: a trailing newline is not a valid name
     ("sub-trailing-newline", ["push", "--repo", "o/r", "--local-dir", "{good}", "--subfolder", "checkpoint-7\n"],
      {}, ["segment"]),

@@ -312,7 +312,8 @@ def test_move_repo(local_hub):
     with pytest.raises(HfHubHTTPError, match=r"A model repository called local-user/taken already exists"):
         api.move_repo(from_id="local-user/old", to_id="local-user/taken")
     api.move_repo(from_id="local-user/old", to_id="other/New")
-    assert not api.repo_exists("local-user/old")
+    # The old id stays a redirect to the new one, as on the Hub (tests/test_localhub_parity.py).
+    assert api.repo_info("local-user/old").id == "other/New"
     assert api.repo_info("other/new").id == "other/New" and "x.txt" in api.list_repo_files("other/New")
 
 

@@ -74,6 +74,7 @@ INPUTS: tuple[Input, ...] = (
     Input("branch", "--branch", ("promote",)),
     Input("keep-last", "--keep-last", ("prune",), required_in=("prune",)),
     Input("dry-run", "--dry-run", ("prune",), "flag"),
+    Input("free-storage", "--free-storage", ("prune",), "flag"),
     Input("wandb-project", "--wandb-project", ("push", "promote")),
     Input("wandb-entity", "--wandb-entity", ("push", "promote")),
     Input("wandb-run-id", "--wandb-run-id", ("push", "promote")),

@@ -64,6 +64,11 @@ OUTPUTS: dict[str, str] = {
     "deleted": "`prune`: the folders deleted (or, with dry-run, that would be), as a JSON array.",
     "kept": "`prune`: the checkpoint-N folders kept, as a JSON array.",
     "deleted-count": "`prune`: how many folders were deleted (with `dry-run`: would be).",
+    "freed-bytes": "`prune` with free-storage: bytes of Hub storage freed (the Hub's usage before minus after; "
+                   "with dry-run, the bytes that would be freed).",
+    "used-storage-before": "`prune` with free-storage: the repo's Hub storage in bytes before the prune.",
+    "used-storage-after": "`prune` with free-storage: the repo's Hub storage in bytes after it (empty for a "
+                          "dry run).",
     "signed": "`push`, `promote`, `pull`: `true` when the folder is signed (push and promote wrote `model.sig`; "
               "pull found one).",
     "signer": "`push`, `promote`, `pull`: who signed (`key sha256:...`, the certificate's subject, or the keyless "
@@ -84,7 +89,8 @@ KINDS: dict[str, str] = {
     "downloaded-bytes": "int", "reused-files": "int", "cached-files": "int", "removed-files": "int",
     "source-subfolder": "text", "source-revision": "sha", "tag": "text", "branch": "text", "count": "int",
     "checkpoints": "json-array", "dry-run": "bool", "deleted": "json-array", "kept": "json-array",
-    "deleted-count": "int", "signed": "bool", "signer": "text", "signature-verified": "bool", "provenance": "text",
+    "deleted-count": "int", "freed-bytes": "int", "used-storage-before": "int", "used-storage-after": "int",
+    "signed": "bool", "signer": "text", "signature-verified": "bool", "provenance": "text",
     "wandb-artifact": "text", "wandb-run-id": "text",
 }
 """The type of each output's value (``sha``: 40 lowercase hex; ``int``: a whole number; ``bool``:
@@ -133,8 +139,12 @@ def list_outputs(res: ListResult) -> dict[str, Any]:
 
 
 def prune_outputs(res: PruneResult) -> dict[str, Any]:
-    return {"repo": res.repo, "revision": res.revision, "dry_run": res.dry_run, "deleted": res.deleted,
-            "kept": list(res.kept), "deleted_count": len(res.deleted)}
+    out = {"repo": res.repo, "revision": res.revision, "dry_run": res.dry_run, "deleted": res.deleted,
+           "kept": list(res.kept), "deleted_count": len(res.deleted)}
+    if res.free_storage:
+        out |= {"freed_bytes": res.freed_bytes, "used_storage_before": res.used_storage_before,
+                "used_storage_after": res.used_storage_after}
+    return out
 
 
 def output_name(key: str) -> str:
@@ -285,7 +295,11 @@ def _extra(command: str, result: Mapping[str, object]) -> str:
         deleted = result.get("deleted") or []
         assert isinstance(deleted, list)
         verb = "would delete" if result.get("dry_run") else "deleted"
-        return "\n" + "".join(f"- {verb} {_code(f'{n}/')}\n" for n in deleted) if deleted else "\nNothing to delete.\n"
+        lines = "".join(f"- {verb} {_code(f'{n}/')}\n" for n in deleted) if deleted else "Nothing to delete.\n"
+        if result.get("freed_bytes") is not None:
+            freed = "would free" if result.get("dry_run") else "freed"
+            lines += f"- {freed} {_size(result['freed_bytes'])} of Hub storage\n"
+        return "\n" + lines
     return ""
 
 

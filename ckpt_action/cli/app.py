@@ -251,21 +251,36 @@ def list_(repo: str, revision: str | None, hub: HubOptions) -> None:
 @repo_option()
 @click.option("--keep-last", required=True, type=int, help="How many of the newest checkpoint-N to keep.")
 @click.option("--dry-run", is_flag=True, help="Print what would be deleted; change nothing.")
+@click.option("--free-storage", is_flag=True,
+              help="Also free the Hub storage only the pruned checkpoints held (their LFS objects are deleted "
+                   "for good; no SHA changes; their old SHAs no longer pull).")
 @hub_options
 @command
-def prune(repo: str, keep_last: int, dry_run: bool, hub: HubOptions) -> None:
+def prune(repo: str, keep_last: int, dry_run: bool, free_storage: bool, hub: HubOptions) -> None:
     """Delete older checkpoint-N folders in one commit; never the latest complete one, sft/,
     promoted targets or their sources, or a checkpoint a tag points at."""
     from ckpt_action.ci.outputs import prune_outputs
+    from ckpt_action.progress import human
 
-    res = api.prune(repo, keep_last, dry_run=dry_run, **hub.hub())
+    res = api.prune(repo, keep_last, dry_run=dry_run, free_storage=free_storage, **hub.hub())
     verb = "would delete" if dry_run else "deleted"
     if not hub.as_json:
         for name in res.deleted:
             echo(f"{verb}: {name}", err=True)
         for name, why in res.kept.items():
             echo(f"kept: {name} ({why})", err=True)
+        if free_storage:
+            freed = "would free" if dry_run else "freed"
+            before, after = _maybe_size(res.used_storage_before), _maybe_size(res.used_storage_after)
+            echo(f"{freed}: {human(res.freed_bytes or 0)} of Hub storage in {res.freed_objects} object(s)"
+                 f" (used before: {before}, after: {after})", err=True)
     emit("prune", prune_outputs(res), hub)
+
+
+def _maybe_size(value: int | None) -> str:
+    from ckpt_action.progress import human
+
+    return "unknown" if value is None else human(value)
 
 
 # --- the action and the demo ------------------------------------------------------------

@@ -38,9 +38,8 @@ def local_dir_to_push(value: str | None) -> Path:
             full = Path(dirpath) / name
             rel = full.relative_to(path).as_posix()
             if BAD_NAME_RE.search(name):
-                raise InputError(f"{param('local_dir')} has a file name the Hub refuses ({rel!r}: a backslash"
-                                 " or a control"
-                                 " character): rename it")
+                raise InputError(f"{param('local_dir')} has a file name push does not take ({rel!r}: a backslash"
+                                 " or a control character): rename it")
             st = full.lstat()
             if stat.S_ISLNK(st.st_mode):
                 if not full.exists():

@@ -156,6 +156,12 @@ def translate(exc: BaseException, what: str, settings: Settings, repo: str | Non
         )
     if isinstance(exc, RemoteEntryNotFoundError):
         return NotFoundError(f"{what}: path not found{where}: check {param('subfolder')}")
+    if status == 410:
+        # The commit still names the file; its stored bytes were permanently deleted (the local
+        # Hub's answer for permanently_delete_lfs_files without rewriting history).
+        return NotFoundError(f"{what}: the Hub answered 410 Gone{where}: this checkpoint's files were deleted to"
+                             f" free storage (by prune with {param('free_storage')}): pull a checkpoint that was"
+                             " kept, or a tag")
     if status == 401:
         return AuthError(f"{what}: the Hub refused the credentials (401): check HF_TOKEN / {param('token')}")
     if status == 403:

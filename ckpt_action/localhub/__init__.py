@@ -8,10 +8,11 @@ the Hub wherever a client can tell the difference (README lists where it still d
 Rooms: ``httpserver`` (HTTP/1.1 plumbing), ``app`` (one listener's application: route,
 faults, Hub-worded errors), ``routes`` (method and path to handler), ``context`` (the
 shared state and one request's checks: auth, visibility, revisions), ``api_repos`` /
-``api_git`` / ``api_commit`` (the endpoints), ``transfer`` (LFS and downloads, the CDN),
-``api_xet`` and ``xet/`` (the Xet token routes and the CAS service), ``signing`` (the
-signed, expiring URLs of LFS, the CDN and the CAS), ``storage`` / ``objects`` (repos and
-content-addressed objects), ``faults`` / ``faultlayer`` (injected failures), ``accesslog``
+``api_git`` / ``api_commit`` / ``api_storage`` (the endpoints), ``transfer`` (LFS and
+downloads, the CDN), ``api_xet`` and ``xet/`` (the Xet token routes and the CAS service),
+``signing`` (the signed, expiring URLs of LFS, the CDN and the CAS), ``storage`` /
+``objects`` (repos and content-addressed objects), ``usage`` (storage accounting, permanent
+deletion, garbage collection), ``faults`` / ``faultlayer`` (injected failures), ``accesslog``
 (one JSON line per request), ``server`` (listeners), ``command`` and ``__main__`` (the
 command line), ``process`` (the server as a child process, for tests and benchmarks). Git
 facts come from :mod:`ckpt_action.checkpoint.gitobjects` and the data dir's lock from

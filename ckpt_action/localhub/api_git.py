@@ -16,6 +16,7 @@ from .context import Call
 from .httpserver import HttpError, Response, json_response
 from .objects import Commit, TreeEntry
 from .storage import EntryNotFound
+from .usage import collecting
 
 TREE_PAGE = 1000  # entries per /tree page with expand=false, as on the Hub
 TREE_PAGE_EXPANDED = 50
@@ -155,7 +156,8 @@ def create_branch(call: Call) -> Response:
 
 def delete_branch(call: Call) -> Response:
     meta = call.repo(write=True)
-    call.store.delete_branch(meta.repo_type, meta.repo_id, call.params["branch"])
+    with collecting(call.store, meta.repo_type, meta.repo_id):
+        call.store.delete_branch(meta.repo_type, meta.repo_id, call.params["branch"])
     return json_response({})
 
 
@@ -171,7 +173,8 @@ def create_tag(call: Call) -> Response:
 
 def delete_tag(call: Call) -> Response:
     meta = call.repo(write=True)
-    call.store.delete_tag(meta.repo_type, meta.repo_id, call.params["tag"])
+    with collecting(call.store, meta.repo_type, meta.repo_id):
+        call.store.delete_tag(meta.repo_type, meta.repo_id, call.params["tag"])
     return json_response({})
 
 
@@ -179,6 +182,7 @@ def super_squash(call: Call) -> Response:
     meta = call.repo(write=True)
     message = call.json_object().get("message")
     branch = call.params["branch"]
-    oid = call.store.super_squash(meta.repo_type, meta.repo_id, branch,
-                                  str(message) if message else f"Super-squash branch '{branch}'")
+    with collecting(call.store, meta.repo_type, meta.repo_id):
+        oid = call.store.super_squash(meta.repo_type, meta.repo_id, branch,
+                                      str(message) if message else f"Super-squash branch '{branch}'")
     return json_response({"commitId": oid})

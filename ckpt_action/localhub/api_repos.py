@@ -14,6 +14,7 @@ from .context import Call, repo_url
 from .httpserver import HttpError, Response, json_response
 from .objects import AUTHOR
 from .storage import REPO_TYPES, RepoExists, RepoMeta, check_repo_id
+from .usage import used_storage
 
 LIST_PAGE = 1000
 _SORT_KEYS = {"lastModified", "createdAt", "id", "downloads", "likes", "trendingScore"}
@@ -123,7 +124,14 @@ def repo_info(call: Call) -> Response:
                 sibling["lfs"] = {"sha256": entry.lfs, "size": entry.size,
                                   "pointerSize": len(lfs_pointer(entry.lfs, entry.size))}
         siblings.append(sibling)
-    return json_response({**_summary(call, meta, sha), "siblings": siblings})
+    info = {**_summary(call, meta, sha), "siblings": siblings}
+    expand = call.req.query.get("expand", []) + call.req.query.get("expand[]", [])
+    if not expand:
+        return json_response(info)
+    # As on the Hub, expand= answers only what it names (and the ids).
+    if "usedStorage" in expand:
+        info["usedStorage"] = used_storage(store, meta.repo_type, meta.repo_id)
+    return json_response({k: v for k, v in info.items() if k in ("_id", "id", *expand)})
 
 
 def list_repos(call: Call) -> Response:
@@ -215,6 +223,11 @@ def card_problems(content: str) -> tuple[list[str], list[str]]:
 
 
 def validate_yaml(call: Call) -> Response:
+    # Open to anonymous callers, also with a server token, as on the Hub: huggingface_hub's
+    # RepoCard.validate (run by ModelCard.push_to_hub) posts here without any Authorization
+    # header. What bounds it is the body cap (413 past MAX_JSON_BODY, never read whole) and the
+    # connection cap. A wrong token is still refused (401), as everywhere.
+    call.authorized()
     payload = call.json_object()
     content = payload.get("content")
     if not isinstance(content, str):

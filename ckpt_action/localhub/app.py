@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from urllib.parse import quote
 
 from . import faultlayer
 from .accesslog import AccessLog
@@ -12,7 +13,7 @@ from .context import Call, Hub
 from .faults import FaultSet
 from .httpserver import HttpError, Request, Response, json_response
 from .routes import RouteTable
-from .storage import EntryNotFound, StorageError
+from .storage import EntryNotFound, RepoMoved, StorageError
 
 
 def _request_id() -> str:
@@ -28,6 +29,20 @@ def error_response(status: int, message: str, code: str | None = None,
     safe = message.encode("ascii", "replace").decode()[:500]
     headers["X-Error-Message"] = safe.replace("\r", " ").replace("\n", " ")
     return json_response({"error": message}, status, headers)
+
+
+def _moved_location(request: Request, params: dict[str, str], to: str) -> str | None:
+    """The same request's URL, on this host, with the route's repo id replaced by ``to``; None for
+    routes whose path names no repo (the id is in the body)."""
+    if "ns" not in params or "name" not in params:
+        return None
+    old = f"/{params['ns']}/{params['name']}"
+    at = request.path.lower().find(old.lower())
+    if at < 0:
+        return None
+    path = f"{request.path[:at]}/{quote(to)}{request.path[at + len(old):]}"
+    query = request.target.partition("?")[2]
+    return f"{request.base_url}{path}" + (f"?{query}" if query else "")
 
 
 class HubApp:
@@ -56,6 +71,11 @@ class HubApp:
             return handler(call)
         except HttpError as exc:
             return error_response(exc.status, exc.message, exc.code, exc.headers)
+        except RepoMoved as exc:
+            location = _moved_location(request, params, exc.to)
+            if location is None:
+                return error_response(404, str(exc), exc.code)
+            return error_response(307, f"Repository moved to {exc.to}", headers={"Location": location})
         except StorageError as exc:
             headers: dict[str, str] = {}
             if isinstance(exc, EntryNotFound) and call.repo_commit:

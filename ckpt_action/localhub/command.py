@@ -15,13 +15,15 @@ from __future__ import annotations
 import click
 
 from .faults import FaultFileError
+from .httpserver import MAX_CONNECTIONS
 from .objects import StorageError
 from .server import run_server
 
 
 @click.command("local-hub")
 @click.option("--data-dir", required=True, type=click.Path(file_okay=False), help="Where repos are stored.")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (loopback by default).")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to bind (loopback by default); beyond loopback, also pass --token.")
 @click.option("--port", default=0, show_default=True, type=int, help="Port; 0 picks a free one.")
 @click.option("--port-file", type=click.Path(dir_okay=False), help="Write the port here once listening.")
 @click.option("--access-log", type=click.Path(dir_okay=False), help="One JSON line per request.")
@@ -36,14 +38,16 @@ from .server import run_server
               help="Plain LFS only: no Xet token routes, no CAS listener, no Xet headers on downloads.")
 @click.option("--cas-port", default=0, show_default=True, type=int,
               help="Port of the Xet CAS listener; 0 picks a free one.")
+@click.option("--max-connections", default=MAX_CONNECTIONS, show_default=True, type=click.IntRange(1, 10000),
+              help="Connections served at once on each listener; more are answered 503 with Retry-After.")
 def local_hub(data_dir: str, host: str, port: int, port_file: str | None, access_log: str | None,
               faults: str | None, token: str | None, cdn_port: int, lfs_direct: bool, no_xet: bool,
-              cas_port: int) -> None:
+              cas_port: int, max_connections: int) -> None:
     """Run the Hub-compatible local server (prints its URL as the first line once listening)."""
     try:
         run_server(data_dir, host=host, port=port, port_file=port_file, access_log=access_log, faults=faults,
                    token=token or None, lfs_redirect=not lfs_direct, cdn_port=cdn_port, xet=not no_xet,
-                   cas_port=cas_port)
+                   cas_port=cas_port, max_connections=max_connections)
     except (FaultFileError, StorageError) as exc:
         click.echo(f"local-hub: error: {exc}", err=True)
         raise SystemExit(2) from None

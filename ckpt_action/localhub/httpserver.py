@@ -41,6 +41,9 @@ SEND_CHUNK = 4 * 1024 * 1024
 DRAIN_LIMIT = 64 * 1024 * 1024  # a larger unread request body is not worth reading: hang up instead
 MAX_HEADER_BYTES = 64 * 1024
 IDLE_TIMEOUT_S = 300
+LINGER_S = 2.0  # how long a refused request's unread body is read and dropped before closing
+MAX_CONNECTIONS = 64
+"""Connections served at once (``--max-connections``); one past it is answered 503 with ``Retry-After``."""
 
 
 class HttpError(Exception):
@@ -123,6 +126,7 @@ class Body:
         # Even an empty body ends with h11's EndOfMessage, which the connection must see
         # before it can take the next request.
         self.done = False
+        self.abandoned = False
         self.count = 0
         self._buffer = memoryview(b"")
 
@@ -154,6 +158,19 @@ class Body:
         self._fill()
         return self._take(n)
 
+    def read_upto(self, n: int) -> bytes:
+        """Up to ``n`` bytes in all, fewer only at the end of the body."""
+        parts: list[bytes] = []
+        size = 0
+        while size < n and (chunk := self.read(min(READ_CHUNK, n - size))):
+            parts.append(chunk)
+            size += len(chunk)
+        return b"".join(parts)
+
+    def abandon(self) -> None:
+        """The rest of this body is not wanted (it was refused as too large): never drain it."""
+        self.abandoned = True
+
     def readline(self, limit: int) -> bytes:
         """One line (with its ``\\n``), or what is left; HttpError 413 past ``limit`` bytes."""
         parts: list[bytes] = []
@@ -174,7 +191,7 @@ class Body:
     def drain(self) -> bool:
         """Discard what is left; False when too much is left to be worth reading, or when the
         client still waits for ``100 Continue`` (it was answered without: the body never comes)."""
-        if self._conn.conn.they_are_waiting_for_100_continue:
+        if self._conn.conn.they_are_waiting_for_100_continue or self.abandoned:
             return False
         if self.declared is not None and self.declared - self.count > DRAIN_LIMIT:
             return False
@@ -447,7 +464,9 @@ class _Connection:
             self._send_file(body, out, flip, cut)
         out.write(self.conn.send(h11.EndOfMessage()) or b"")
         out.finish(before_last_byte)
-        if self.conn.our_state is h11.MUST_CLOSE or not keep:
+        if not keep:
+            _linger_close(self.sock)
+        elif self.conn.our_state is h11.MUST_CLOSE:
             self._hang_up()
 
     @staticmethod
@@ -493,6 +512,43 @@ class _Connection:
             pass
 
 
+def _linger_close(sock: socket.socket) -> None:
+    """Hang up after an answer sent before the request body was read (a 413, a 503): send FIN,
+    then read and drop what the client still sends, bounded in bytes and time. Closing with
+    unread bytes would send an RST, which can wipe the answer from the client's buffers."""
+    try:
+        sock.shutdown(socket.SHUT_WR)
+        deadline = time.monotonic() + LINGER_S
+        dropped = 0
+        while dropped < DRAIN_LIMIT and (left := deadline - time.monotonic()) > 0:
+            sock.settimeout(left)
+            chunk = sock.recv(READ_CHUNK)
+            if not chunk:
+                break
+            dropped += len(chunk)
+    except OSError:
+        pass
+
+
+def _refuse_busy(sock: socket.socket) -> None:
+    """Answer a connection past the cap with 503 (after reading its request head, bounded) and close it."""
+    try:
+        sock.settimeout(LINGER_S)
+        head = b""
+        while b"\r\n\r\n" not in head and len(head) < MAX_HEADER_BYTES:
+            chunk = sock.recv(MAX_HEADER_BYTES)
+            if not chunk:
+                break
+            head += chunk
+        data = json.dumps({"error": "Too many open connections to the local Hub; retry later"}).encode()
+        sock.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                     b"Retry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(data), data))
+    except OSError:
+        pass
+    _linger_close(sock)
+    sock.close()
+
+
 class _Handler(socketserver.BaseRequestHandler):
     server: Listener
 
@@ -512,14 +568,14 @@ class _Handler(socketserver.BaseRequestHandler):
 
 
 class Listener(socketserver.ThreadingTCPServer):
-    """A listening socket serving ``app``, one thread per connection."""
+    """A listening socket serving ``app``, one thread per connection, at most ``max_connections``."""
 
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 128
     block_on_close = False
 
-    def __init__(self, address: tuple[str, int], app: App) -> None:
+    def __init__(self, address: tuple[str, int], app: App, max_connections: int = MAX_CONNECTIONS) -> None:
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         super().__init__(address, _Handler)
@@ -531,6 +587,31 @@ class Listener(socketserver.ThreadingTCPServer):
         self._thread: threading.Thread | None = None
         self._open: set[socket.socket] = set()
         self._open_lock = threading.Lock()
+        self.max_connections = max_connections
+        self._busy = threading.BoundedSemaphore(max_connections)
+        self._refusing = threading.BoundedSemaphore(max_connections)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        # One thread per connection, at most max_connections of them; past that a short-lived
+        # thread answers 503 (themselves capped: past both, the connection is just closed).
+        if self._busy.acquire(blocking=False):
+            super().process_request(request, client_address)
+        elif self._refusing.acquire(blocking=False):
+            threading.Thread(target=self._refuse, args=(request,), daemon=True).start()
+        else:
+            self.shutdown_request(request)
+
+    def _refuse(self, sock: socket.socket) -> None:
+        try:
+            _refuse_busy(sock)
+        finally:
+            self._refusing.release()
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._busy.release()
 
     def track(self, sock: socket.socket, is_open: bool) -> None:
         with self._open_lock:

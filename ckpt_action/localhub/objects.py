@@ -270,8 +270,9 @@ class ObjectStore:
         self._commits.put(oid, commit)
         return commit
 
-    def put_commit(self, tree: str, parents: list[str], title: str, message: str) -> str:
-        now = int(time.time())
+    def put_commit(self, tree: str, parents: list[str], title: str, message: str, when: int | None = None) -> str:
+        """A new commit, dated now or ``when`` (a rewrite of history keeps each commit's date)."""
+        now = int(time.time()) if when is None else when
         body = f"tree {tree}\n" + "".join(f"parent {p}\n" for p in parents)
         ident = f"{AUTHOR} <{AUTHOR}@localhub> {now} +0000"
         body += f"author {ident}\ncommitter {ident}\n\n{title}\n"

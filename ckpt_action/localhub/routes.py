@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from . import api_commit, api_git, api_repos, api_xet, transfer
+from . import api_commit, api_git, api_repos, api_storage, api_xet, transfer
 from .context import Call
 from .httpserver import Response
 from .storage import RepoNotFound
@@ -75,6 +75,8 @@ HUB_ROUTES = RouteTable([
     route("POST", _API + r"/tag/" + _REST.format("rev"), api_git.create_tag),
     route("DELETE", _API + r"/tag/" + _REST.format("tag"), api_git.delete_tag),
     route("POST", _API + r"/super-squash/" + _REST.format("branch"), api_git.super_squash),
+    route("GET", _API + r"/lfs-files", api_storage.list_lfs_files),
+    route("POST", _API + r"/lfs-files/batch", api_storage.delete_lfs_files),
     route("POST", _API + r"/preupload/" + _REST.format("rev"), api_commit.preupload),
     route("POST", _API + r"/commit/" + _REST.format("rev"), api_commit.commit),
     route("GET", _API + r"/xet-(?P<scope>read|write)-token/" + _REST.format("rev"), api_xet.token),

@@ -17,8 +17,10 @@ Example (a separate process; prints its URL as the first stdout line):
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import signal
+import sys
 import threading
 from pathlib import Path
 
@@ -26,7 +28,7 @@ from .accesslog import AccessLog
 from .app import HubApp
 from .context import Hub
 from .faults import FaultSet
-from .httpserver import Listener
+from .httpserver import MAX_CONNECTIONS, Listener
 from .routes import CAS_ROUTES, CDN_ROUTES, HUB_ROUTES
 from .signing import Signer
 from .storage import Storage
@@ -65,7 +67,7 @@ class LocalHub:
                  faults: str | os.PathLike[str] | None = None, token: str | None = None,
                  access_log: str | os.PathLike[str] | None = None, *, lfs_redirect: bool = True,
                  cdn_port: int = 0, cdn_url_ttl: int = CDN_URL_TTL_S, xet: bool = True, cas_port: int = 0,
-                 xet_token_ttl: int = XET_TOKEN_TTL_S) -> None:
+                 xet_token_ttl: int = XET_TOKEN_TTL_S, max_connections: int = MAX_CONNECTIONS) -> None:
         self.data_dir = Path(data_dir)
         self.access_log = Path(access_log) if access_log else None
         fault_set = FaultSet(faults)
@@ -75,16 +77,19 @@ class LocalHub:
         self._log = AccessLog(access_log)
         self._listeners: list[Listener] = []
         try:
-            self._server = Listener((host, port), HubApp(self.hub, HUB_ROUTES, "hub", fault_set, self._log))
+            self._server = Listener((host, port), HubApp(self.hub, HUB_ROUTES, "hub", fault_set, self._log),
+                                    max_connections)
             self._listeners.append(self._server)
             self.cdn_url: str | None = None
             if lfs_redirect:
-                cdn = Listener((host, cdn_port), HubApp(self.hub, CDN_ROUTES, "cdn", fault_set, self._log))
+                cdn = Listener((host, cdn_port), HubApp(self.hub, CDN_ROUTES, "cdn", fault_set, self._log),
+                               max_connections)
                 self._listeners.append(cdn)
                 self.cdn_url = self.hub.cdn_url = cdn.url
             self.cas_url: str | None = None
             if xet:
-                cas = Listener((host, cas_port), HubApp(self.hub, CAS_ROUTES, "cas", fault_set, self._log))
+                cas = Listener((host, cas_port), HubApp(self.hub, CAS_ROUTES, "cas", fault_set, self._log),
+                               max_connections)
                 self._listeners.append(cas)
                 self.cas_url = self.hub.cas_url = cas.url
         except BaseException:
@@ -111,18 +116,33 @@ class LocalHub:
         self.stop()
 
 
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
 def run_server(data_dir: str | os.PathLike[str], host: str = "127.0.0.1", port: int = 0,
                port_file: str | os.PathLike[str] | None = None,
                access_log: str | os.PathLike[str] | None = None,
                faults: str | os.PathLike[str] | None = None, token: str | None = None, *,
-               lfs_redirect: bool = True, cdn_port: int = 0, xet: bool = True, cas_port: int = 0) -> None:
+               lfs_redirect: bool = True, cdn_port: int = 0, xet: bool = True, cas_port: int = 0,
+               max_connections: int = MAX_CONNECTIONS) -> None:
     """Serve until SIGTERM/SIGINT. Prints the base URL as the first stdout line once listening.
+
+    Listening beyond loopback without a token prints a warning first (on stderr): such a
+    server lets everyone who can reach it read, write and delete every repo.
 
     Raises ``FaultFileError`` for an unusable faults file, ``StorageError`` for a data dir
     in use, and ``OSError`` when a port is taken.
     """
     hub = LocalHub(data_dir, host=host, port=port, faults=faults, token=token, access_log=access_log,
-                   lfs_redirect=lfs_redirect, cdn_port=cdn_port, xet=xet, cas_port=cas_port)
+                   lfs_redirect=lfs_redirect, cdn_port=cdn_port, xet=xet, cas_port=cas_port,
+                   max_connections=max_connections)
+    if token is None and not _is_loopback(host):
+        print(f"local-hub: warning: listening on {host} without --token: the server is open to everyone who "
+              "can reach it (they can read, write and delete every repo)", file=sys.stderr, flush=True)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: object) -> None:

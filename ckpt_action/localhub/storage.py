@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -67,6 +68,9 @@ _REF_RE = re.compile(r"^[A-Za-z0-9._][A-Za-z0-9._/-]{0,199}$")
 # A repo's own .gitattributes / .gitignore are read at most this far (the Hub's limit is
 # similar in spirit: they are small text files).
 _RULES_FILE_LIMIT = 1024 * 1024
+_DELETED = "deleted-lfs.json"  # sha256s permanently deleted from a repo (a JSON list)
+_MOVED = "moved.json"  # in the dir of a moved repo's old id: {"to": its new id}
+_MAX_MOVES = 16  # a chain of renames followed this far, no further
 STALE_PARENT = "The branch was updated since you opened this page. Please refresh and try again."
 
 
@@ -97,6 +101,15 @@ class RepoExists(Conflict):
         self.meta = meta
 
 
+class RepoMoved(RepoNotFound):
+    """The id names a repo that was moved (renamed): ``to`` is its id now. The Hub answers such
+    ids with a same-host redirect; where an answer cannot redirect, it is RepoNotFound."""
+
+    def __init__(self, to: str) -> None:
+        super().__init__("Repository not found")
+        self.to = to
+
+
 class Forbidden(StorageError):
     status = 403
 
@@ -122,12 +135,16 @@ def check_repo_id(repo_id: str) -> tuple[str, str]:
 
 
 def check_path(path: str) -> str:
-    """Refuse paths that could leave the repo or confuse git (absolute, ``..``, empty parts)."""
+    """Refuse paths that could leave the repo or confuse git (absolute, ``..``, ``.git`` or empty parts).
+
+    As on the Hub, ``\\`` is an ordinary character (``folder/..\\..\\file`` is one file);
+    only a path that starts with ``..\\`` stays refused, as the Hub refuses ``..\\ddd``
+    (huggingface_hub's test_create_file_with_relative_path): read on Windows it leaves the repo.
+    """
     parts = path.split("/")
     if (
         not path
-        or path.startswith("/")
-        or "\\" in path
+        or path.startswith(("/", "..\\"))
         or "\0" in path
         or any(p in ("", ".", "..", ".git") for p in parts)
     ):
@@ -246,11 +263,36 @@ class Storage:
 
     def get_repo(self, repo_type: str, repo_id: str) -> RepoMeta:
         try:
-            raw = json.loads((self._repo_dir(repo_type, repo_id) / "meta.json").read_bytes())
+            repo_dir = self._repo_dir(repo_type, repo_id)
+            raw = json.loads((repo_dir / "meta.json").read_bytes())
         except (FileNotFoundError, StorageError):
+            moved = self._moved_to(repo_type, repo_id)
+            if moved is not None:
+                raise RepoMoved(moved) from None
             raise RepoNotFound("Repository not found") from None
         return RepoMeta(repo_type, raw.get("id", repo_id), bool(raw["private"]), raw["createdAt"],
                         raw.get("gated", False))
+
+    def _moved_to(self, repo_type: str, repo_id: str) -> str | None:
+        """The id a moved repo has now, following a bounded chain of moves; None if it was never moved."""
+        current, seen = repo_id, 0
+        while seen < _MAX_MOVES:
+            try:
+                repo_dir = self._repo_dir(repo_type, current)
+                raw = json.loads((repo_dir / _MOVED).read_bytes())
+            except (FileNotFoundError, StorageError, ValueError):
+                break
+            current, seen = str(raw["to"]), seen + 1
+            if (self._repo_dir(repo_type, current) / "meta.json").exists():
+                return current
+        return None
+
+    def _clear_moved(self, repo_dir: Path) -> None:
+        """A name taken again (created, or moved onto) is a repo of its own, no longer a redirect."""
+        with contextlib.suppress(FileNotFoundError):
+            (repo_dir / _MOVED).unlink()
+        with contextlib.suppress(OSError):
+            repo_dir.rmdir()  # only when nothing else is there
 
     def _write_meta(self, repo_dir: Path, meta: RepoMeta) -> None:
         self.objects.write_json_atomic(repo_dir / "meta.json", {
@@ -263,6 +305,7 @@ class Storage:
         with self.repo_lock(repo_type, repo_id):
             if (repo_dir / "meta.json").exists():
                 raise RepoExists(f"You already created this {repo_type} repo", self.get_repo(repo_type, repo_id))
+            self._clear_moved(repo_dir)
             repo_dir.mkdir(parents=True, exist_ok=True)
             blob = self.objects.put_blob(DEFAULT_GITATTRIBUTES)
             tree = self.objects.put_tree([TreeEntry(".gitattributes", "file", blob.oid, blob.size, None)])
@@ -299,11 +342,34 @@ class Storage:
             if target != source and (target / "meta.json").exists():
                 raise Conflict(f"A {repo_type} repository called {self.get_repo(repo_type, to_id).repo_id} "
                                "already exists")
+            if target != source:
+                self._clear_moved(target)
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(source, target)
             moved = RepoMeta(repo_type, to_id, meta.private, meta.created_at, meta.gated)
             self._write_meta(target, moved)
+            if target != source:
+                # The old id keeps working, as on the Hub: it answers with a redirect to the new one.
+                source.mkdir(parents=True, exist_ok=True)
+                self.objects.write_json_atomic(source / _MOVED, {"to": to_id})
             return moved
+
+    # ---------------------------------------------------------------- permanently deleted objects
+    def deleted_lfs(self, repo_type: str, repo_id: str) -> frozenset[str]:
+        """sha256s of LFS objects permanently deleted from this repo (commits may still name them)."""
+        try:
+            raw = json.loads((self._repo_dir(repo_type, repo_id) / _DELETED).read_bytes())
+        except FileNotFoundError:
+            return frozenset()
+        return frozenset(str(s) for s in raw)
+
+    def set_deleted_lfs(self, repo_type: str, repo_id: str, shas: frozenset[str] | set[str]) -> None:
+        """Replace the set (callers hold the repo lock)."""
+        self.objects.write_json_atomic(self._repo_dir(repo_type, repo_id) / _DELETED, sorted(shas))
+
+    def write_refs(self, repo_type: str, repo_id: str, refs: dict[str, dict[str, str]]) -> None:
+        """Replace every ref at once (a rewrite of history; callers hold the repo lock)."""
+        self._write_refs(self._repo_dir(repo_type, repo_id), refs)
 
     def list_repos(self, repo_type: str) -> list[RepoMeta]:
         out = []
@@ -482,15 +548,21 @@ class Storage:
         """
         for op in operations:
             check_path(op.path.rstrip("/") if isinstance(op, Delete) else op.path)
-            if isinstance(op, AddLfs):
-                stored = self.objects.lfs_size(op.oid)
-                if stored is None:
-                    raise BadContent(f"LFS object {op.oid} for {op.path} was never uploaded")
-                if op.size is not None and stored != op.size:
-                    raise BadContent(f"LFS object {op.oid} has {stored} bytes, commit says {op.size}")
         branch = branch.removeprefix("refs/heads/")
         repo_dir = self._repo_dir(repo_type, repo_id)
         with self.repo_lock(repo_type, repo_id):
+            # Checked under the lock: a permanent deletion of the repo's objects takes it too.
+            added: set[str] = set()
+            for op in operations:
+                if isinstance(op, AddLfs):
+                    stored = self.objects.lfs_size(op.oid)
+                    if stored is None:
+                        raise BadContent(f"LFS object {op.oid} for {op.path} was never uploaded")
+                    if op.size is not None and stored != op.size:
+                        raise BadContent(f"LFS object {op.oid} has {stored} bytes, commit says {op.size}")
+                    added.add(op.oid)
+                elif isinstance(op, AddBlob):
+                    added.add(op.blob.sha256)
             refs = self.refs(repo_type, repo_id)
             if branch not in refs["heads"]:
                 raise RevisionNotFound(f"Invalid rev id: {branch}")
@@ -503,6 +575,10 @@ class Storage:
                 self._apply(root, op, attributes)
             tree = self._write_mut(root) or self.objects.put_tree([])
             new = self.objects.put_commit(tree, [head], title, message)
+            deleted = self.deleted_lfs(repo_type, repo_id)
+            if deleted & added:
+                # Pushed again: the object is stored once more, for every commit that names it.
+                self.set_deleted_lfs(repo_type, repo_id, deleted - added)
             refs["heads"][branch] = new
             self._write_refs(repo_dir, refs)
             return new
@@ -555,7 +631,9 @@ class Storage:
             isinstance(existing, TreeEntry) and existing.kind == "directory"
         )
         if isinstance(op, Delete):
-            if existing is None or is_dir != op.folder:
+            # A file delete naming a folder deletes the folder, as the Hub does since
+            # huggingface_hub #2259 (the client sends deletedFile for a path without "/").
+            if existing is None or (op.folder and not is_dir):
                 raise EntryNotFound(self._missing_message(op))
             del node.children[name]
             return

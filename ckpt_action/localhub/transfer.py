@@ -88,6 +88,10 @@ def resolve(call: Call) -> Response:
         raise EntryNotFound(f"Entry not found: {path}")
     call.require_file_access(call.meta)
     headers = {"X-Repo-Commit": head, "ETag": f'"{entry.lfs or entry.oid}"'}
+    if entry.lfs is not None and entry.lfs in store.deleted_lfs(call.meta.repo_type, call.meta.repo_id):
+        # The commit still names the file, but its bytes were deleted for good (see .usage).
+        raise HttpError(410, f"{path} at {head}: its LFS object {entry.lfs} was permanently deleted from this "
+                        "repo's storage", headers=headers)
     if entry.lfs is None:
         return _file_answer(call, store.objects.blob_path(entry.oid), entry.size, headers)
     headers["X-Linked-Etag"] = f'"{entry.lfs}"'
