@@ -1,26 +1,34 @@
 """Section 8: Xet against plain LFS, with the hf CLI on both paths of the same local Hub.
 
-Dedupe: ``hf upload`` (and ``ckpt-action push``, as the next checkpoint) of a big file
-N, then of N+1 (the same bytes with a contiguous 10% in the middle rewritten) from a
-fresh ``HF_HOME`` and Xet cache, so only the server's dedupe answers can spare bytes.
-Bytes sent are the request bodies the local Hub received for the N+1 push (its access
-log, every listener). Throughput: the push of N and the download of N+1 into a fresh
-dir, for ``hf`` and ckpt-action, each tool and path on a fresh Hub (the stores are
-content-addressed, so a second upload of the same bytes would be skipped). """
+Dedupe: ``hf upload`` (and ``ckpt-action push``, as the next checkpoint) of a checkpoint
+folder (a big file and two small ones) N, then of N+1 (the same bytes with a contiguous
+10% in the middle rewritten) from a fresh ``HF_HOME`` and Xet cache, so only the
+server's dedupe answers can spare bytes. Bytes sent are the request bodies the local Hub
+received for the N+1 push (its access log, every listener). Throughput: the push of N
+and the download of N+1 into a fresh dir, for ``hf`` and ckpt-action, each tool and path
+on a fresh Hub (the stores are content-addressed, so a second upload of the same bytes
+would be skipped). Reads: the push of N runs under ``bench.readcount``, which reports
+the bytes the process read (``rchar``, hf_xet's threads included); over the bytes of the
+checkpoint, that is how many times each byte was read."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import sys
 from pathlib import Path
 
 from .context import Context
+from .fixtures import SMALL_FILES
 from .hubproc import HubProcess, Requests
 from .report import Section, fmt_rate, fmt_s
-from .timing import PY_CLI, median, ratio, run
+from .timing import HF_CLI, PY_CLI, median, ratio, run
 
 REPO = "bench/xet"
-FULL_MIB, QUICK_MIB = 256, 16
+# Quick mode stays above the manifest's GIT_OID_LIMIT (20 MiB), so its big file takes
+# push's one-read path as a real checkpoint's weights do.
+FULL_MIB, QUICK_MIB = 256, 24
 CHANGED = 0.10
 
 
@@ -46,6 +54,12 @@ def _env(ctx: Context, hub: HubProcess, xet: bool) -> dict[str, str]:
         env.pop("HF_HUB_DISABLE_XET", None)
         env["HF_XET_CACHE"] = str(Path(env["HF_HOME"]) / "xet")
     return env
+
+
+def _counted(cmd: list[str], out: Path) -> list[str]:
+    """``cmd`` (an ``hf`` or ``PY_CLI`` command) run under bench.readcount, writing to ``out``."""
+    script, args = (HF_CLI, cmd[1:]) if cmd[0] == "hf" else (cmd[1], cmd[2:])
+    return [sys.executable, "-m", "bench.readcount", str(out), script, *args]
 
 
 def _cas_up(req: Requests) -> int:
@@ -74,6 +88,10 @@ def run_section(ctx: Context) -> Section:
         dirs[step] = base / f"checkpoint-{step}"
         dirs[step].mkdir()
         os.link(file, dirs[step] / "model.safetensors")
+        for name, data in SMALL_FILES.items():
+            (dirs[step] / name).write_bytes(data)
+    checkpoint_bytes = size + sum(map(len, SMALL_FILES.values()))
+    rchar: dict[str, list[int]] = {f"{t} {p}": [] for t, p in runs}
     for rep in range(reps):
         for tool, path in (runs if rep % 2 == 0 else list(reversed(runs))):
             key, xet = f"{tool} {path}", path == "xet"
@@ -82,15 +100,16 @@ def run_section(ctx: Context) -> Section:
             try:
                 ctx.api(hub).create_repo(REPO)
                 if tool == "hf":
-                    first = ["hf", "upload", REPO, str(n), "n.bin"]
-                    second = ["hf", "upload", REPO, str(n1), "n1.bin"]
-                    pull = ["hf", "download", REPO, "n1.bin", "--local-dir", str(target)]
+                    first, second = (["hf", "upload", REPO, str(dirs[s]), f"checkpoint-{s}"] for s in (1, 2))
+                    pull = ["hf", "download", REPO, "checkpoint-2/model.safetensors", "--local-dir", str(target)]
                 else:
                     first, second = ([*PY_CLI, "push", "--repo", REPO, "--local-dir", str(dirs[s]),
                                       "--subfolder", f"checkpoint-{s}", "--step", str(s)] for s in (1, 2))
                     pull = [*PY_CLI, "pull", "--repo", REPO, "--subfolder", "checkpoint-2", "--local-dir",
                             str(target)]
-                push_s[key].append(run(first, _env(ctx, hub, xet)).seconds)
+                counts = base / f"reads-{rep}-{tool}-{path}.json"
+                push_s[key].append(run(_counted(first, counts), _env(ctx, hub, xet)).seconds)
+                rchar[key].append(json.loads(counts.read_text())["rchar"])
                 hub.mark()
                 run(second, _env(ctx, hub, xet))
                 step_log = hub.since_mark()
@@ -107,6 +126,10 @@ def run_section(ctx: Context) -> Section:
         what = "xorbs and shards" if path == "xet" else "LFS PUTs"
         sec.row(f"N+1 push, {key}: bytes sent", f"{sent[key]:,} ({sent[key] / size:.1%} of the file; "
                 f"{payload[key]:,} in {what})")
+    reads = {key: round(max(rchar[key]) / checkpoint_bytes, 3) for key in rchar}
+    for key in push_s:
+        sec.row(f"push of N, {key}: reads of each byte", f"{reads[key]:.2f} ({max(rchar[key]):,} bytes read for a "
+                f"{checkpoint_bytes:,}-byte checkpoint)")
     for tool in ("hf", "ckpt-action"):
         sec.row(f"N+1 push bytes, Xet / LFS, {tool}", f"{sent[f'{tool} xet'] / sent[f'{tool} lfs']:.3f}x")
     for key in push_s:
@@ -129,9 +152,13 @@ def run_section(ctx: Context) -> Section:
                   f"{payload[f'{tool} lfs']} == {size}")
         sec.check(f"{tool}: Xet sends less than a quarter of the N+1 file", xet_sent < size / 4,
                   f"{xet_sent} < {size // 4}")
+        sec.check(f"{tool}: the Xet push of N reads each byte once (at most 1.1x the checkpoint and 8 MiB)",
+                  max(rchar[f"{tool} xet"]) <= 1.1 * checkpoint_bytes + (8 << 20), f"{reads[f'{tool} xet']}x")
         sec.check(f"{tool}: the Xet push made no LFS batch call", batch_calls[f"{tool} xet"] == 0,
                   f"{batch_calls[f'{tool} xet']} calls")
     sec.data = {"file_bytes": size, "changed_fraction": CHANGED, "repetitions": reps, "n1_bytes_sent": sent,
-                "n1_payload_bytes": payload, "push_seconds": push_s, "pull_seconds": pull_s,
+                "n1_payload_bytes": payload,
+                "checkpoint_bytes": checkpoint_bytes, "push_rchar": rchar, "push_reads_per_byte": reads,
+                "push_seconds": push_s, "pull_seconds": pull_s,
                 "throughput_ratio_xet_vs_lfs": ratios}
     return sec

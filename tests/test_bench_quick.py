@@ -53,3 +53,7 @@ def test_bench_quick(tmp_path: Path) -> None:
     assert xet["n1_payload_bytes"]["hf lfs"] == xet["n1_payload_bytes"]["ckpt-action lfs"] == xet["file_bytes"]
     for tool in ("hf", "ckpt-action"):
         assert xet["n1_bytes_sent"][f"{tool} xet"] < xet["file_bytes"] * (xet["changed_fraction"] + 0.1)
+    runs = {f"{tool} {path}" for tool in ("hf", "ckpt-action") for path in ("xet", "lfs")}
+    assert set(xet["push_reads_per_byte"]) == set(xet["push_rchar"]) == runs
+    assert all(len(counts) == xet["repetitions"] and min(counts) > 0 for counts in xet["push_rchar"].values())
+    assert xet["checkpoint_bytes"] > xet["file_bytes"]

@@ -25,13 +25,16 @@ from pathlib import Path
 from typing import Any
 
 from ckpt_action.checkpoint.manifest import (
+    GIT_OID_LIMIT,
     MANIFEST_NAME,
     FileDigest,
     Manifest,
+    RemoteFile,
     digest_bytes,
     digest_files,
     folder_tree_oid,
     matches_remote,
+    predict_lfs,
     scan_dir,
 )
 from ckpt_action.checkpoint.provenance import PROVENANCE_NAME, Provenance
@@ -82,7 +85,14 @@ def _stamp(path: Path) -> _Stamp:
 
 
 class LocalDir:
-    """The directory being pushed: each file's digest and the stat it was hashed under."""
+    """The directory being pushed: each file's digest and the stat it was hashed under.
+
+    Files above GIT_OID_LIMIT (no git id in the manifest, so only their sha256 is needed)
+    are not hashed up front: :meth:`settle` hashes those the folder may already hold (same
+    path and size: a re-push must find them unchanged without uploading), and uploads the
+    rest, taking the sha256 the client computes while it reads them to upload (hf_xet
+    hashes while it chunks), so each of their bytes is read once.
+    """
 
     def __init__(self, root: Path, label: str) -> None:
         self.root, self.label = root, label
@@ -90,17 +100,49 @@ class LocalDir:
         self.digests: dict[str, FileDigest] = {}
         self.stamps: dict[str, tuple[_Stamp, int]] = {}
         self.changes: Counter[str] = Counter()
+        self.unhashed: set[str] = set()
+        """Big files whose digest waits for :meth:`settle`."""
+        self.sent: dict[str, Any] = {}
+        """Operations already uploaded by :meth:`settle`, hashed by that upload."""
         self._hash(scan_dir(root))
 
     def _hash(self, paths: dict[str, Path]) -> None:
         # The stat is taken before the bytes are read: a write during the read shows in the next stat.
         taken = time.time_ns()
         stamps = {rel: (_stamp(full), taken) for rel, full in paths.items()}
-        with Ticker(f"{self.label}: hashing", sum(s[0][0] for s in stamps.values()), bytes_read_since_now()):
-            digests = digest_files(paths)
+        later = {rel for rel, (stamp, _taken) in stamps.items() if stamp[0] > GIT_OID_LIMIT}
+        now = {rel: full for rel, full in paths.items() if rel not in later}
+        with Ticker(f"{self.label}: hashing", sum(stamps[rel][0][0] for rel in now), bytes_read_since_now()):
+            digests = digest_files(now)
+        for rel in paths:
+            self.digests.pop(rel, None)
+            self.sent.pop(rel, None)
         self.paths.update(paths)
         self.stamps.update(stamps)
         self.digests.update(digests)
+        self.unhashed = (self.unhashed - set(now)) | later
+
+    def settle(self, remote: RemoteRepo, subfolder: str, have: dict[str, RemoteFile], branch: str) -> None:
+        """Give every file a digest, uploading the big ones ``have`` (the folder on the Hub)
+        cannot already hold. The stat of each was taken before this read, so a file that
+        changes during it is caught after the commit like any other."""
+        if not self.unhashed:
+            return
+        size = {rel: self.stamps[rel][0][0] for rel in self.unhashed}
+        same = {rel: self.paths[rel] for rel in sorted(self.unhashed)
+                if (got := have.get(rel)) is not None and got.size == size[rel]}
+        with Ticker(f"{self.label}: hashing", sum(size[rel] for rel in same), bytes_read_since_now()):
+            self.digests.update(digest_files(same))
+        ops = {rel: self._op(subfolder, rel) for rel in sorted(self.unhashed - set(same))}
+        if ops:
+            with Ticker(f"{self.label}: uploading", sum(size[rel] for rel in ops), bytes_read_since_now()):
+                call(remote.settings, f"uploading {subfolder}", remote.api.preupload_lfs_files, remote.repo,
+                     additions=list(ops.values()), revision=branch, repo=remote.repo)
+        for rel, op in ops.items():
+            info = op.upload_info  # sha256: what the upload read (back-filled), else read now
+            self.digests[rel] = FileDigest(info.size, info.sha256.hex(), None, predict_lfs(rel, info.size, info.sample))
+            self.sent[rel] = op
+        self.unhashed.clear()
 
     def _changes(self, thorough: bool) -> tuple[list[str], dict[str, Path]]:
         now = scan_dir(self.root)
@@ -118,7 +160,7 @@ class LocalDir:
             elif thorough and stamp[1] >= taken - (_RACY_COARSE_NS if coarse else _RACY_NS):
                 racy[rel] = now[rel]
         if racy:
-            out |= {rel for rel, digest in digest_files(racy).items() if digest != self.digests[rel]}
+            out |= {rel for rel, digest in digest_files(racy).items() if digest != self.digests.get(rel)}
         return sorted(out), now
 
     def refresh(self, *, thorough: bool = False) -> list[str]:
@@ -133,7 +175,10 @@ class LocalDir:
         if times > MAX_CHANGES:
             raise self.unsettled(rel)
         for gone in [r for r in changed if r not in now]:
-            del self.paths[gone], self.digests[gone], self.stamps[gone]
+            del self.paths[gone], self.stamps[gone]
+            self.digests.pop(gone, None)
+            self.sent.pop(gone, None)
+            self.unhashed.discard(gone)
         self._hash({r: now[r] for r in changed if r in now})
         return changed
 
@@ -145,16 +190,21 @@ class LocalDir:
         """Whether any file changed since it was hashed (stats only, no reading)."""
         return bool(self._changes(thorough=False)[0])
 
-    def add(self, subfolder: str, rel: str) -> Any:
-        """The commit operation uploading one file as it was hashed."""
+    def _op(self, subfolder: str, rel: str) -> Any:
         from huggingface_hub import CommitOperationAdd
 
-        digest = self.digests[rel]
-        assert digest.sha256 is not None
         try:
-            op = CommitOperationAdd(path_in_repo=f"{subfolder}/{rel}", path_or_fileobj=str(self.paths[rel]))
+            return CommitOperationAdd(path_in_repo=f"{subfolder}/{rel}", path_or_fileobj=str(self.paths[rel]))
         except (OSError, ValueError) as exc:
             raise IntegrityError(f"{rel} in {self.root} disappeared while it was pushed ({exc})") from exc
+
+    def add(self, subfolder: str, rel: str) -> Any:
+        """The commit operation uploading one file as it was hashed."""
+        if rel in self.sent:
+            return self.sent[rel]
+        digest = self.digests[rel]
+        assert digest.sha256 is not None
+        op = self._op(subfolder, rel)
         # Hashed once already, and the Hub must be told what was hashed: if the bytes sent
         # differ, the upload or the proof fails rather than the manifest lying.
         op.upload_info.sha256 = bytes.fromhex(digest.sha256)
@@ -206,11 +256,12 @@ def push(
     def plan(head: str | None) -> CommitPlan | None:
         nonlocal first_pending, signed_by
         local.refresh()
+        state = _state(remote, head, subfolder)
+        have = state.files if state else {}
+        local.settle(remote, subfolder, have, branch)
         digests, statement = dict(local.digests), b""
         if provenance is not None:
             digests, statement = with_provenance(digests, provenance)
-        state = _state(remote, head, subfolder)
-        have = state.files if state else {}
         pending = [rel for rel in sorted(digests) if not matches_remote(digests[rel], have.get(rel))]
         # The statement goes with the manifest and the signature, in the last commit.
         files = [rel for rel in pending if rel != PROVENANCE_NAME]
@@ -248,7 +299,7 @@ def push(
     while True:
         passes += 1
         outcome = commit(remote, plan, what=f"committing {subfolder}", branch=branch, head=head,
-                         max_commits=-(-len(local.digests) // batch_size) + EXTRA_COMMITS,
+                         max_commits=-(-len(local.paths) // batch_size) + EXTRA_COMMITS,
                                 replan_on=lambda _exc: local.moved())
         commits += outcome.commits
         for landed in outcome.landed:
