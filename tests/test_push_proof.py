@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from ckpt_action.checkpoint.manifest import digest_file
+from ckpt_action.checkpoint.manifest import GIT_OID_LIMIT, digest_file
 from tests.chaos_helpers import assert_complete, ckpt, env_for, one_line_error, remote_checkpoint
 from tests.commit_proxy import COMMIT, CommitProxy
 from tests.conftest import read_tree, write_checkpoint
@@ -180,3 +180,24 @@ def test_a_file_modified_just_before_its_stat_is_read_again(tmp_path, monkeypatc
     assert local.refresh() == [], "the stat alone cannot see this write"
     assert local.refresh(thorough=True) == ["a.txt"]
     assert local.digests["a.txt"].sha256 == digest_file(src / "a.txt").sha256
+
+
+@pytest.mark.parametrize(("when", "commits"), [(PREUPLOAD, 1), (COMMIT, 2)], ids=["before-its-read", "after-it"])
+def test_a_big_file_hashed_by_its_upload_and_changed_is_pushed_as_it_ends(when, commits, hub_server, hf_client, cli,
+                                                                            tmp_path):
+    """Above GIT_OID_LIMIT the upload's own read gives the sha256 (one read): a write
+    before that read is what gets uploaded and listed; one after it shows in the stat
+    taken before the read, and one more commit converges."""
+    hub = hub_server()
+    files = ckpt(1, big=GIT_OID_LIMIT + 1)
+    src = write_checkpoint(tmp_path / "src", files)
+    changed = bytes(reversed(files["model.safetensors"]))
+    with CommitProxy(hub.url) as proxy:
+        proxy.before("POST", when, lambda: (src / "model.safetensors").write_bytes(changed))
+        run = cli("push", "--repo", "o/r", "--local-dir", str(src), "--step", "1", "--json",
+                  env=env_for(proxy, tmp_path))
+    assert run.code == 0, run.stderr
+    want = files | {"model.safetensors": changed}
+    manifest, got = remote_checkpoint(hub.url, "o/r", "checkpoint-1", run.json["revision"], hf_client)
+    assert_complete(manifest, got, want)
+    assert run.json["commits"] == commits
