@@ -26,7 +26,7 @@ from .report import Section, fmt_rate, fmt_s
 from .timing import HF_CLI, PY_CLI, median, ratio, run
 
 REPO = "bench/xet"
-# Quick mode stays above the manifest's GIT_OID_LIMIT (20 MiB), so its big file takes
+# Quick mode stays above the manifest's GIT_OID_LIMIT, so its big file takes
 # push's one-read path as a real checkpoint's weights do.
 FULL_MIB, QUICK_MIB = 256, 24
 CHANGED = 0.10

@@ -293,7 +293,8 @@ def push(
         part = min(parts, max(0, first_pending - len(pending)) // batch_size + 1)
         return CommitPlan(ops, title + (f" (part {part} of {parts})" if parts > 1 else ""), final=final,
                           description="Written by ckpt-action; the manifest is committed with the last part.",
-                          progress=f"push {subfolder}: uploading", upload_bytes=sum(digests[r].size for r in batch))
+                          progress=f"push {subfolder}: uploading",
+                          upload_bytes=sum(digests[r].size for r in batch if r not in local.sent))
 
     commits = uploaded = deleted = passes = 0
     while True:
