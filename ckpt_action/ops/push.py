@@ -131,8 +131,9 @@ class LocalDir:
         size = {rel: self.stamps[rel][0][0] for rel in self.unhashed}
         same = {rel: self.paths[rel] for rel in sorted(self.unhashed)
                 if (got := have.get(rel)) is not None and got.size == size[rel]}
-        with Ticker(f"{self.label}: hashing", sum(size[rel] for rel in same), bytes_read_since_now()):
-            self.digests.update(digest_files(same))
+        if same:
+            with Ticker(f"{self.label}: hashing", sum(size[rel] for rel in same), bytes_read_since_now()):
+                self.digests.update(digest_files(same))
         ops = {rel: self._op(subfolder, rel) for rel in sorted(self.unhashed - set(same))}
         if ops:
             with Ticker(f"{self.label}: uploading", sum(size[rel] for rel in ops), bytes_read_since_now()):
