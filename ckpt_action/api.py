@@ -39,7 +39,7 @@ from ckpt_action.disk.source import local_dir_to_push
 from ckpt_action.disk.target import pull_target
 
 from .errors import InputError, NoCheckpointError, NotFoundError
-from .handle import SHA_RE, CheckpointHandle
+from .handle import SHA_RE, CheckpointHandle, check_origin
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -114,26 +114,34 @@ def _find_latest(remote: RemoteRepo, revision: str | None) -> CheckpointHandle |
     return res.handle
 
 
-def _source(source: CheckpointHandle | str, subfolder: str | None, revision: str | None,
-            endpoint: str | None) -> tuple[str, str | None, str | None, str | None]:
-    """(repo, subfolder, revision, endpoint) from a handle or a repo id plus options.
+def _source(source: CheckpointHandle | str, subfolder: str | None,
+            revision: str | None) -> tuple[str, str | None, str | None]:
+    """(repo, subfolder, revision) from a handle or a repo id plus options.
 
     A handle pins everything; options may repeat it but not contradict it. Its endpoint is
-    used when none is configured (as the CLI does with a pointer file).
+    never adopted: see :func:`_settings_for`.
     """
     if isinstance(source, CheckpointHandle):
         if subfolder is not None and subfolder.rstrip("/") != source.subfolder:
             raise InputError(f"subfolder={subfolder!r} disagrees with the handle's {source.subfolder!r}: drop it")
         if revision is not None and revision != source.revision:
             raise InputError(f"revision={revision!r} disagrees with the handle's {source.revision}: drop it")
-        if endpoint is None and not os.environ.get("HF_ENDPOINT"):
-            endpoint = source.endpoint
-        return (names.repo_id(source.repo), names.subfolder(source.subfolder),
-                names.revision(source.revision), endpoint)
+        return names.repo_id(source.repo), names.subfolder(source.subfolder), names.revision(source.revision)
     if not isinstance(source, str):
         raise InputError(f"expected a CheckpointHandle or a repo id OWNER/NAME, got {type(source).__name__}")
     return (names.repo_id(source), names.subfolder(subfolder) if subfolder is not None else None,
-            names.revision(revision), endpoint)
+            names.revision(revision))
+
+
+def _settings_for(source: CheckpointHandle | str, endpoint: str | None, token: str | None,
+                  timeout: float | None, retries: int | None) -> Settings:
+    """Settings for reading ``source``: the token goes only to the configured endpoint
+    (``endpoint=``, else ``HF_ENDPOINT``, else the Hub), so a handle naming another host is
+    refused, as the CLI refuses such a pointer; ``endpoint=`` set to its host trusts it."""
+    settings = _settings(endpoint, token, timeout, retries)
+    if isinstance(source, CheckpointHandle):
+        check_origin(source.endpoint, settings.endpoint)
+    return settings
 
 
 # --------------------------------------------------------------------------- push, latest, pull
@@ -236,11 +244,11 @@ def pull(
     from ckpt_action.disk.cache import CacheConfig
     from ckpt_action.ops.pull import Selection
 
-    repo, sub, rev, endpoint = _source(source, subfolder, revision, endpoint)
+    repo, sub, rev = _source(source, subfolder, revision)
     target = pull_target(os.fspath(local_dir), force=force)
     select = Selection.from_options(tuple(include), tuple(exclude))
     cache = CacheConfig.from_options(os.fspath(cache_dir) if cache_dir is not None else None, target)
-    remote = _remote(_settings(endpoint, token, timeout, retries), repo)
+    remote = _remote(_settings_for(source, endpoint, token, timeout, retries), repo)
     sha = rev if rev is not None and SHA_RE.match(rev) else None
     if sub is None:
         found = _find_latest(remote, rev)
@@ -322,7 +330,7 @@ def promote(
     >>> ckpt.promote(found, "release", tag="v1.0")  # doctest: +SKIP
     CheckpointHandle(repo='org/run', subfolder='release', revision='9ac0…', step=300, ...)
     """
-    repo, sub, rev, endpoint = _source(source, subfolder, revision, endpoint)
+    repo, sub, rev = _source(source, subfolder, revision)
     if sub is None:
         raise InputError("promote needs subfolder= (or a handle): name the checkpoint to promote")
     to = names.subfolder(to, flag="to")
@@ -331,7 +339,7 @@ def promote(
     target_repo = names.repo_id(to_repo) if to_repo else None
     if target_repo and branch:
         raise InputError("branch= does not go with to_repo=: promote into the other repo's main")
-    settings = _settings(endpoint, token, timeout, retries)
+    settings = _settings_for(source, endpoint, token, timeout, retries)
     names.token_for_write(settings.token, settings.endpoint)
     from ckpt_action.hub.repo import RemoteRepo
     from ckpt_action.ops.release import promote as core_promote

@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import TypeGuard
+from urllib.parse import urlsplit
 
-from .errors import IntegrityError, quoted
+from .errors import InputError, IntegrityError, quoted
 
 # \A...\Z, not ^...$: "$" also matches before a trailing newline. [0-9], not \d: \d takes
 # any Unicode digit, which int() then reads as a step.
@@ -41,6 +42,36 @@ def step_of(subfolder: str) -> int | None:
     """
     m = CHECKPOINT_RE.match(subfolder)
     return int(m.group(1)) if m else None
+
+
+def origin(url: str) -> str:
+    """``scheme://host[:port]`` of a URL, the port only when not the scheme's default.
+
+    >>> origin("HTTPS://Huggingface.co:443/org/run")
+    'https://huggingface.co'
+    """
+    parts = urlsplit(url)
+    default = {"http": 80, "https": 443}.get(parts.scheme)
+    try:
+        port = parts.port
+    except ValueError:  # not a port at all: an origin nothing else has
+        return url
+    port = port if port not in (None, default) else None
+    return f"{parts.scheme}://{(parts.hostname or '').lower()}" + (f":{port}" if port else "")
+
+
+def check_origin(named: str, configured: str, *, what: str = "the handle", flag: str = "endpoint=") -> None:
+    """The token goes only to the configured endpoint: a handle or pointer naming another
+    host is refused, naming both origins. Setting the endpoint (``flag``) to its host is
+    the way to trust it. The CLI and the API both apply this one rule.
+
+    >>> check_origin("http://127.0.0.1:8000", "http://127.0.0.1:8000/")
+    """
+    if origin(named) != origin(configured):
+        raise InputError(
+            f"{what} names the Hub at {quoted(origin(named), 120)}, but the configured endpoint is"
+            f" {origin(configured)}: pass {flag}{'' if flag.endswith('=') else ' '}{quoted(origin(named), 120)}"
+            " explicitly if that host is really trusted with the token")
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,12 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
                               "--endpoint", "https://huggingface.co"], {}, ["HF_TOKEN"]),
     ("hub-prune-no-token", ["prune", "--repo", "o/r", "--keep-last", "2", "--endpoint", "https://huggingface.co"],
      {}, ["HF_TOKEN"]),
+    # tokens: surrounding whitespace is stripped where the token is read; inside, it is refused
+    ("token-inner-space", ["latest", "--repo", "o/r"], {"HF_TOKEN": "hf_SeCrEt12 34xyz"}, ["HF_TOKEN", "--token"]),
+    ("token-inner-newline", ["push", "--repo", "o/r", "--local-dir", "{good}", "--step", "1"],
+     {"HF_TOKEN": "hf_SeCrEt12\n34xyz\n"}, ["HF_TOKEN"]),
+    ("token-flag-control", ["pull", "--repo", "o/r", "--latest", "--local-dir", "{new}", "--token",
+                            "hf_SeCrEt12\x1b34xyz"], {}, ["--token"]),
     # pull targets
     ("pull-nonempty-no-force", ["pull", "--repo", "o/r", "--subfolder", "s", "--local-dir", "{full}"], {},
      ["--force"]),
@@ -158,6 +164,8 @@ def test_bad_input_exits_2_without_network_or_files(args, extra, words, hub_serv
     assert hub.log_entries() == [], "bad input reached the network"
     assert listing(tmp_path) == before, "bad input created files"
     assert (tmp_path / "outside" / "secret.txt").read_bytes() == b"secret"
+    for secret in ("SeCrEt12", "34xyz"):  # no part of a refused token is printed
+        assert secret not in run.stderr + run.stdout
 
 
 def test_case_table_is_big_enough():

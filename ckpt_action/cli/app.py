@@ -19,7 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar
-from urllib.parse import urlsplit
 
 import click
 
@@ -34,6 +33,8 @@ from ckpt_action.ci.outputs import (
     write_json,
 )
 from ckpt_action.errors import CkptError, InputError, NoCheckpointError, NotFoundError
+from ckpt_action.errors import scrub as scrub_secrets
+from ckpt_action.handle import check_origin
 from ckpt_action.settings import MAX_RETRIES, Settings
 from ckpt_action.version import __version__
 
@@ -51,8 +52,7 @@ class _Secret:
 
 
 def scrub(text: str) -> str:
-    token = _Secret.value
-    return text.replace(token, "***") if token and len(token) >= 4 else text
+    return scrub_secrets(text, [_Secret.value] if _Secret.value else [])
 
 
 class _AnnotationHandler(logging.Handler):
@@ -383,22 +383,6 @@ def _report_skipped(res: Any, repo: str) -> None:
 
 # --- pull ---------------------------------------------------------------------------------------
 
-def _origin(url: str) -> str:
-    parts = urlsplit(url)
-    default = {"http": 80, "https": 443}.get(parts.scheme)
-    port = parts.port if parts.port not in (None, default) else None
-    return f"{parts.scheme}://{(parts.hostname or '').lower()}" + (f":{port}" if port else "")
-
-
-def _check_pointer_origin(pointed: CheckpointHandle, configured: str) -> None:
-    """The token goes only to the configured endpoint: a pointer naming another host is refused."""
-    if _origin(pointed.endpoint) != _origin(configured):
-        raise InputError(
-            f"the pointer names the Hub at {_origin(pointed.endpoint)}, but the configured endpoint is"
-            f" {_origin(configured)}: pass --endpoint {_origin(pointed.endpoint)} explicitly if that host is"
-            " really trusted with the token")
-
-
 @cli.command()
 @repo_option("Hub model repo, OWNER/NAME (from the pointer with --pointer).", required=False)
 @click.option("--subfolder", help="Folder to pull.")
@@ -445,7 +429,7 @@ def pull(repo: str | None, subfolder: str | None, use_latest: bool, pointer: str
 
         pointed = (wandb_pointer.read_pointer(pointer) if pointer
                    else wandb_pointer.fetch_pointer(str(from_wandb), timeout=settings.timeout))
-        _check_pointer_origin(pointed, settings.endpoint)
+        check_origin(pointed.endpoint, settings.endpoint, what="the pointer", flag="--endpoint")
         if repo and names.repo_id(repo) != pointed.repo:
             raise InputError(f"--repo {repo} disagrees with the pointer's repo {pointed.repo}: drop --repo")
         repo, subfolder, sha = pointed.repo, pointed.subfolder, pointed.revision
