@@ -78,6 +78,10 @@ class Settings:
         64 * 1024, "CKPT_MIN_DOWNLOAD_RATE",
         "Bytes per second a file download must average: one attempt may take `request_deadline` plus its size at"
         " this rate, however steadily the bytes trickle in (then it resumes, as a retry).")
+    max_attempt_seconds: float = _knob(
+        6 * 3600.0, "CKPT_MAX_ATTEMPT_SECONDS",
+        "Cap in seconds on one file download attempt's deadline, whatever size the listing claims (a claimed"
+        " terabyte would otherwise get months); a bigger file needs this raised.")
     max_listing_pages: int = _knob(1000, "CKPT_MAX_LISTING_PAGES",
                                    "Pages one tree listing may span; more fails the command (exit 1).")
     max_listing_entries: int = _knob(
@@ -147,5 +151,5 @@ class Settings:
 
 _FLAGS = {"timeout": "--timeout / ", "retries": "--retries / "}
 # Bounds where 0 would refuse everything; the others (delays, retries, waits) may be 0.
-_POSITIVE = {"timeout", "request_deadline", "min_download_rate", "max_listing_pages", "max_listing_entries",
-             "max_listing_bytes", "max_manifest_bytes"}
+_POSITIVE = {"timeout", "request_deadline", "min_download_rate", "max_attempt_seconds", "max_listing_pages",
+             "max_listing_entries", "max_listing_bytes", "max_manifest_bytes"}

@@ -216,6 +216,22 @@ def make_staging(target: Path, kind: str = "") -> Path:
     raise FileExistsError(f"no free staging name beside {target}")
 
 
+def adopt_mode(target: Path, staged: Path) -> None:
+    """Give ``staged``, about to replace ``target``, the target's mode, and its owner and
+    group where this process may (a dir made ``mkdir -m 700`` stays private). A new
+    target keeps the umask's mode."""
+    try:
+        st = os.lstat(target)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        return
+    if hasattr(os, "chown"):
+        with contextlib.suppress(OSError):  # only root may give a dir away; a group needs membership
+            os.chown(staged, st.st_uid, st.st_gid)
+    os.chmod(staged, stat.S_IMODE(st.st_mode))  # after chown, which may clear set-id bits
+
+
 def is_ours(target: Path, name: str) -> bool:
     """A top-level name in a staging base that a pull of ``target`` made (staging dirs, lock)."""
     return bool(_staging_re(target).match(name)) or name == lock_name(target)

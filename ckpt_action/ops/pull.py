@@ -21,6 +21,7 @@ the old pull that the new one does not have go with the old dir.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fnmatch
 import logging
 import os
@@ -44,14 +45,15 @@ from ckpt_action.checkpoint.manifest import (
 )
 from ckpt_action.disk import target as localdir
 from ckpt_action.disk.cache import CacheConfig, ContentCache, Stopped, hash_copy
-from ckpt_action.errors import CkptError, InputError, IntegrityError, NotFoundError
+from ckpt_action.errors import CkptError, InputError, IntegrityError, NotFoundError, quoted
 from ckpt_action.handle import CheckpointHandle, step_of
 from ckpt_action.hub import download as filefetch
 from ckpt_action.hub.deadline import RequestDeadline
 from ckpt_action.hub.repo import RemoteRepo
 from ckpt_action.hub.transport import call
-from ckpt_action.names import safe_relative
+from ckpt_action.names import reserved_in_target, safe_relative
 from ckpt_action.progress import Ticker
+from ckpt_action.settings import Settings
 
 log = logging.getLogger(__name__)
 DOWNLOAD_THREADS = 8
@@ -143,6 +145,24 @@ class _Tally:
                 self.cached += 1
 
 
+def attempt_deadline(settings: Settings, remaining: int) -> float:
+    """Seconds one download attempt may take for ``remaining`` bytes: the request deadline
+    plus the bytes at the minimum rate, capped (a listing claiming a terabyte would earn
+    months otherwise)."""
+    return min(settings.max_attempt_seconds, settings.request_deadline + remaining / settings.min_download_rate)
+
+
+def check_free_space(target: Path, where: Path, needed: int) -> None:
+    """Refuse, before any download, a pull whose files cannot fit on the target's file system."""
+    try:
+        free = shutil.disk_usage(where).free
+    except OSError:  # no answer (an odd file system): the writes will tell
+        return
+    if needed > free:
+        raise CkptError(f"the pull into {target} still needs {needed} bytes, but its file system has {free} bytes"
+                        " free: free some space, or pull into a dir on a bigger disk")
+
+
 def download(remote: RemoteRepo, sha: str, path: str, dest: Path, want: FileDigest,
              stop: threading.Event | None = None, *, alone: bool = True) -> FileDigest:
     """GET one file at sha into dest, hashing as it streams; resume with Range after a drop.
@@ -167,7 +187,8 @@ def download(remote: RemoteRepo, sha: str, path: str, dest: Path, want: FileDige
         if time.monotonic() > give_up_at:  # a trickle keeps every read alive: bound the whole attempt
             raise RequestDeadline("the download ran past its deadline",
                                   f"{path} at {settings.min_download_rate} bytes/s (CKPT_MIN_DOWNLOAD_RATE) plus"
-                                  f" {settings.request_deadline:g} s (CKPT_REQUEST_DEADLINE)")
+                                  f" {settings.request_deadline:g} s (CKPT_REQUEST_DEADLINE), at most"
+                                  f" {settings.max_attempt_seconds:g} s (CKPT_MAX_ATTEMPT_SECONDS)")
 
     def begin(status: int, header: Callable[[str], str | None]) -> int:
         """Check an answer's headers; the offset its body starts at (0: the server ignored Range)."""
@@ -189,8 +210,7 @@ def download(remote: RemoteRepo, sha: str, path: str, dest: Path, want: FileDige
 
     def attempt() -> None:
         nonlocal give_up_at
-        give_up_at = (time.monotonic() + settings.request_deadline
-                      + max(0, want.size - state.done) / settings.min_download_rate)
+        give_up_at = time.monotonic() + attempt_deadline(settings, max(0, want.size - state.done))
         headers = dict(base)
         if state.done:
             headers["Range"] = f"bytes={state.done}-"
@@ -340,9 +360,10 @@ def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path,
     for rel in snap.files:
         if not safe_relative(rel):
             raise IntegrityError(f"the Hub listed an unsafe path {rel!r} in {subfolder}/: refusing to pull")
-        if rel == PULL_RECORD_NAME:
-            raise IntegrityError(f"{subfolder}/ holds a file named {PULL_RECORD_NAME}, the name ckpt-action keeps"
-                                 " for its pull record: refusing to pull it")
+        if reserved_in_target(rel):
+            raise IntegrityError(f"{subfolder}/ holds a file named {quoted(rel)}, a name reserved for what a pull"
+                                 " writes in its target (the record, its temp file, the lock, staging dirs):"
+                                 " refusing to pull it; rename it on the Hub")
     problems = snap.problems()
     if problems:
         raise IntegrityError(f"{subfolder}/ at {sha[:12]} is not a complete checkpoint: {problems[0]}")
@@ -359,6 +380,11 @@ def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path,
     wanted = {rel: want for rel, want in expected.items() if select.matches(rel)}
     manifest_bytes = snap.manifest_bytes if select.matches(MANIFEST_NAME) else None
     partial = len(wanted) < len(expected) or manifest_bytes != snap.manifest_bytes
+    if partial and manifest_bytes is not None and snap.manifest is not None:
+        # The folder's manifest would claim files this pull leaves out, and a reader of the
+        # dir would take it for a complete checkpoint: it lists what is here, marked partial.
+        manifest_bytes = dataclasses.replace(snap.manifest, complete=False,
+                                             files={rel: snap.manifest.files[rel] for rel in wanted}).to_json()
     if not wanted and manifest_bytes is None:
         raise InputError(f"--include/--exclude select none of the {len(expected)} files of {subfolder}/: check"
                          " the patterns (they match paths inside the folder; '*' also matches '/')")
@@ -393,6 +419,12 @@ def _fill(remote: RemoteRepo, handle: CheckpointHandle, wanted: dict[str, FileDi
     tmp = localdir.make_staging(target)
     stop = threading.Event()
     big = [rel for rel, want in wanted.items() if want.size >= THREADED_HASH_MIN and not old.kept(rel, want)]
+    try:
+        # Files kept from the earlier pull are hard links; the rest (cache copies, downloads) take space.
+        check_free_space(target, tmp, sum(w.size for rel, w in wanted.items() if not old.kept(rel, w)))
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
     def fetch(rel: str, want: FileDigest) -> None:
         dest = tmp / rel
@@ -480,6 +512,7 @@ def _switch(staged: Path, target: Path, record: localdir.PullRecord) -> None:
         _switch_contents(staged, target, record)
         return
     localdir.write_record(staged, record)
+    localdir.adopt_mode(target, staged)
     if target.exists() and not any(target.iterdir()):
         target.rmdir()
     if not target.exists():
