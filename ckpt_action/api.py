@@ -232,7 +232,8 @@ def pull(
     (:class:`~ckpt_action.errors.NoCheckpointError` when there is none). Every file is
     verified before ``local_dir`` appears; a failure leaves it as it was. A ``local_dir``
     holding an earlier pull is updated in place (only what changed is downloaded);
-    ``force=True`` replaces one that also holds files added since, never any other dir.
+    ``force=True`` overwrites files of that pull edited since; a file the earlier pull did
+    not write is never deleted (such a dir is refused, force or not).
     ``include``/``exclude`` glob patterns pull part of the checkpoint; ``cache_dir`` (else
     ``CKPT_CACHE_DIR``) keeps verified files across pulls.
 

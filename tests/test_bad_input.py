@@ -3,6 +3,7 @@ makes no network call (the local Hub's access log stays empty), and creates noth
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 
@@ -103,6 +104,9 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
      {"HF_TOKEN": "hf_SeCrEt12\n34xyz\n"}, ["HF_TOKEN"]),
     ("token-flag-control", ["pull", "--repo", "o/r", "--latest", "--local-dir", "{new}", "--token",
                             "hf_SeCrEt12\x1b34xyz"], {}, ["--token"]),
+    # a pointer naming another host: the token goes only to the configured endpoint
+    ("pointer-other-origin", ["pull", "--pointer", "{pointer}", "--local-dir", "{new}"],
+     {"HF_TOKEN": "hf_SeCrEt1234xyz"}, ["--endpoint", "http://127.0.0.1:9", "configured endpoint"]),
     # pull targets
     ("pull-nonempty-no-force", ["pull", "--repo", "o/r", "--subfolder", "s", "--local-dir", "{full}"], {},
      ["--force"]),
@@ -132,6 +136,10 @@ def _layout(tmp_path):
         "newline": write_checkpoint(root / "newline", {"a\nb.bin": b"w"}),
     }
     paths["empty"].mkdir(parents=True)
+    paths["pointer"] = root / "checkpoint.json"
+    elsewhere = f"http://127.0.0.1:9/o/r/tree/{'a' * 40}/checkpoint-1"
+    paths["pointer"].write_text(json.dumps({"repo": "o/r", "subfolder": "checkpoint-1", "revision": "a" * 40,
+                                            "step": 1, "hub_url": elsewhere}))
     (paths["empty"] / "sub").mkdir()  # only directories: still nothing to push
     paths["afile"].write_bytes(b"x")
     outside = write_checkpoint(tmp_path / "outside", {"secret.txt": b"secret"})

@@ -179,6 +179,10 @@ def test_settings_never_show_the_token():
     for text in (repr(settings), str(settings), f"{settings!r}", repr([settings])):
         _scan_text(text, TOKEN + "\n", "repr(Settings)")
     assert Settings.from_env({}, endpoint="http://127.0.0.1:9", token="  \n").token is None
+    from ckpt_action.cli.app import HubOptions  # the CLI's options, handed to every command
+
+    _scan_text(repr(HubOptions("http://127.0.0.1:9", TOKEN + "\n", False, None, None, None)), TOKEN + "\n",
+               "repr(HubOptions)")
 
 
 def test_an_error_made_from_a_call_holding_the_token_is_scrubbed_of_every_form():

@@ -16,7 +16,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar
 
@@ -112,7 +112,7 @@ class HubOptions:
     """Where the Hub is, how hard to try, and where outputs go: every Hub command takes these."""
 
     endpoint: str | None
-    token: str | None
+    token: str | None = field(repr=False)
     as_json: bool
     dotenv: str | None
     timeout: float | None
@@ -392,8 +392,8 @@ def _report_skipped(res: Any, repo: str) -> None:
 @click.option("--revision", help="A commit SHA, branch or tag (default: main).")
 @click.option("--local-dir", required=True, help="Where the checkpoint's files go: a new or empty dir, or one "
               "holding an earlier pull (updated in place: only what changed is downloaded).")
-@click.option("--force", is_flag=True, help="Replace a dir holding an earlier pull even if files were added to "
-              "it since. Never replaces other dirs.")
+@click.option("--force", is_flag=True, help="Overwrite files of an earlier pull that were edited since. Never "
+              "deletes a file ckpt-action did not write.")
 @click.option("--include", multiple=True, metavar="GLOB", help="Pull only files matching this pattern (path "
               "inside the folder; repeatable).")
 @click.option("--exclude", multiple=True, metavar="GLOB", help="Skip files matching this pattern (repeatable).")
