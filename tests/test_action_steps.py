@@ -78,3 +78,20 @@ def test_an_unexpected_failure_of_the_run_step_prints_one_error_line(tmp_path):
     errors = [data for command, data in workflow_commands(run.stdout + run.stderr) if command.startswith("error")]
     assert len(errors) == 1, run.stdout + run.stderr
     assert "venv" in errors[0] and TOKEN not in run.stdout + run.stderr
+
+
+def test_the_clis_own_failure_in_the_container_is_its_one_error_line_and_exit_code(tmp_path):
+    """The tool's exit code (3: latest --require found nothing) comes through as it is,
+    with the tool's own error line and no second one from the shell."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    docker = bin_dir / "docker"
+    docker.write_text('#!/bin/sh\ncase "$1" in\n  run) echo "::error::no complete checkpoint-N in o/r"; exit 3 ;;\n'
+                      '  *) exit 0 ;;\nesac\n')
+    docker.chmod(0o755)
+    env = {"INPUT_MODE": "latest", "INPUT_REPO": "o/r", "INPUT_REQUIRE": "true", "INPUT_RUNTIME": "container",
+           "INPUT_IMAGE": "example/ckpt-action:test", "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    run = _run_step(_step("ckpt-action"), env, tmp_path)
+    assert run.returncode == 3, run.stdout + run.stderr
+    errors = [data for command, data in workflow_commands(run.stdout + run.stderr) if command.startswith("error")]
+    assert errors == ["no complete checkpoint-N in o/r"], run.stdout + run.stderr
