@@ -17,6 +17,7 @@ import click
 from ckpt_action.ci.escaping import escape
 from ckpt_action.ci.outputs import append_summary, summary_markdown, write_dotenv, write_github_output, write_json
 from ckpt_action.errors import CkptError, Door
+from ckpt_action.errors import scrub as scrub_secrets
 
 if TYPE_CHECKING:
     from ckpt_action.cli.options import HubOptions
@@ -31,8 +32,7 @@ class Secret:
 
 
 def scrub(text: str) -> str:
-    token = Secret.value
-    return text.replace(token, "***") if token and len(token) >= 4 else text
+    return scrub_secrets(text, [Secret.value] if Secret.value else [])
 
 
 class _AnnotationHandler(logging.Handler):
