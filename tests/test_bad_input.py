@@ -109,7 +109,7 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
                             "hf_SeCrEt12\x1b34xyz"], {}, ["--token"]),
     # a pointer naming another host: the token goes only to the configured endpoint
     ("pointer-other-origin", ["pull", "--pointer", "{pointer}", "--local-dir", "{new}"],
-     {"HF_TOKEN": "hf_SeCrEt1234xyz"}, ["--endpoint", "http://127.0.0.1:9", "configured endpoint"]),
+     {"HF_TOKEN": "hf_SeCrEt1234xyz"}, ["--endpoint", "http://127.0.0.1:7", "configured endpoint"]),
     # pull targets
     ("pull-nonempty-no-force", ["pull", "--repo", "o/r", "--subfolder", "s", "--local-dir", "{full}"], {},
      ["--force"]),
@@ -140,7 +140,8 @@ def _layout(tmp_path):
     }
     paths["empty"].mkdir(parents=True)
     paths["pointer"] = root / "checkpoint.json"
-    elsewhere = f"http://127.0.0.1:9/o/r/tree/{'a' * 40}/checkpoint-1"
+    # Another port than the configured endpoint (HF_ENDPOINT, below): another origin.
+    elsewhere = f"http://127.0.0.1:7/o/r/tree/{'a' * 40}/checkpoint-1"
     paths["pointer"].write_text(json.dumps({"repo": "o/r", "subfolder": "checkpoint-1", "revision": "a" * 40,
                                             "step": 1, "hub_url": elsewhere}))
     (paths["empty"] / "sub").mkdir()  # only directories: still nothing to push
