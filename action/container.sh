@@ -91,8 +91,8 @@ fi
 cleanup() { docker rm --force "$name" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 # No --rm: exit codes must come through (Podman's Docker API loses them with --rm).
-set +e
-docker "${run[@]}" "$image" from-action
-rc=$?
-set -e
+# The tool's own failure already printed its error line: `||` keeps the ERR trap (one
+# error line for a failure the scripts did not foresee) from adding a second.
+rc=0
+docker "${run[@]}" "$image" from-action || rc=$?
 exit "$rc"

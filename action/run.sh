@@ -4,29 +4,18 @@
 # arguments in Python (`ckpt-action from-action`, ckpt_action/ci/action_inputs.py); this
 # script only picks the runtime and starts it. Nothing is spliced into code.
 # Works with bash 3.2 (macOS) and Git Bash (Windows) for the native runtime.
-set -euo pipefail
+set -Eeuo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
-err() { # err MSG [CODE]: error annotation on Actions, plain message elsewhere
-  if [ "${GITHUB_ACTIONS:-}" = "true" ]; then
-    # Escape as the runner expects, so an input value cannot end the annotation and start
-    # another workflow command.
-    local msg="$1"
-    msg="${msg//'%'/'%25'}"
-    msg="${msg//$'\r'/'%0D'}"
-    msg="${msg//$'\n'/'%0A'}"
-    printf '::error title=ckpt-action::%s\n' "$msg"
-  else
-    printf 'ckpt-action: error: %s\n' "$1" >&2
-  fi
-  exit "${2:-2}"
-}
+# shellcheck source=action/common.sh
+. "$root/action/common.sh"
+trap 'on_error $? "${BASH_SOURCE[0]##*/}" "$LINENO" "$BASH_COMMAND"' ERR
 lower() { printf '%s' "$1" | tr '[:upper:]' '[:lower:]'; }
 
 # The token travels only in the environment, as HF_TOKEN.
-if [ -n "${INPUT_TOKEN:-}" ]; then
-  HF_TOKEN="$INPUT_TOKEN"
+if [ -n "$(strip "${INPUT_TOKEN:-}")" ]; then
+  HF_TOKEN="$(strip "$INPUT_TOKEN")"
   export HF_TOKEN
 fi
 unset INPUT_TOKEN

@@ -201,21 +201,12 @@ def _latest(remote: RemoteRepo, revision: str | None, warn: Warn | None,
     return res
 
 
-def check_origin(pointed: CheckpointHandle, configured: str) -> None:
-    """The token goes only to the configured endpoint: a pointer naming another host is refused."""
-    there, here = names.origin(pointed.endpoint), names.origin(configured)
-    if there != here:
-        raise InputError(
-            f"the pointer names the Hub at {there}, but the configured endpoint is {here}: pass"
-            f" {param('endpoint')} {there} explicitly if that host is really trusted with the token", param="endpoint")
-
-
-def _source(source: CheckpointHandle | str, subfolder: str | None, revision: str | None,
-            endpoint: str | None) -> tuple[str, str | None, str | None, str | None]:
-    """(repo, subfolder, revision, endpoint) from a handle or a repo id plus options.
+def _source(source: CheckpointHandle | str, subfolder: str | None,
+            revision: str | None) -> tuple[str, str | None, str | None]:
+    """(repo, subfolder, revision) from a handle or a repo id plus options.
 
     A handle pins everything; options may repeat it but not contradict it. Its endpoint is
-    used when none is configured (no ``endpoint=``, no ``HF_ENDPOINT``).
+    never adopted: see :func:`_settings_for`.
     """
     if isinstance(source, CheckpointHandle):
         if subfolder is not None and subfolder.rstrip("/") != source.subfolder:
@@ -224,14 +215,22 @@ def _source(source: CheckpointHandle | str, subfolder: str | None, revision: str
         if revision is not None and revision != source.revision:
             raise InputError(f"{param('revision')} {revision!r} disagrees with the handle's {source.revision}: drop it",
                              param="revision")
-        if endpoint is None and not os.environ.get("HF_ENDPOINT"):
-            endpoint = source.endpoint
-        return (names.repo_id(source.repo), names.subfolder(source.subfolder),
-                names.revision(source.revision), endpoint)
+        return names.repo_id(source.repo), names.subfolder(source.subfolder), names.revision(source.revision)
     if not isinstance(source, str):
         raise InputError(f"expected a CheckpointHandle or a repo id OWNER/NAME, got {type(source).__name__}")
     return (names.repo_id(source), names.subfolder(subfolder) if subfolder is not None else None,
-            names.revision(revision), endpoint)
+            names.revision(revision))
+
+
+def _settings_for(source: CheckpointHandle | str, endpoint: str | None, token: str | None,
+                  timeout: float | None, retries: int | None) -> Settings:
+    """Settings for reading ``source``: the token goes only to the configured endpoint
+    (``endpoint=``, else ``HF_ENDPOINT``, else the Hub), so a handle naming another host is
+    refused, as the CLI refuses such a pointer; ``endpoint=`` set to its host trusts it."""
+    settings = _settings(endpoint, token, timeout, retries)
+    if isinstance(source, CheckpointHandle):
+        names.check_origin(source.endpoint, settings.endpoint)
+    return settings
 
 
 # --------------------------------------------------------------------------- push, latest, pull
@@ -448,7 +447,7 @@ def pull_checkpoint(
                              param="revision")
         settings = _settings(endpoint, token, timeout, retries)
         pointed = _pointed(pointer, from_wandb, settings)
-        check_origin(pointed, settings.endpoint)
+        names.check_origin(pointed.endpoint, settings.endpoint, what="the pointer")
         if source is not None and names.repo_id(str(source)) != pointed.repo:
             raise InputError(f"{param('repo')} {source} disagrees with the pointer's repo {pointed.repo}: drop"
                              f" {param('repo')}", param="repo")
@@ -457,8 +456,8 @@ def pull_checkpoint(
     else:
         if source is None:
             source = names.repo_id(None)
-        repo, sub_or_latest, rev, endpoint = _source(source, subfolder, revision, endpoint)
-        settings = _settings(endpoint, token, timeout, retries)
+        repo, sub_or_latest, rev = _source(source, subfolder, revision)
+        settings = _settings_for(source, endpoint, token, timeout, retries)
         if isinstance(source, CheckpointHandle):
             sha = source.revision
         elif rev is not None and SHA_RE.match(rev):
@@ -503,15 +502,16 @@ def pull(
     (:class:`~ckpt_action.errors.NoCheckpointError` when there is none). Instead of a
     source, ``pointer`` (a ``checkpoint.json`` path, its dir, or its dict) or
     ``from_wandb`` (``ENTITY/PROJECT/NAME:ALIAS``) names the checkpoint; the Hub it names
-    must be the configured endpoint. Every file is verified before ``local_dir`` appears; a
-    failure leaves it as it was. A ``local_dir`` holding an earlier pull is updated in place
-    (only what changed is downloaded); ``force=True`` replaces one that also holds files
-    added since, never any other dir. ``include``/``exclude`` glob patterns pull part of the
-    checkpoint; ``cache_dir`` (else ``CKPT_CACHE_DIR``) keeps verified files across pulls.
-    ``verify_key=`` (or ``verify_certificate_chain=``, ``verify_identity=``/``verify_issuer=``)
-    also checks ``model.sig`` against the manifest before any download and every byte after,
-    before ``local_dir`` changes: :class:`~ckpt_action.checkpoint.signing.SignatureError`
-    names what failed.
+    must be the configured endpoint, as must a handle's. Every file is verified before
+    ``local_dir`` appears; a failure leaves it as it was. A ``local_dir`` holding an earlier
+    pull is updated in place (only what changed is downloaded); ``force=True`` overwrites
+    files of that pull edited since; a file the earlier pull did not write is never deleted
+    (such a dir is refused, force or not). ``include``/``exclude`` glob patterns pull part
+    of the checkpoint; ``cache_dir`` (else ``CKPT_CACHE_DIR``) keeps verified files across
+    pulls. ``verify_key=`` (or ``verify_certificate_chain=``, ``verify_identity=``/
+    ``verify_issuer=``) also checks ``model.sig`` against the manifest before any download
+    and every byte after, before ``local_dir`` changes:
+    :class:`~ckpt_action.checkpoint.signing.SignatureError` names what failed.
 
     >>> ckpt.pull(found, "resume/")  # doctest: +SKIP
     PosixPath('/work/resume')
@@ -629,7 +629,7 @@ def promote_checkpoint(
     (the target's handle, the source, commits made, the tag and branch, who signed)."""
     from ckpt_action.ops.release import promote as core_promote
 
-    repo, sub, rev, endpoint = _source(source, subfolder, revision, endpoint)
+    repo, sub, rev = _source(source, subfolder, revision)
     if sub is None:
         raise InputError(f"promote needs {param('subfolder')} (or a handle): name the checkpoint to promote",
                          param="subfolder")
@@ -640,7 +640,7 @@ def promote_checkpoint(
     if target_repo and branch:
         raise InputError(f"{param('branch')} does not go with {param('to_repo')}: promote into the other repo's main",
                          param="branch")
-    settings = _settings(endpoint, token, timeout, retries)
+    settings = _settings_for(source, endpoint, token, timeout, retries)
     names.token_for_write(settings.token, settings.endpoint)
     sign = signer(signing_key=signing_key, signing_certificate=signing_certificate, signing_chain=signing_chain,
                   sign_keyless=sign_keyless, sigstore_trust_config=sigstore_trust_config)

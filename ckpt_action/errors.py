@@ -1,17 +1,22 @@
 """One error hierarchy; each class carries the process exit code the CLI uses.
 
-Messages are one line and say what to change. They never contain a token: the CLI
-scrubs the token from anything it prints, and the core never formats one in.
-
 A message names the parameters it is about with :func:`param` (``param("tag")``), never as
 one door spells them: the door that raised renders each as its users know it
 (:meth:`CkptError.render`): ``--tag`` on the command line, ``tag=`` in Python (``str()``
 of the error), ``input 'tag'`` in the GitHub Action.
+
+Messages are one line and say what to change. They never contain a token: the core
+never formats one in, and an error made from what a server or the client library said
+(which may echo the ``Authorization`` header) is scrubbed of the token where it is made,
+by the call that holds it (``secrets=``), so the API's exceptions are as clean as the
+CLI's lines.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Iterable
 from typing import Literal
 
 Door = Literal["api", "cli", "action"]
@@ -68,17 +73,70 @@ def render(message: str, door: Door) -> str:
     return _REF_RE.sub(one, message)
 
 
+MAX_CHAIN = 20
+"""Exceptions of a chain (cause and context) scrubbed: more is a loop, or not worth walking."""
+
+
+def secret_forms(*secrets: str | None) -> tuple[str, ...]:
+    """Every form a secret may take in a message: as given and stripped, and each inside
+    ``repr``/``ascii``/JSON quoting (``b'Bearer hf_...\\n'`` shows the newline as two
+    characters). Longest first, so a form is never half-replaced by one inside it.
+
+    >>> secret_forms("hf_abc\\n")
+    ('hf_abc\\\\n', 'hf_abc\\n', 'hf_abc')
+    """
+    forms: set[str] = set()
+    for secret in secrets:
+        if not isinstance(secret, str):
+            continue
+        for value in {secret, secret.strip()}:
+            forms |= {value, repr(value)[1:-1], ascii(value)[1:-1], json.dumps(value)[1:-1],
+                      repr(value.encode("utf-8", "backslashreplace"))[2:-1]}
+    # Shorter than this is no token, and replacing it would mangle ordinary words.
+    return tuple(sorted((f for f in forms if len(f) >= 4), key=len, reverse=True))
+
+
+def scrub(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every form of every secret replaced by ``***``."""
+    for form in secret_forms(*secrets):
+        text = text.replace(form, "***")
+    return text
+
+
+def _scrub_args(exc: BaseException, secrets: tuple[str, ...]) -> None:
+    if any(isinstance(a, str) and a != scrub(a, secrets) for a in exc.args):
+        exc.args = tuple(scrub(a, secrets) if isinstance(a, str) else a for a in exc.args)
+
+
+def scrub_chain(exc: BaseException, secrets: Iterable[str]) -> BaseException:
+    """Scrub ``exc`` and the exceptions it was raised from (its cause and context), in place:
+    a caller printing the whole traceback sees no more of the token than its message."""
+    given = tuple(s for s in secrets if s)
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo and len(seen) < MAX_CHAIN and given:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        _scrub_args(current, given)
+        todo += [e for e in (current.__cause__, current.__context__) if e is not None]
+    return exc
+
+
 class CkptError(Exception):
     """Base of every error ckpt-action raises on purpose. Exit code 1.
 
     ``param`` names the parameter the error is about, when there is one (``"tag"``).
+    ``secrets`` (the token, as given): removed from the message in every form.
     """
 
     exit_code = 1
 
-    def __init__(self, *args: object, param: str | None = None) -> None:
+    def __init__(self, *args: object, param: str | None = None, secrets: Iterable[str | None] = ()) -> None:
         super().__init__(*args)
         self.param = param
+        scrub_chain(self, [s for s in secrets if s])
 
     def render(self, door: Door) -> str:
         """The message as the door that raised shows it."""

@@ -11,7 +11,7 @@ import re
 from pathlib import PurePosixPath
 from urllib.parse import urlsplit
 
-from ckpt_action.errors import InputError, param
+from ckpt_action.errors import InputError, param, quoted
 from ckpt_action.handle import DEFAULT_ENDPOINT, SHA_RE, step_of
 
 # The Hub's own rule (huggingface_hub.utils.validate_repo_id), plus a mandatory owner:
@@ -39,6 +39,22 @@ MAX_PUSH_FILES = 100_000
 # Names with a meaning to git, the Hub or the client's local-dir cache.
 _RESERVED_SEGMENTS = {".git", ".cache", ".huggingface", ".gitattributes", ".gitignore"}
 HUB_HOSTS = {"huggingface.co", "hf.co", "www.huggingface.co"}
+# Names a pull writes at the top of its target: the record and its temp file, and (for a
+# target that is a mount point) the lock and staging dirs of disk/target.py. A checkpoint
+# file with one of these names would be overwritten or deleted by the pull itself, so
+# push refuses them in a local dir and pull refuses a checkpoint holding one.
+_RESERVED_TOP_RE = re.compile(r"\.ckpt-pull\.json.*|\..+\.ckpt-(?:lock|(?:old-)?[a-z0-9_]{8})", re.DOTALL)
+
+
+def reserved_in_target(rel: str) -> bool:
+    """A path (inside a checkpoint folder) that a pull keeps for its own files.
+
+    >>> reserved_in_target(".ckpt-pull.json.tmp"), reserved_in_target(".run.ckpt-lock")
+    (True, True)
+    >>> reserved_in_target("sub/.ckpt-pull.json"), reserved_in_target("model.safetensors")
+    (False, False)
+    """
+    return "/" not in rel and bool(_RESERVED_TOP_RE.fullmatch(rel))
 
 
 def _ref(name: str) -> str:
@@ -183,6 +199,26 @@ def origin(url: str) -> str:
     """
     scheme, host, port = origin_parts(url)
     return f"{scheme}://{host}" + (f":{port}" if port != _DEFAULT_PORTS.get(scheme) else "")
+
+
+def check_origin(named: str, configured: str, *, what: str = "the handle") -> None:
+    """The token goes only to the configured endpoint: a handle or pointer naming another
+    host is refused, naming both origins. Setting the endpoint to its host is the way to
+    trust it. The one rule for every door: the API applies it, and the CLI and the action
+    reach it through the API.
+
+    >>> check_origin("http://127.0.0.1:8000", "http://127.0.0.1:8000/")
+    """
+    try:
+        same = origin_parts(named) == origin_parts(configured)
+        there = origin(named)
+    except ValueError:  # not a port at all: an origin nothing configured can have
+        same, there = False, named
+    if not same:
+        raise InputError(
+            f"{what} names the Hub at {quoted(there, 120)}, but the configured endpoint is {origin(configured)}:"
+            f" pass {param('endpoint')} {quoted(there, 120)} explicitly if that host is really trusted with the"
+            " token", param="endpoint")
 
 
 def is_public_hub(url: str) -> bool:

@@ -17,6 +17,28 @@ from ckpt_action.names import endpoint as check_endpoint
 
 from .errors import InputError, param
 
+_TOKEN_CHARS = frozenset(chr(c) for c in range(0x21, 0x7F))
+"""What a token may hold once stripped: visible ASCII. Anything else (a space, a newline
+inside, a control or non-ASCII character) is a broken paste, and would either make an
+illegal header (whose error text carries the token) or be sent as something else."""
+
+
+def read_token(value: str | None) -> str | None:
+    """The token as sent: stripped of surrounding whitespace (a secret pasted with its
+    newline, a ``token: |`` block); None when nothing is left.
+
+    >>> read_token("hf_abc\\n")
+    'hf_abc'
+    """
+    if value is None:
+        return None
+    token = value.strip()
+    if token and not set(token) <= _TOKEN_CHARS:
+        # Never the token itself, nor where in it: any part of it is a part of the secret.
+        raise InputError("the token (HF_TOKEN, --token or token=) holds a space, a control or a non-ASCII"
+                         " character inside it: paste it again as one line")
+    return token or None
+
 MAX_RETRIES = 20
 """More retries than this only multiply how long a dead Hub holds a job."""
 
@@ -58,7 +80,8 @@ class Settings:
     """
 
     endpoint: str
-    token: str | None = field(default=None, repr=False)  # no repr carries the token
+    token: str | None = field(default=None, repr=False)
+    """Stripped and checked (:func:`read_token`); never in a repr."""
     timeout: float = _knob(60.0, "CKPT_TIMEOUT",
                            "Seconds one request may stay silent (connect, or between bytes) before it is retried.")
     retries: int = _knob(5, "CKPT_RETRIES",
@@ -79,6 +102,10 @@ class Settings:
         64 * 1024, "CKPT_MIN_DOWNLOAD_RATE",
         "Bytes per second a file download must average: one attempt may take `request_deadline` plus its size at"
         " this rate, however steadily the bytes trickle in (then it resumes, as a retry).")
+    max_attempt_seconds: float = _knob(
+        6 * 3600.0, "CKPT_MAX_ATTEMPT_SECONDS",
+        "Cap in seconds on one file download attempt's deadline, whatever size the listing claims (a claimed"
+        " terabyte would otherwise get months); a bigger file needs this raised.")
     max_listing_pages: int = _knob(1000, "CKPT_MAX_LISTING_PAGES",
                                    "Pages one tree listing may span; more fails the command (exit 1).")
     max_listing_entries: int = _knob(
@@ -92,6 +119,15 @@ class Settings:
     max_files_per_commit: int = _knob(100, "CKPT_MAX_FILES_PER_COMMIT",
                                       "Files per commit (the Hub recommends under 100); bigger checkpoints go in "
                                       "several, the manifest in the last.")
+
+    secrets: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    """The token in each form it was given (as given, stripped), for scrubbing messages."""
+
+    def __post_init__(self) -> None:
+        given = self.token
+        object.__setattr__(self, "token", read_token(given))
+        kept = (*self.secrets, *(t for t in (given, self.token) if t and t not in self.secrets))
+        object.__setattr__(self, "secrets", kept)
 
     @classmethod
     def knobs(cls) -> list[tuple[str, str, object, str]]:
@@ -141,5 +177,5 @@ class Settings:
 # Bounds a door takes as a parameter of its own (the others only from the environment).
 _PARAMS = {"timeout", "retries"}
 # Bounds where 0 would refuse everything; the others (delays, retries, waits) may be 0.
-_POSITIVE = {"timeout", "request_deadline", "min_download_rate", "max_listing_pages", "max_listing_entries",
-             "max_listing_bytes", "max_manifest_bytes"}
+_POSITIVE = {"timeout", "request_deadline", "min_download_rate", "max_attempt_seconds", "max_listing_pages",
+             "max_listing_entries", "max_listing_bytes", "max_manifest_bytes"}

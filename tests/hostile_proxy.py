@@ -14,7 +14,9 @@ order and a request consumes at most one, the first with fires left (``times``,
 default 1; -1 never runs out). Actions, combinable in one rule:
 
 - ``status`` (int) [+ ``headers``]: answer this status with a JSON error, without asking
-  the Hub; ``window_s`` (float) keeps the rule firing for that many seconds after its
+  the Hub; with ``echo_auth`` (true) the error echoes the request's ``Authorization``
+  header back, plain and as a ``b'...'`` repr, as a careless server or proxy would;
+  ``window_s`` (float) keeps the rule firing for that many seconds after its
   first fire, then retires it (a rate-limit window).
 - ``headers`` (object): set these headers on the answer.
 - ``ref_target`` (str): every ``targetCommit`` of a refs answer.
@@ -52,8 +54,9 @@ from tests.helpers.proxying import ForwardingHandler, start
 
 __all__ = ["HeaderSink", "HostileProxy", "hostile_fixture", "sink_fixture"]
 
-_KNOWN = {"method", "path", "times", "comment", "status", "headers", "window_s", "ref_target", "commit_oid",
-          "json_merge", "body", "rename", "link_next", "redirect", "corrupt", "trickle_bps", "trickle_headers_bps"}
+_KNOWN = {"method", "path", "times", "comment", "status", "echo_auth", "headers", "window_s", "ref_target",
+          "commit_oid", "json_merge", "body", "rename", "link_next", "redirect", "corrupt", "trickle_bps",
+          "trickle_headers_bps"}
 _HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "proxy-connection", "te", "upgrade"}
 _PAGE = "hostile_page"
 
@@ -143,8 +146,12 @@ class HostileProxy:
                 rule = rule or {}
                 body_in = self.read_body()
                 if "status" in rule:
+                    error = "hostile proxy"
+                    if rule.get("echo_auth"):
+                        auth = self.headers.get("Authorization", "")
+                        error = f"Illegal header value {auth.encode()!r}; you sent {auth}"
                     self._answer(rule["status"], {"Content-Type": "application/json", **rule.get("headers", {})},
-                                 json.dumps({"error": "hostile proxy"}).encode(), rule)
+                                 json.dumps({"error": error}).encode(), rule)
                     return
                 if "redirect" in rule:
                     self._answer(302, {"Location": rule["redirect"]}, b"", rule)

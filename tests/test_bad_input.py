@@ -6,6 +6,7 @@ child process against a local Hub behind a proxy, as a user would meet them."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 
@@ -101,6 +102,15 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
                               "--endpoint", "https://huggingface.co"], {}, ["HF_TOKEN"]),
     ("hub-prune-no-token", ["prune", "--repo", "o/r", "--keep-last", "2", "--endpoint", "https://huggingface.co"],
      {}, ["HF_TOKEN"]),
+    # tokens: surrounding whitespace is stripped where the token is read; inside, it is refused
+    ("token-inner-space", ["latest", "--repo", "o/r"], {"HF_TOKEN": "hf_SeCrEt12 34xyz"}, ["HF_TOKEN", "--token"]),
+    ("token-inner-newline", ["push", "--repo", "o/r", "--local-dir", "{good}", "--step", "1"],
+     {"HF_TOKEN": "hf_SeCrEt12\n34xyz\n"}, ["HF_TOKEN"]),
+    ("token-flag-control", ["pull", "--repo", "o/r", "--latest", "--local-dir", "{new}", "--token",
+                            "hf_SeCrEt12\x1b34xyz"], {}, ["--token"]),
+    # a pointer naming another host: the token goes only to the configured endpoint
+    ("pointer-other-origin", ["pull", "--pointer", "{pointer}", "--local-dir", "{new}"],
+     {"HF_TOKEN": "hf_SeCrEt1234xyz"}, ["--endpoint", "http://127.0.0.1:7", "configured endpoint"]),
     # pull targets
     ("pull-nonempty-no-force", ["pull", "--repo", "o/r", "--subfolder", "s", "--local-dir", "{full}"], {},
      ["--force"]),
@@ -130,6 +140,11 @@ def _layout(tmp_path):
         "newline": write_checkpoint(root / "newline", {"a\nb.bin": b"w"}),
     }
     paths["empty"].mkdir(parents=True)
+    paths["pointer"] = root / "checkpoint.json"
+    # Another port than the configured endpoint (HF_ENDPOINT, below): another origin.
+    elsewhere = f"http://127.0.0.1:7/o/r/tree/{'a' * 40}/checkpoint-1"
+    paths["pointer"].write_text(json.dumps({"repo": "o/r", "subfolder": "checkpoint-1", "revision": "a" * 40,
+                                            "step": 1, "hub_url": elsewhere}))
     (paths["empty"] / "sub").mkdir()  # only directories: still nothing to push
     paths["afile"].write_bytes(b"x")
     outside = write_checkpoint(tmp_path / "outside", {"secret.txt": b"secret"})
@@ -153,6 +168,8 @@ def _check(run, words, tmp_path, before):
     assert run.stdout == ""
     assert listing(tmp_path) == before, "bad input created files"
     assert (tmp_path / "outside" / "secret.txt").read_bytes() == b"secret"
+    for secret in ("SeCrEt12", "34xyz"):  # no part of a refused token is printed
+        assert secret not in run.stderr + run.stdout
 
 
 @pytest.mark.parametrize(("args", "extra", "words"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])

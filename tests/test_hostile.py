@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.chaos_helpers import ckpt, env_for, listing, one_line_error, seed
-from tests.conftest import read_tree, write_checkpoint
+from tests.conftest import read_tree
 
 FILE = r"/resolve/[0-9a-f]{40}/checkpoint-1/model\.safetensors$"
 MANIFEST = r"/resolve/[0-9a-f]{40}/checkpoint-1/ckpt-manifest\.json$"
@@ -70,8 +70,8 @@ def test_hostile_server_fails_the_pull_and_writes_nothing(case, existing, seeded
     if existing:
         # An earlier pull of another checkpoint, which the failing pull would update in place.
         assert _pull(cli, hub, tmp_path, subfolder="checkpoint-0").code == 0
-        if existing == "force":
-            write_checkpoint(dest, {"keep.txt": b"added since"})
+        if existing == "force":  # a pulled file edited since: what --force may overwrite
+            (dest / "config.json").write_bytes(b'{"edited": "since"}')
         old = read_tree(dest) | {".ckpt-pull.json": (dest / ".ckpt-pull.json").read_bytes()}
     # A clean pull works first, so the failure below is the fault's doing.
     probe = _pull(cli, hub, tmp_path / "probe")

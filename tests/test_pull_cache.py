@@ -39,7 +39,7 @@ def test_a_second_dir_is_filled_from_the_cache_by_copy(puller, tmp_path):
     assert second.gets == {} and second.json["cached_files"] == 3 and second.json["downloaded_bytes"] == 0
     assert pulled(b) == files
     ino_a, ino_b = ((d / "model.safetensors").stat().st_ino for d in (a, b))
-    assert entry.stat().st_ino == ino_a, "stored by hard link: no second copy on disk"
+    assert entry.stat().st_ino not in (ino_a, ino_b), "the cache stores copies: it never shares a pulled inode"
     assert ino_b != ino_a, "the cache hands out copies: pulled dirs never share an inode"
 
 
@@ -58,21 +58,28 @@ def test_a_damaged_entry_is_detected_downloaded_and_replaced(puller, tmp_path):
     cache = tmp_path / "cache"
     a = tmp_path / "a"
     assert puller("checkpoint-1", a, "--cache-dir", str(cache)).code == 0
-    # A job writes into its pulled file in place: the cache entry shares that inode.
-    with open(a / "model.safetensors", "r+b") as fh:
+    # The cache is local disk, not trusted: its entry is damaged in place.
+    entry = _entry(cache, files["model.safetensors"])
+    with open(entry, "r+b") as fh:
         fh.seek(10)
         fh.write(b"XXXX")
-    entry = _entry(cache, files["model.safetensors"])
     assert entry.read_bytes() != files["model.safetensors"], "the setup did not damage the entry"
+    assert pulled(a) == files, "the damage reached a pulled dir: they share an inode"
     b = tmp_path / "b"
     run = puller("checkpoint-1", b, "--cache-dir", str(cache))
     assert run.code == 0, run.stderr
     assert set(run.gets) == {"checkpoint-1/model.safetensors"}, run.gets
     assert pulled(b) == files, "a damaged entry is never served"
     assert entry.read_bytes() == files["model.safetensors"], "the entry now holds the verified bytes"
-    # And the pulled dir whose file was written to notices it on its next pull.
-    again = puller("checkpoint-1", a, "--cache-dir", str(cache))
-    assert again.code == 0 and again.gets == {} and again.json["cached_files"] == 1
+    # A job writes into its pulled file in place: that file is now the user's (an edit),
+    # which only --force overwrites, from the cache.
+    with open(a / "model.safetensors", "r+b") as fh:
+        fh.seek(10)
+        fh.write(b"XXXX")
+    assert entry.read_bytes() == files["model.safetensors"], "an edit of a pulled file reached the cache"
+    assert puller("checkpoint-1", a, "--cache-dir", str(cache)).code == 2
+    again = puller("checkpoint-1", a, "--cache-dir", str(cache), "--force")
+    assert again.code == 0 and again.gets == {} and again.json["cached_files"] == 1, again.stderr
     assert pulled(a) == files
 
 

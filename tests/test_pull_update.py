@@ -88,27 +88,32 @@ def test_a_changed_file_is_fetched_again_and_a_touched_one_rehashed(puller, tmp_
     (dest / "model.safetensors").unlink()
     (dest / "model.safetensors").write_bytes(bytes(damaged))
     os.utime(dest / "config.json")  # touched: same bytes, new mtime
-    run = puller("checkpoint-1", dest)
+    # Other bytes are an edit, the user's: only --force overwrites them.
+    refused = puller("checkpoint-1", dest)
+    assert refused.code == 2 and "model.safetensors" in one_line_error(refused.stderr), refused.stderr
+    run = puller("checkpoint-1", dest, "--force")
     assert run.code == 0, run.stderr
     assert set(run.gets) == {"checkpoint-1/model.safetensors"}, run.gets
     assert run.json["reused_files"] == 2 and run.json["downloaded_files"] == 1
     assert pulled(dest) == files
 
 
-def test_files_added_to_a_pulled_dir_need_force_and_force_replaces(puller, tmp_path):
+def test_files_added_to_a_pulled_dir_are_refused_and_never_deleted_even_with_force(puller, tmp_path):
     files = ckpt(1, big=BIG)
     puller.seed("checkpoint-1", files, step=1)
     dest = tmp_path / "dest"
     assert puller("checkpoint-1", dest).code == 0
     (dest / "notes.txt").write_bytes(b"mine")
-    start = len(puller.hub.log_entries())
-    refused = puller("checkpoint-1", dest)
-    assert refused.code == 2 and "notes.txt" in one_line_error(refused.stderr) and "--force" in refused.stderr
-    assert len(puller.hub.log_entries()) == start, "the refusal came after a request"
-    assert (dest / "notes.txt").read_bytes() == b"mine"
-    forced = puller("checkpoint-1", dest, "--force")
-    assert forced.code == 0, forced.stderr
-    assert forced.gets == {} and not (dest / "notes.txt").exists()
+    for extra in ([], ["--force"]):
+        start = len(puller.hub.log_entries())
+        refused = puller("checkpoint-1", dest, *extra)
+        line = one_line_error(refused.stderr)
+        assert refused.code == 2 and "notes.txt" in line and "never deletes" in line, refused.stderr
+        assert len(puller.hub.log_entries()) == start, "the refusal came after a request"
+        assert (dest / "notes.txt").read_bytes() == b"mine"
+    (dest / "notes.txt").unlink()
+    again = puller("checkpoint-1", dest)
+    assert again.code == 0 and again.gets == {}, again.stderr
     assert pulled(dest) == files
 
 
@@ -253,8 +258,11 @@ def test_fifos_and_dangling_links_in_a_pulled_dir_are_refused_up_front_not_opene
     assert refused.code == 2 and "nested/dangling" in one_line_error(refused.stderr)
     assert len(puller.hub.log_entries()) == start
     forced = puller("checkpoint-1", dest, "--force")  # would hang here if the FIFO were opened
-    assert forced.code == 0 and forced.gets == {}, forced.stderr
-    assert pulled(dest) == files and not os.path.lexists(dest / "pipe")
+    assert forced.code == 2 and "nested/dangling" in one_line_error(forced.stderr), forced.stderr  # kept
+    assert os.path.lexists(dest / "pipe") and os.path.lexists(dest / "nested" / "dangling")
+    os.unlink(dest / "pipe")
+    os.unlink(dest / "nested" / "dangling")
+    assert puller("checkpoint-1", dest).code == 0 and pulled(dest) == files
     # A record that is a FIFO is no record: the dir is not taken for a pull, and nothing hangs.
     (dest / RECORD).unlink()
     os.mkfifo(dest / RECORD)
@@ -351,3 +359,72 @@ def test_the_current_dir_holding_an_earlier_pull_is_updated_but_never_forced(pul
     assert run.returncode == 2 and "current dir" in run.stderr and "notes.txt" in run.stderr, run.stderr
     assert (work / "notes.txt").read_bytes() == b"mine"
     assert {k: v for k, v in pulled(work).items() if k != "notes.txt"} == two
+
+
+# --- issue 18, item 4: a file is the tool's only if it still holds what the record says -------
+
+def _forge_record(dest: Path, names: list[str]) -> None:
+    """A record that merely names a dir's files: their sizes, made-up stats, made-up digests."""
+    files = {rel: {"size": (dest / rel).stat().st_size, "sha256": "0" * 64, "git_oid": None,
+                   "mtime_ns": 1, "ino": 1} for rel in names}
+    doc = {"format": "ckpt-action/pull/v1", "repo": "o/r", "subfolder": "checkpoint-1", "revision": "a" * 40,
+           "partial": False, "include": [], "exclude": [], "files": files}
+    (dest / RECORD).write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize("here", [False, True], ids=["dir", "cwd"])
+def test_a_forged_record_never_makes_user_files_the_tools(here, puller, cli, tmp_path):
+    puller.seed("checkpoint-1", ckpt(1, big=BIG), step=1)
+    work = write_checkpoint(tmp_path / "work", {"train.py": b"print('train')\n", "src/model.py": b"class M: ...\n"})
+    _forge_record(work, ["train.py", "src/model.py"])
+    before = read_tree(work)
+    for extra in ([], ["--force"]):
+        start = len(puller.hub.log_entries())
+        if here:
+            run = subprocess.run([sys.executable, str(ENTRYPOINT), "pull", "--repo", "o/r", "--subfolder",
+                                  "checkpoint-1", "--local-dir", ".", *extra], env=puller.env, cwd=work,
+                                 capture_output=True, text=True, timeout=300)
+            code, err = run.returncode, run.stderr
+        else:
+            run = puller("checkpoint-1", work, *extra)
+            code, err = run.code, run.stderr
+        if extra:  # --force may overwrite recorded files the user edited: these are named by the record
+            continue
+        assert code == 2, err
+        line = one_line_error(err)
+        assert "train.py" in line or "src/model.py" in line, line
+        assert len(puller.hub.log_entries()) == start, "the refusal came after a request"
+        assert read_tree(work) == before
+
+
+def test_an_edited_pulled_file_needs_force_and_an_added_file_is_never_deleted(puller, tmp_path):
+    files = ckpt(1, big=BIG)
+    puller.seed("checkpoint-1", files, step=1)
+    dest = tmp_path / "dest"
+    assert puller("checkpoint-1", dest).code == 0
+    # Edited in place, its size kept: the stat changed, and then the bytes decide.
+    path = dest / "config.json"
+    path.write_bytes(files["config.json"][::-1])
+    start = len(puller.hub.log_entries())
+    refused = puller("checkpoint-1", dest)
+    assert refused.code == 2 and "config.json" in one_line_error(refused.stderr) and "--force" in refused.stderr
+    assert len(puller.hub.log_entries()) == start
+    forced = puller("checkpoint-1", dest, "--force")
+    assert forced.code == 0, forced.stderr
+    assert pulled(dest) == files
+    # A file the record does not name is the user's: never deleted, --force or not.
+    (dest / "notes.txt").write_bytes(b"mine")
+    for extra in ([], ["--force"]):
+        run = puller("checkpoint-1", dest, *extra)
+        assert run.code == 2 and "notes.txt" in one_line_error(run.stderr), run.stderr
+        assert (dest / "notes.txt").read_bytes() == b"mine"
+
+
+def test_a_pulled_file_whose_stat_changed_but_bytes_did_not_is_still_the_tools(puller, tmp_path):
+    files = ckpt(1, big=BIG)
+    puller.seed("checkpoint-1", files, step=1)
+    dest = tmp_path / "dest"
+    assert puller("checkpoint-1", dest).code == 0
+    os.utime(dest / "model.safetensors", ns=(1, 1))  # touched (or copied without -p)
+    again = puller("checkpoint-1", dest)
+    assert again.code == 0 and again.gets == {}, again.stderr

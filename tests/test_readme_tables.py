@@ -73,7 +73,8 @@ def test_inputs_reach_scripts_only_through_env() -> None:
     for step in steps:
         assert "${{" not in step.get("run", ""), step.get("name")
     # The token is masked before anything else runs.
-    assert "add-mask" in steps[0]["run"] and steps[0]["env"]["INPUT_TOKEN"] == "${{ inputs.token }}"
+    assert "action/mask.sh" in steps[0]["run"] and steps[0]["env"]["INPUT_TOKEN"] == "${{ inputs.token }}"
+    assert "add-mask" in (ROOT / "action" / "mask.sh").read_text()
     # Every input is handed to the runner script.
     env = steps[-1]["env"]
     for name in ACTION["inputs"]:

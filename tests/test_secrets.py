@@ -11,6 +11,7 @@ import pytest
 
 from tests.chaos_helpers import ckpt, one_line_error
 from tests.conftest import clean_env, write_checkpoint
+from tests.hostile_proxy import hostile_fixture, sink_fixture  # noqa: F401 - provide the hostile and sink fixtures
 
 TOKEN = "hf_FAKE_not_a_real_token_Q7zSeCrEtXv93"
 PIECES = [TOKEN, TOKEN[3:], TOKEN[8:24], "SeCrEtXv93"]  # the whole, and parts a careless scrub would leave
@@ -110,3 +111,139 @@ def test_token_is_nowhere_in_any_output(hub_server, cli, tmp_path):
     assert scanned > 20
     # What landed on the Hub (manifests, the tag message, commit objects) and the server's log.
     _scan_tree(hub.base)
+
+
+# --------------------------------------------------------------------------- issue 18, items 1 and 3
+# A token in the forms a paste or a block scalar gives it: with its newline, padded.
+PASTED = [TOKEN + "\n", "  " + TOKEN + "\r\n", "\t" + TOKEN + " "]
+
+
+def _forms(raw: str) -> list[str]:
+    """Every form a message could carry the token in: raw, stripped, and repr-quoted."""
+    return [raw, raw.strip(), repr(raw)[1:-1], repr(raw.encode())[2:-1], *PIECES]
+
+
+def _scan_text(text: str, raw: str, where: str) -> None:
+    for form in _forms(raw):
+        assert form not in text, f"token ({form!r}) found in {where}: {text!r}"
+
+
+def _full_report(exc: BaseException) -> str:
+    """What a caller could print of an exception: str, repr, and the whole traceback chain."""
+    import traceback
+
+    return "\n".join([str(exc), repr(exc), *traceback.format_exception(exc)])
+
+
+@pytest.mark.parametrize("raw", PASTED, ids=["newline", "crlf-padded", "tab-space"])
+def test_a_token_pasted_with_its_newline_works_and_is_never_printed(raw, hub_server, cli, tmp_path):
+    hub = hub_server(token=TOKEN)  # auth is real: only the stripped token is let in
+    env = clean_env(tmp_path, HF_TOKEN=raw, HF_ENDPOINT=hub.url, CKPT_RETRIES="1")
+    src = write_checkpoint(tmp_path / "src", ckpt(1, big=5000))
+    runs = [cli("push", "--repo", "o/r", "--local-dir", str(src), "--step", "1", env=env),
+            cli("latest", "--repo", "o/r", "--json", env=env),
+            cli("pull", "--repo", "o/r", "--latest", "--local-dir", str(tmp_path / "got"), "--json", env=env),
+            cli("latest", "--repo", "o/r", "--token", raw, env={k: v for k, v in env.items() if k != "HF_TOKEN"})]
+    for run in runs:
+        assert run.code == 0, run.stderr
+        _scan_text(run.stdout + run.stderr, raw, "the output")
+
+
+def test_the_api_strips_a_pasted_token(hub_server, hf_client, tmp_path):
+    import ckpt_action as ckpt_api
+
+    hub = hub_server(token=TOKEN)
+    src = write_checkpoint(tmp_path / "src", ckpt(1, big=5000))
+    handle = ckpt_api.push(src, repo="o/r", step=1, endpoint=hub.url, token=TOKEN + "\n")
+    assert ckpt_api.latest("o/r", endpoint=hub.url, token=" " + TOKEN + "\r\n") == handle
+
+
+@pytest.mark.parametrize("bad", ["hf_abc def", "hf_abc\ndef", "hf_abc\x00def", "hf_abc\x7fdef", "hf_abc\u00a0def"],
+                         ids=["space", "newline", "nul", "del", "nbsp"])
+def test_a_token_with_whitespace_or_control_inside_is_refused_without_it(bad):
+    from ckpt_action.errors import InputError
+    from ckpt_action.settings import Settings
+
+    for given in ({"token": bad}, {}):
+        with pytest.raises(InputError) as err:
+            Settings.from_env({"HF_TOKEN": bad}, endpoint="http://127.0.0.1:9", **given)
+        _scan_text(_full_report(err.value), bad, "the error")
+        assert "HF_TOKEN" in str(err.value) and "token=" in str(err.value)
+
+
+def test_settings_never_show_the_token():
+    from ckpt_action.settings import Settings
+
+    settings = Settings.from_env({}, endpoint="http://127.0.0.1:9", token=TOKEN + "\n")
+    assert settings.token == TOKEN
+    for text in (repr(settings), str(settings), f"{settings!r}", repr([settings])):
+        _scan_text(text, TOKEN + "\n", "repr(Settings)")
+    assert Settings.from_env({}, endpoint="http://127.0.0.1:9", token="  \n").token is None
+    from ckpt_action.cli.app import HubOptions  # the CLI's options, handed to every command
+
+    _scan_text(repr(HubOptions("http://127.0.0.1:9", TOKEN + "\n", False, None, None, None)), TOKEN + "\n",
+               "repr(HubOptions)")
+
+
+def test_an_error_made_from_a_call_holding_the_token_is_scrubbed_of_every_form():
+    from ckpt_action.errors import RemoteError
+
+    raw = "  " + TOKEN + "\n"
+    for text in (f"header {raw.strip()}", f"Illegal header value b'Bearer {raw}'",
+                 f"value {raw.encode()!r}", f"value {raw!r}", f"{raw!a}"):
+        err = RemoteError(f"latest: {text}", secrets=[raw])
+        _scan_text(_full_report(err), raw, "the message")
+        assert "***" in str(err)
+
+
+def test_an_echoed_authorization_header_never_reaches_an_api_error(seeded, hostile, hf_client, tmp_path):
+    """The server (or a proxy) echoes the Authorization header in its error: the API's
+    exception carries none of it, not in its text, its repr or its chain."""
+    import ckpt_action as ckpt_api
+    from ckpt_action.errors import RemoteError
+
+    proxy = hostile(seeded)
+    proxy.set_rules([{"path": "/", "status": 400, "echo_auth": True, "times": -1}])
+    for raw in (TOKEN, TOKEN + "\n"):
+        with pytest.raises(RemoteError) as err:
+            ckpt_api.latest("o/r", endpoint=proxy.url, token=raw, retries=0)
+        sent = {k.lower(): v for k, v in proxy.requests[-1]["headers"].items()}
+        assert sent.get("authorization") == f"Bearer {TOKEN}"  # the stripped token went, and was echoed
+        _scan_text(_full_report(err.value), raw, "the API's error")
+
+
+def test_an_echoed_authorization_header_never_reaches_the_cli(seeded, hostile, cli, tmp_path):
+    proxy = hostile(seeded)
+    proxy.set_rules([{"path": "/", "status": 400, "echo_auth": True, "times": -1}])
+    env = clean_env(tmp_path, HF_TOKEN=TOKEN + "\n", HF_ENDPOINT=proxy.url, CKPT_RETRIES="0")
+    for args in (["latest", "--repo", "o/r"], ["latest", "--repo", "o/r", "--json"],
+                 ["pull", "--repo", "o/r", "--latest", "--local-dir", str(tmp_path / "got")]):
+        run = cli(*args, env=env)
+        assert run.code == 1, run.stderr
+        _scan_text(run.stdout + run.stderr, TOKEN + "\n", "the CLI's output")
+
+
+@pytest.mark.parametrize("env_endpoint", [False, True], ids=["no-HF_ENDPOINT", "HF_ENDPOINT-set"])
+def test_the_api_never_sends_the_token_to_a_handle_from_another_origin(env_endpoint, seeded, sink, hf_client,
+                                                                       monkeypatch, tmp_path):
+    """A handle (or pointer) naming another host is refused before any request, naming both
+    origins; ``endpoint=`` set to its host is the way to trust it."""
+    import ckpt_action as ckpt_api
+    from ckpt_action.errors import InputError
+
+    good = ckpt_api.latest("o/r", endpoint=seeded.url)
+    forged = ckpt_api.CheckpointHandle(good.repo, good.subfolder, good.revision, good.step, sink.url)
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    if env_endpoint:
+        monkeypatch.setenv("HF_ENDPOINT", seeded.url)
+    configured = seeded.url if env_endpoint else "https://huggingface.co"
+    for call in (lambda: ckpt_api.pull(forged, tmp_path / "got"),
+                 lambda: ckpt_api.promote(forged, "release")):
+        with pytest.raises(InputError) as err:
+            call()
+        assert sink.url in str(err.value) and configured in str(err.value) and "endpoint=" in str(err.value)
+    assert sink.requests == []
+    assert not (tmp_path / "got").exists()
+    # Trusted explicitly: the handle's own host is the endpoint.
+    same = ckpt_api.CheckpointHandle(good.repo, good.subfolder, good.revision, good.step, seeded.url)
+    assert (ckpt_api.pull(same, tmp_path / "ok", endpoint=seeded.url) / "config.json").exists()

@@ -166,8 +166,8 @@ def latest(repo: str, revision: str | None, require: bool, verify: VerifyOptions
 @click.option("--revision", help="A commit SHA, branch or tag (default: main).")
 @click.option("--local-dir", required=True, help="Where the checkpoint's files go: a new or empty dir, or one "
               "holding an earlier pull (updated in place: only what changed is downloaded).")
-@click.option("--force", is_flag=True, help="Replace a dir holding an earlier pull even if files were added to "
-              "it since. Never replaces other dirs.")
+@click.option("--force", is_flag=True, help="Overwrite files of an earlier pull that were edited since. Never "
+              "deletes a file ckpt-action did not write.")
 @click.option("--include", multiple=True, metavar="GLOB", help="Pull only files matching this pattern (path "
               "inside the folder; repeatable).")
 @click.option("--exclude", multiple=True, metavar="GLOB", help="Skip files matching this pattern (repeatable).")

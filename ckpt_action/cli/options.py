@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import click
@@ -25,7 +25,7 @@ class HubOptions:
     """Where the Hub is, how hard to try, and where outputs go: every Hub command takes these."""
 
     endpoint: str | None
-    token: str | None
+    token: str | None = field(repr=False)
     as_json: bool
     dotenv: str | None
     timeout: float | None

@@ -24,6 +24,7 @@ from ckpt_action.ci.outputs import (
     write_json,
 )
 from ckpt_action.errors import CkptError, Door, render
+from ckpt_action.errors import scrub as scrub_secrets
 
 if TYPE_CHECKING:
     from ckpt_action.cli.options import HubOptions
@@ -38,8 +39,7 @@ class Secret:
 
 
 def scrub(text: str) -> str:
-    token = Secret.value
-    return text.replace(token, "***") if token and len(token) >= 4 else text
+    return scrub_secrets(text, [Secret.value] if Secret.value else [])
 
 
 class _AnnotationHandler(logging.Handler):

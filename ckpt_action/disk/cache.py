@@ -9,16 +9,17 @@ How it stays safe:
 - **Never served unverified.** A fill copies the entry into the staging dir and hashes
   every byte on the way; an entry that does not hash to its name is deleted and the
   file downloaded instead. The cache dir is local disk, so it is not trusted either.
-- **Pulled dirs never share an inode with each other.** A file is added to the cache by
-  a hard link to the pulled (verified) file when both are on one filesystem, a copy
-  otherwise, but always taken out by copy. A program that later writes into a pulled
-  file can at worst damage the cache's entry, which the next fill detects by its hash,
-  never another pulled dir. (Handing out hard links would let one job's write change
-  another dir's checkpoint, which no check would see until that dir's next pull.)
+- **The cache never shares an inode with a pulled dir.** A file goes into the cache as a
+  copy (a reflink where the file system clones) and comes out as a copy, so nothing the
+  cache does to an entry (its timestamps, its eviction) reaches a pulled file, and a
+  program writing into a pulled file changes no entry and no other pulled dir. (A shared
+  inode let a fill's timestamp restore hide a local edit from the dir's pull record.)
+- **No link followed.** Every dir the cache opens (``sha256``, its shards, ``tmp``) is
+  checked, level by level, to be a real dir, not a link to one elsewhere: a link is
+  treated as a miss, never stored into or evicted from. Entries open with ``O_NOFOLLOW``.
 - **Bounded.** After each pull, entries are deleted least recently used first until the
   cache holds at most ``CKPT_CACHE_MAX_SIZE`` bytes. "Used" is the entry's access time,
-  which a fill or store sets explicitly (so ``noatime`` mounts do not matter) while the
-  modification time, part of the pull record of the dir it is linked into, stays put.
+  which a fill or store sets explicitly (so ``noatime`` mounts do not matter).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ DEFAULT_MAX_SIZE = 50 * 1024**3
 # Entries looked at when evicting: far beyond any real cache, small enough to bound the walk.
 MAX_ENTRIES = 1_000_000
 _COPY_CHUNK = 8 * 1024 * 1024
+_FICLONE = 0x40049409  # Linux's ioctl to clone a file's blocks (btrfs, XFS, overlayfs on them)
 _UNITS = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
 
@@ -141,6 +143,20 @@ def hash_copy(src: Path, dest: Path | None, want: FileDigest, stop: threading.Ev
         os.close(fd)
 
 
+def _copy_new_inode(src: Path, dest: Path) -> None:
+    """Copy ``src`` to the new file ``dest``: a reflink (shared blocks, own inode) where the
+    file system clones, else the kernel's copy."""
+    with open(src, "rb") as reader, open(dest, "xb") as writer:
+        try:
+            import fcntl
+
+            fcntl.ioctl(writer.fileno(), _FICLONE, reader.fileno())
+            return
+        except (ImportError, OSError):
+            pass
+        shutil.copyfileobj(reader, writer, _COPY_CHUNK)
+
+
 class ContentCache:
     """Files by sha256 under ``root/sha256/ab/abcd…``; see the module docstring."""
 
@@ -164,6 +180,8 @@ class ContentCache:
         if want.sha256 is None:
             return None
         entry = self.path(want.sha256)
+        if not self._real_dir(entry.parent, create=False):
+            return None
         try:
             st = entry.lstat()
         except OSError:
@@ -186,9 +204,31 @@ class ContentCache:
         self._touch(entry, st)
         return have
 
+    def _real_dir(self, path: Path, *, create: bool) -> bool:
+        """``path`` (root, ``sha256``, a shard, ``tmp``) is a real dir, not a link to one
+        somewhere else: every level is checked, since a link would make the cache store
+        files in, and evict files from, a dir that is not the cache's."""
+        for level in [p for p in (path, *path.parents) if p == self.root or self.root in p.parents][::-1]:
+            try:
+                st = level.lstat()
+            except FileNotFoundError:
+                if not create:
+                    return False
+                with contextlib.suppress(FileExistsError):
+                    level.mkdir()
+                st = level.lstat()
+            if not stat.S_ISDIR(st.st_mode):  # a symlink (lstat does not follow it), or a file
+                return False
+        return True
+
     def store(self, sha256: str, src: Path) -> None:
-        """Add the verified file ``src`` (hard link, else copy); an existing entry is kept."""
+        """Add the verified file ``src`` as a copy (a reflink where the file system has them),
+        in a new inode: a hard link would share the inode with the pulled dir, whose later
+        edits (and this cache's own timestamps) would then reach both. An existing entry is kept."""
         entry = self.path(sha256)
+        tmp_dir = self.root / "tmp"
+        if not (self._real_dir(entry.parent, create=True) and self._real_dir(tmp_dir, create=True)):
+            raise OSError(f"a dir of the cache in {self.root} is a symlink or not a dir: not following it")
         try:
             st = entry.lstat()
         except FileNotFoundError:
@@ -197,16 +237,9 @@ class ContentCache:
             if stat.S_ISREG(st.st_mode) and st.st_size == src.stat().st_size:
                 self._touch(entry, st)
                 return
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        tmp_dir = self.root / "tmp"
-        tmp_dir.mkdir(parents=True, exist_ok=True)
         tmp = tmp_dir / f"{sha256[:12]}-{secrets.token_hex(8)}"
         try:
-            try:
-                os.link(src, tmp, follow_symlinks=False)
-            except OSError:  # another filesystem, or no hard links there
-                with open(src, "rb") as reader, open(tmp, "xb") as writer:
-                    shutil.copyfileobj(reader, writer, _COPY_CHUNK)
+            _copy_new_inode(src, tmp)
             os.replace(tmp, entry)
         finally:
             with contextlib.suppress(FileNotFoundError):
@@ -224,6 +257,8 @@ class ContentCache:
         """Delete least recently used entries until the cache fits; (entries, bytes) removed."""
         entries: list[tuple[int, int, Path]] = []
         total = 0
+        if not self._real_dir(self.objects, create=False):
+            return 0, 0
         try:
             shards = sorted(os.scandir(self.objects), key=lambda e: e.name)
         except OSError:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ckpt_action.errors import InputError, param
 from ckpt_action.handle import step_of
-from ckpt_action.names import BAD_NAME_RE, MAX_PUSH_FILES
+from ckpt_action.names import BAD_NAME_RE, MAX_PUSH_FILES, reserved_in_target
 
 
 def local_dir_to_push(value: str | None) -> Path:
@@ -40,6 +40,9 @@ def local_dir_to_push(value: str | None) -> Path:
             if BAD_NAME_RE.search(name):
                 raise InputError(f"{param('local_dir')} has a file name push does not take ({rel!r}: a backslash"
                                  " or a control character): rename it")
+            if reserved_in_target(rel):
+                raise InputError(f"{param('local_dir')} has {rel!r}, a name reserved for what a pull writes beside"
+                                 " the checkpoint (its record, lock and staging dirs): rename it", param="local_dir")
             st = full.lstat()
             if stat.S_ISLNK(st.st_mode):
                 if not full.exists():

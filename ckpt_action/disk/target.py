@@ -7,14 +7,19 @@ earlier pull. It lets a later pull keep files whose stat is unchanged without re
 them again, and it is written last, so a dir without one never looks complete.
 
 The rule for an existing target (issue: ``--force`` never deletes what ckpt-action did
-not write):
+not write). A file counts as the tool's own only while it still holds what the record
+says the tool wrote: its stat matching the record (the shortcut), else its bytes hashing
+to the recorded digest. A file the record does not name, or whose bytes differ, is the
+user's:
 
 - new, or empty: pulled into;
 - holds an earlier pull and nothing else: updated in place, no ``--force`` needed;
-- holds an earlier pull plus files the record does not list: refused, or replaced
-  whole with ``--force``;
-- anything else, and always a git checkout, the workspace root, a home dir, ``/``, the
-  cwd or one of its parents (when not empty): refused, ``--force`` or not.
+- a recorded file edited since (its bytes differ): refused, or overwritten with
+  ``--force``;
+- any file the record does not name (and any symlink, FIFO, device): refused, ``--force``
+  or not, since replacing the dir would delete it;
+- anything else, and always a git checkout, the workspace root, a home dir, ``/`` or a
+  parent of the cwd (when not empty): refused, ``--force`` or not.
 
 The record is read from disk and so is not trusted: its size is bounded and every field
 checked; a record that fails the checks means "not a pull".
@@ -33,7 +38,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ckpt_action.checkpoint.manifest import PULL_RECORD_NAME, FileDigest
+from ckpt_action.checkpoint.manifest import PULL_RECORD_NAME, FileDigest, Hasher, satisfies
 from ckpt_action.disk.access import not_writable_hint
 from ckpt_action.errors import CkptError, InputError, param
 from ckpt_action.filelock import try_lock
@@ -46,6 +51,7 @@ MAX_RECORD_BYTES = 64 * 1024 * 1024
 # checkpoint, not a tree of millions of files, and the walk must stay bounded.
 MAX_TARGET_ENTRIES = 200_000
 _STAGING_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789_"
+_HASH_CHUNK = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -217,6 +223,22 @@ def make_staging(target: Path, kind: str = "") -> Path:
     raise FileExistsError(f"no free staging name beside {target}")
 
 
+def adopt_mode(target: Path, staged: Path) -> None:
+    """Give ``staged``, about to replace ``target``, the target's mode, and its owner and
+    group where this process may (a dir made ``mkdir -m 700`` stays private). A new
+    target keeps the umask's mode."""
+    try:
+        st = os.lstat(target)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        return
+    if hasattr(os, "chown"):
+        with contextlib.suppress(OSError):  # only root may give a dir away; a group needs membership
+            os.chown(staged, st.st_uid, st.st_gid)
+    os.chmod(staged, stat.S_IMODE(st.st_mode))  # after chown, which may clear set-id bits
+
+
 def is_ours(target: Path, name: str) -> bool:
     """A top-level name in a staging base that a pull of ``target`` made (staging dirs, lock)."""
     return bool(_staging_re(target).match(name)) or name == lock_name(target)
@@ -296,6 +318,8 @@ class TargetState:
     """Regular files under the target (record and staging names aside), with their lstat."""
     foreign: list[str] = field(default_factory=list)
     """Entries the record does not account for (other files, symlinks, FIFOs, devices)."""
+    edited: list[str] = field(default_factory=list)
+    """Recorded files whose bytes no longer hash to what the record says was written."""
 
     @property
     def empty(self) -> bool:
@@ -369,13 +393,41 @@ def inspect(path: Path) -> TargetState:
                 stack.append((Path(entry.path), rel + "/"))
             elif stat.S_ISREG(st.st_mode) and state.record is not None and rel in state.record.files:
                 state.files[rel] = st
+                if not _still_written(Path(entry.path), state.record.files[rel], st):
+                    state.edited.append(rel)
             elif stat.S_ISREG(st.st_mode):
                 state.files[rel] = st
                 state.foreign.append(rel)
             else:
                 state.foreign.append(rel)  # a symlink, FIFO, socket or device: never ckpt-action's
     state.foreign.sort()
+    state.edited.sort()
     return state
+
+
+def _still_written(path: Path, rec: RecordedFile, st: os.stat_result) -> bool:
+    """``path`` holds what the record says the tool wrote: the same stat, else the same bytes
+    (read once, never past the recorded size; a record without a digest proves nothing)."""
+    if rec.unchanged(st):
+        return True
+    if st.st_size != rec.size or (rec.sha256 is None and rec.git_oid is None):
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        hasher = Hasher(rec.size, git=rec.sha256 is None)
+        with open(fd, "rb", buffering=0, closefd=False) as reader:
+            while (chunk := reader.read(_HASH_CHUNK)) and hasher.done <= rec.size:
+                hasher.update(chunk)
+        return satisfies(hasher.digest(), rec.digest)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def _holds_a_file(path: Path) -> bool:
@@ -429,19 +481,17 @@ def check_target(value: str | None, *, force: bool) -> TargetState:
     if state.record is None:
         example = (state.foreign or sorted(state.files))[0]
         raise InputError(f"{param('local_dir')} {value} holds files ckpt-action did not pull (e.g. {example}):"
-                         " pull into a"
-                         f" dedicated dir; {param('force')} only replaces a dir that is empty or holds an earlier pull")
-    if state.foreign and not force:
-        raise InputError(f"{param('local_dir')} {value} holds an earlier pull plus {state.foreign[0]}, which"
-                         " that pull did"
-                         f" not write: remove it, or pass {param('force')} to replace the whole dir")
-    if state.foreign and path.resolve() == _cwd():
-        # The current dir may be updated in place (a container's mounted work dir), but never
-        # emptied of work on the word of a record someone may have copied in.
-        raise InputError(f"{param('local_dir')} {value} is the current dir and holds {state.foreign[0]}, which"
-                         " the earlier"
-                         f" pull did not write: {param('force')} does not replace the current dir; pull into a"
-                         " dedicated dir")
+                         f" pull into a dedicated dir; {param('force')} only replaces a dir that is empty or holds"
+                         " an earlier pull", param="local_dir")
+    if state.foreign:
+        here = " is the current dir and" if path.resolve() == _cwd() else ""
+        raise InputError(f"{param('local_dir')} {value}{here} holds {state.foreign[0]}, which the earlier pull did"
+                         f" not write: move it away, or pull into a dedicated dir ({param('force')} never deletes a"
+                         " file ckpt-action did not write)", param="local_dir")
+    if state.edited and not force:
+        raise InputError(f"{param('local_dir')} {value} holds {state.edited[0]}, edited since the earlier pull wrote"
+                         f" it: move it away to keep it, or pass {param('force')} to overwrite it with the"
+                         " checkpoint's", param="local_dir")
     return state
 
 

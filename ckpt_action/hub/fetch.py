@@ -20,6 +20,7 @@ from ckpt_action.hub import download as filefetch
 from ckpt_action.hub.deadline import RequestDeadline
 from ckpt_action.hub.repo import RemoteRepo
 from ckpt_action.hub.transport import call
+from ckpt_action.settings import Settings
 
 # A big file downloaded alone is hashed in a thread of its own while the next buffer
 # arrives, so one transfer can use two cores. When several big files download at once
@@ -29,6 +30,13 @@ THREADED_HASH_MIN = 16 * 1024 * 1024
 # What a Hub ETag is: a git blob id or an LFS sha256, maybe weak or quoted. Anything else
 # (a path, "../x") is a hostile or broken server; huggingface_hub itself does not check.
 _ETAG_RE = re.compile(r'\A(W/)?"?[0-9A-Za-z_.:+=-]{1,128}"?\Z')
+
+
+def attempt_deadline(settings: Settings, remaining: int) -> float:
+    """Seconds one download attempt may take for ``remaining`` bytes: the request deadline
+    plus the bytes at the minimum rate, capped (a listing claiming a terabyte would earn
+    months otherwise)."""
+    return min(settings.max_attempt_seconds, settings.request_deadline + remaining / settings.min_download_rate)
 
 
 def fetch_file(remote: RemoteRepo, sha: str, path: str, dest: Path, want: FileDigest,
@@ -56,7 +64,8 @@ def fetch_file(remote: RemoteRepo, sha: str, path: str, dest: Path, want: FileDi
         if time.monotonic() > give_up_at:  # a trickle keeps every read alive: bound the whole attempt
             raise RequestDeadline("the download ran past its deadline",
                                   f"{path} at {settings.min_download_rate} bytes/s (CKPT_MIN_DOWNLOAD_RATE) plus"
-                                  f" {settings.request_deadline:g} s (CKPT_REQUEST_DEADLINE)")
+                                  f" {settings.request_deadline:g} s (CKPT_REQUEST_DEADLINE), at most"
+                                  f" {settings.max_attempt_seconds:g} s (CKPT_MAX_ATTEMPT_SECONDS)")
 
     def begin(status: int, header: Callable[[str], str | None]) -> int:
         """Check an answer's headers; the offset its body starts at (0: the server ignored Range)."""
@@ -78,8 +87,7 @@ def fetch_file(remote: RemoteRepo, sha: str, path: str, dest: Path, want: FileDi
 
     def attempt() -> None:
         nonlocal give_up_at
-        give_up_at = (time.monotonic() + settings.request_deadline
-                      + max(0, want.size - state.done) / settings.min_download_rate)
+        give_up_at = time.monotonic() + attempt_deadline(settings, max(0, want.size - state.done))
         headers = dict(base)
         if state.done:
             headers["Range"] = f"bytes={state.done}-"

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from ckpt_action.errors import AuthError, CkptError, NotFoundError, RemoteError, one_line, param
+from ckpt_action.errors import AuthError, CkptError, NotFoundError, RemoteError, one_line, param, scrub_chain
 from ckpt_action.hub.deadline import RequestDeadline, deadline, install, stall
 from ckpt_action.names import is_public_hub
 from ckpt_action.settings import Settings
@@ -131,7 +131,18 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def translate(exc: BaseException, what: str, settings: Settings, repo: str | None = None) -> CkptError:
-    """Our error for a client exception, with a one-line message that says what to do."""
+    """Our error for a client exception, with a one-line message that says what to do.
+
+    The server's text, or the client's (an illegal header value), may echo the token:
+    the error, and the exceptions it is raised from, are scrubbed of it in every form.
+    """
+    scrub_chain(exc, settings.secrets)
+    error = _translate(exc, what, settings, repo)
+    scrub_chain(error, settings.secrets)
+    return error
+
+
+def _translate(exc: BaseException, what: str, settings: Settings, repo: str | None) -> CkptError:
     from huggingface_hub.errors import (
         HfHubHTTPError,
         RemoteEntryNotFoundError,

@@ -24,6 +24,7 @@ lines) is the one order of sources and the switch, which read best together.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fnmatch
 import logging
 import os
@@ -47,11 +48,11 @@ from ckpt_action.checkpoint.manifest import (
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME
 from ckpt_action.disk import target as localdir
 from ckpt_action.disk.cache import CacheConfig, ContentCache, Stopped, hash_copy
-from ckpt_action.errors import CkptError, InputError, IntegrityError, param
+from ckpt_action.errors import CkptError, InputError, IntegrityError, param, quoted
 from ckpt_action.handle import CheckpointHandle
 from ckpt_action.hub.fetch import THREADED_HASH_MIN, fetch_file
 from ckpt_action.hub.repo import RemoteRepo, Snapshot, open_complete
-from ckpt_action.names import safe_relative
+from ckpt_action.names import reserved_in_target, safe_relative
 from ckpt_action.progress import Ticker
 
 if TYPE_CHECKING:
@@ -151,6 +152,17 @@ class _Tally:
                 self.reused += 1
             else:
                 self.cached += 1
+
+
+def check_free_space(target: Path, where: Path, needed: int) -> None:
+    """Refuse, before any download, a pull whose files cannot fit on the target's file system."""
+    try:
+        free = shutil.disk_usage(where).free
+    except OSError:  # no answer (an odd file system): the writes will tell
+        return
+    if needed > free:
+        raise CkptError(f"the pull into {target} still needs {needed} bytes, but its file system has {free} bytes"
+                        " free: free some space, or pull into a dir on a bigger disk")
 
 
 def _dir_size(root: Path) -> int:
@@ -268,9 +280,10 @@ def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path,
         for rel in snap.files:
             if not safe_relative(rel):
                 raise IntegrityError(f"the Hub listed an unsafe path {rel!r} in {subfolder}/: refusing to pull")
-            if rel == PULL_RECORD_NAME:
-                raise IntegrityError(f"{subfolder}/ holds a file named {PULL_RECORD_NAME}, the name ckpt-action"
-                                     " keeps for its pull record: refusing to pull it")
+            if reserved_in_target(rel):
+                raise IntegrityError(f"{subfolder}/ holds a file named {quoted(rel)}, a name reserved for what a"
+                                     " pull writes in its target (the record, its temp file, the lock, staging"
+                                     " dirs): refusing to pull it; rename it on the Hub")
 
     snap, handle = open_complete(remote, subfolder, sha or remote.resolve(revision), "pull", vet)
     if snap.manifest is not None:
@@ -288,6 +301,11 @@ def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path,
     wanted = {rel: want for rel, want in expected.items() if select.matches(rel)}
     manifest_bytes = snap.manifest_bytes if select.matches(MANIFEST_NAME) else None
     partial = len(wanted) < len(expected) or manifest_bytes != snap.manifest_bytes
+    if partial and manifest_bytes is not None and snap.manifest is not None:
+        # The folder's manifest would claim files this pull leaves out, and a reader of the
+        # dir would take it for a complete checkpoint: it lists what is here, marked partial.
+        manifest_bytes = dataclasses.replace(snap.manifest, complete=False,
+                                             files={rel: snap.manifest.files[rel] for rel in wanted}).to_json()
     if not wanted and manifest_bytes is None:
         raise InputError(f"{param('include')}/{param('exclude')} select none of the {len(expected)} files of"
                          f" {subfolder}/: check"
@@ -330,6 +348,12 @@ def _fill(remote: RemoteRepo, handle: CheckpointHandle, wanted: dict[str, FileDi
     tmp = localdir.make_staging(target)
     stop = threading.Event()
     big = [rel for rel, want in wanted.items() if want.size >= THREADED_HASH_MIN and not old.kept(rel, want)]
+    try:
+        # Files kept from the earlier pull are hard links; the rest (cache copies, downloads) take space.
+        check_free_space(target, tmp, sum(w.size for rel, w in wanted.items() if not old.kept(rel, w)))
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
     def fetch(rel: str, want: FileDigest) -> None:
         dest = tmp / rel
@@ -420,6 +444,7 @@ def _switch(staged: Path, target: Path, record: localdir.PullRecord) -> None:
         _switch_contents(staged, target, record)
         return
     localdir.write_record(staged, record)
+    localdir.adopt_mode(target, staged)
     if target.exists() and not any(target.iterdir()):
         target.rmdir()
     if not target.exists():
