@@ -28,6 +28,12 @@ BAD_NAME_RE = re.compile(r"[\x00-\x1f\x7f\\]")
 COMMIT_MESSAGE_MAX = 1000
 # The Hub's limit on files in one repo.
 MAX_PUSH_FILES = 100_000
+# Folder levels a pushed dir may nest: far more than any checkpoint has, and it keeps every
+# path well under the file system's PATH_MAX.
+MAX_PUSH_DEPTH = 100
+# Characters that reorder how a name prints (U+202E shows "a\u202etxt.exe" as "aexe.txt"):
+# a name must read in a log as it is stored.
+_BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 # Names with a meaning to git, the Hub or the client's local-dir cache.
 _RESERVED_SEGMENTS = {".git", ".cache", ".huggingface", ".gitattributes", ".gitignore"}
 HUB_HOSTS = {"huggingface.co", "hf.co", "www.huggingface.co"}
@@ -151,6 +157,29 @@ def positive(value: int | None, flag: str) -> int | None:
     if value is not None and value < 1:
         raise InputError(f"{flag} {value} must be at least 1")
     return value
+
+
+def file_name_problem(path: str) -> str | None:
+    """Why a file name or path inside a checkpoint is refused, None when it is usable.
+
+    The one rule for file names: push checks every entry of its local dir with it up front,
+    and every reader (tree listings, discovery, manifests) applies it to what the Hub
+    sends, so push never commits a name its own readers refuse. The whole string must be
+    printable (no control characters, newlines included, no U+00A0 or other spaces but
+    ' ', no format characters such as the bidirectional controls) and hold no backslash.
+
+    >>> file_name_problem("model.safetensors") is None, file_name_problem("a\u202eb")
+    (True, 'a bidirectional control character')
+    """
+    if any(c in _BIDI_CONTROLS for c in path):
+        return "a bidirectional control character"
+    if "\u00a0" in path:
+        return "a no-break space"
+    if not path.isprintable():
+        return "a control or non-printing character"
+    if "\\" in path:
+        return "a backslash"
+    return None
 
 
 def safe_relative(path: str) -> bool:

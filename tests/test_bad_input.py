@@ -66,6 +66,11 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
     ("dir-backslash-name", ["push", "--repo", "o/r", "--local-dir", "{backslash}", "--step", "1"], {},
      ["Hub refuses"]),
     ("dir-newline-name", ["push", "--repo", "o/r", "--local-dir", "{newline}", "--step", "1"], {}, ["Hub refuses"]),
+    # names push's own readers (latest, pull, list) would refuse after the commit: one rule for both
+    ("dir-nbsp-name", ["push", "--repo", "o/r", "--local-dir", "{nbsp}", "--step", "1"], {}, ["no-break space"]),
+    ("dir-bidi-name", ["push", "--repo", "o/r", "--local-dir", "{bidi}", "--step", "1"], {}, ["bidirectional"]),
+    ("dir-dot-git", ["push", "--repo", "o/r", "--local-dir", "{dotgit}", "--step", "1"], {}, ["'.git'"]),
+    ("dir-too-deep", ["push", "--repo", "o/r", "--local-dir", "{deep}", "--step", "1"], {}, ["levels deep"]),
     # whole-string patterns: a trailing newline is not a valid name
     ("sub-trailing-newline", ["push", "--repo", "o/r", "--local-dir", "{good}", "--subfolder", "checkpoint-7\n"],
      {}, ["segment"]),
@@ -124,6 +129,10 @@ def _layout(tmp_path):
         "dangling": write_checkpoint(root / "dangling", {"w.bin": b"w"}),
         "backslash": write_checkpoint(root / "backslash", {"a\\b.bin": b"w"}),
         "newline": write_checkpoint(root / "newline", {"a\nb.bin": b"w"}),
+        "nbsp": write_checkpoint(root / "nbsp", {"w.bin": b"w", "a\u00a0b.bin": b"w"}),
+        "bidi": write_checkpoint(root / "bidi", {"w.bin": b"w", "sub/a\u202etxt.exe": b"w"}),
+        "dotgit": write_checkpoint(root / "dotgit", {"w.bin": b"w", ".git/config": b"[core]"}),
+        "deep": write_checkpoint(root / "deep", {"w.bin": b"w", "d/" * 101 + "x.bin": b"w"}),
     }
     paths["empty"].mkdir(parents=True)
     (paths["empty"] / "sub").mkdir()  # only directories: still nothing to push
