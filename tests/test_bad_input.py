@@ -3,6 +3,7 @@ makes no network call (the local Hub's access log stays empty), and creates noth
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 
@@ -80,6 +81,16 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
                      "v1\n::x"], {}, ["--tag"]),
     ("commit-message-newline", ["push", "--repo", "o/r", "--local-dir", "{good}", "--step", "1",
                                 "--commit-message", "one\ntwo"], {}, ["--commit-message"]),
+    # pointer files: regular files only, bounded in bytes (CKPT_MAX_POINTER_BYTES), parsed depth-bounded
+    ("pointer-dev-zero", ["pull", "--pointer", "/dev/zero", "--local-dir", "{new}"], {}, ["--pointer",
+                                                                                          "not a regular file"]),
+    ("pointer-fifo", ["pull", "--pointer", "{pfifo}", "--local-dir", "{new}"], {}, ["--pointer",
+                                                                                   "not a regular file"]),
+    ("pointer-dir-link-to-zero", ["pull", "--pointer", "{pzero}", "--local-dir", "{new}"], {},
+     ["--pointer", "not a regular file"]),
+    ("pointer-deep-json", ["pull", "--pointer", "{pdeep}", "--local-dir", "{new}"], {}, ["--pointer", "nested"]),
+    ("pointer-over-bound", ["pull", "--pointer", "{pgood}", "--local-dir", "{new}"],
+     {"CKPT_MAX_POINTER_BYTES": "64"}, ["--pointer", "CKPT_MAX_POINTER_BYTES"]),
     # output files are checked before any work
     ("dotenv-is-dir", ["latest", "--repo", "o/r", "--dotenv", "{empty}"], {}, ["--dotenv", "directory"]),
     ("dotenv-no-parent", ["latest", "--repo", "o/r", "--dotenv", "{missing}/out.env"], {}, ["--dotenv"]),
@@ -135,6 +146,19 @@ def _layout(tmp_path):
         "deep": write_checkpoint(root / "deep", {"w.bin": b"w", "d/" * 101 + "x.bin": b"w"}),
     }
     paths["empty"].mkdir(parents=True)
+    pointers = root / "pointers"
+    pointers.mkdir()
+    paths["pfifo"] = pointers / "fifo.json"
+    os.mkfifo(paths["pfifo"])  # no writer: reading it would block forever
+    paths["pzero"] = pointers / "zero"
+    paths["pzero"].mkdir()
+    os.symlink("/dev/zero", paths["pzero"] / "checkpoint.json")
+    paths["pdeep"] = pointers / "deep.json"
+    paths["pdeep"].write_text("[" * 100_000 + "]" * 100_000)  # far under the byte bound
+    paths["pgood"] = pointers / "good.json"
+    sha = "a" * 40
+    paths["pgood"].write_text(json.dumps({"repo": "o/r", "subfolder": "checkpoint-1", "revision": sha, "step": 1,
+                                          "hub_url": f"http://127.0.0.1:9/o/r/tree/{sha}/checkpoint-1"}))
     (paths["empty"] / "sub").mkdir()  # only directories: still nothing to push
     paths["afile"].write_bytes(b"x")
     outside = write_checkpoint(tmp_path / "outside", {"secret.txt": b"secret"})

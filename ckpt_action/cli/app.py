@@ -443,8 +443,9 @@ def pull(repo: str | None, subfolder: str | None, use_latest: bool, pointer: str
             raise InputError("--revision does not go with a pointer: the pointer pins the SHA")
         from ckpt_action.wandb import pointer as wandb_pointer
 
-        pointed = (wandb_pointer.read_pointer(pointer) if pointer
-                   else wandb_pointer.fetch_pointer(str(from_wandb), timeout=settings.timeout))
+        pointed = (wandb_pointer.read_pointer(pointer, max_bytes=settings.max_pointer_bytes) if pointer
+                   else wandb_pointer.fetch_pointer(str(from_wandb), timeout=settings.timeout,
+                                                 max_bytes=settings.max_pointer_bytes))
         _check_pointer_origin(pointed, settings.endpoint)
         if repo and names.repo_id(repo) != pointed.repo:
             raise InputError(f"--repo {repo} disagrees with the pointer's repo {pointed.repo}: drop --repo")

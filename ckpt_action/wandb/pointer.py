@@ -26,10 +26,11 @@ import contextlib
 import json
 import os
 import re
+import stat
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -37,11 +38,14 @@ from urllib.parse import urlsplit
 from ckpt_action import names
 from ckpt_action.errors import CkptError, InputError
 from ckpt_action.handle import CHECKPOINT_RE, DEFAULT_ENDPOINT, SHA_RE, CheckpointHandle, step_of
+from ckpt_action.settings import Settings
 
 ARTIFACT_TYPE = "model-pointer"
 POINTER_FILE = "checkpoint.json"
 CORE_KEYS = ("repo", "subfolder", "revision", "step", "hub_url")
-MAX_POINTER_BYTES = 1 << 20
+_MAX_POINTER_BYTES: int = next(f.default for f in fields(Settings) if f.name == "max_pointer_bytes")  # type: ignore[assignment]
+# A pointer is a flat object with one level of extra fields: deeper JSON is not one.
+MAX_POINTER_DEPTH = 32
 
 # Conservative subset of what W&B accepts (it only forbids "/" and > 128 chars): also keeps
 # ":" out, so ENTITY/PROJECT/NAME:ALIAS stays unambiguous.
@@ -375,7 +379,7 @@ def log_pointer(
 
 
 def _bad(path: Path, why: str) -> InputError:
-    return InputError(f"invalid pointer file {path}: {why}")
+    return InputError(f"--pointer: invalid pointer file {path}: {why}")
 
 
 def _check_repo(path: Path, repo: object) -> str:
@@ -418,27 +422,79 @@ def _endpoint_from(path: Path, hub_url: object, suffix: str) -> str:
     return endpoint
 
 
-def read_pointer(path: str | os.PathLike[str]) -> CheckpointHandle:
+def _read_bounded(p: Path, max_bytes: int | None) -> Any:
+    """The JSON of a pointer file, nested at most MAX_POINTER_DEPTH deep.
+
+    A regular file only (opened non-blocking, then fstat: a FIFO, /dev/zero or a link to
+    one is refused before a byte is read), at most ``max_bytes`` (the setting
+    CKPT_MAX_POINTER_BYTES) read, whatever the file claims its size is.
+    """
+    limit = _MAX_POINTER_BYTES if max_bytes is None else max_bytes
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise InputError(f"--pointer file not found: {p}") from None
+    except OSError as exc:
+        raise InputError(f"--pointer: cannot read pointer file {p}: {_one_line(exc)}") from None
+    with open(fd, "rb", buffering=0) as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _bad(p, "not a regular file (a FIFO, device or directory): give the checkpoint.json itself")
+        try:
+            raw = fh.read(limit + 1)
+        except OSError as exc:
+            raise InputError(f"--pointer: cannot read pointer file {p}: {_one_line(exc)}") from None
+    if raw is None or len(raw) > limit:
+        raise _bad(p, f"more than {limit} bytes, too large for a pointer (raise CKPT_MAX_POINTER_BYTES if it"
+                      " really is one)")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _bad(p, "not UTF-8 text") from None
+    if _nesting(text) > MAX_POINTER_DEPTH:
+        raise _bad(p, f"JSON nested more than {MAX_POINTER_DEPTH} levels deep, not a pointer")
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise _bad(p, "not valid JSON") from None
+
+
+def _nesting(text: str) -> int:
+    """How deep arrays and objects nest in JSON text (brackets inside strings aside): one
+    linear pass, so the parser, which recurses per level, never sees a hostile depth."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def read_pointer(path: str | os.PathLike[str], *, max_bytes: int | None = None) -> CheckpointHandle:
     """Read and validate a ``checkpoint.json`` (or a directory holding one) into a handle.
 
     Checks the repo id shape, a 40-hex revision, a relative subfolder and, when present,
     that ``hub_url`` is ``<endpoint>/<repo>/tree/<revision>/<subfolder>``; the endpoint is
     taken from it (else the default). ``repo_id`` (the original helper's key) is accepted
-    for ``repo``. Raises :class:`InputError` with a one-line message otherwise.
+    for ``repo``. Raises :class:`InputError` with a one-line message otherwise. The file is
+    read only if it is a regular file, at most ``max_bytes`` (default: the
+    ``max_pointer_bytes`` setting's), and parsed only if its nesting is shallow.
     """
     p = Path(path)
     if p.is_dir():
         p = p / POINTER_FILE
-    try:
-        if p.stat().st_size > MAX_POINTER_BYTES:
-            raise _bad(p, "too large for a pointer")
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"pointer file not found: {p}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read pointer file {p}: {_one_line(exc)}") from None
-    except ValueError:
-        raise _bad(p, "not valid JSON") from None
+    data = _read_bounded(p, max_bytes)
     if not isinstance(data, dict):
         raise _bad(p, "expected a JSON object")
     repo = _check_repo(p, data.get("repo", data.get("repo_id")))
@@ -458,7 +514,7 @@ def read_pointer(path: str | os.PathLike[str]) -> CheckpointHandle:
     return CheckpointHandle(repo=repo, subfolder=subfolder, revision=revision, step=step, endpoint=endpoint)
 
 
-def fetch_pointer(ref: str, *, timeout: float) -> CheckpointHandle:
+def fetch_pointer(ref: str, *, timeout: float, max_bytes: int | None = None) -> CheckpointHandle:
     """Resolve ``ENTITY/PROJECT/NAME:ALIAS`` on W&B, download its ``checkpoint.json``, read it.
 
     Online only: with WANDB_MODE offline/disabled raises :class:`WandbError` at once.
@@ -475,7 +531,7 @@ def fetch_pointer(ref: str, *, timeout: float) -> CheckpointHandle:
                 raise InputError(f"W&B artifact {ref} has type {artifact.type!r}, not {ARTIFACT_TYPE!r}")
             with tempfile.TemporaryDirectory(prefix="ckpt-pointer-") as tmp:
                 root = artifact.download(root=tmp)
-                return read_pointer(root)
+                return read_pointer(root, max_bytes=max_bytes)
         except CkptError:
             raise
         except Exception as exc:  # noqa: BLE001 - any wandb failure becomes WandbError
