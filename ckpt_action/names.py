@@ -17,11 +17,12 @@ from ckpt_action.handle import DEFAULT_ENDPOINT, SHA_RE, step_of
 # The Hub's own rule (huggingface_hub.utils.validate_repo_id), plus a mandatory owner:
 # a bare name would resolve against whoever the token belongs to, which CI jobs
 # sharing a checkpoint repo must not depend on.
-# Every pattern here is used with fullmatch: "$" alone would let a trailing newline through.
+# Every pattern here is anchored with \A...\Z (and used with fullmatch): "$" alone would let a
+# trailing newline through.
 _REPO_PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
-_REPO_RE = re.compile(rf"{_REPO_PART}/{_REPO_PART}")
-_SEGMENT_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+=@-]{0,199}")
-_REF_RE = re.compile(r"[A-Za-z0-9._/-]{1,200}")
+_REPO_RE = re.compile(rf"\A{_REPO_PART}/{_REPO_PART}\Z")
+_SEGMENT_RE = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9._+=@-]{0,199}\Z")
+_REF_RE = re.compile(r"\A[A-Za-z0-9._/-]{1,200}\Z")
 # What the Hub refuses in a file name, and what would confuse a log or a shell: control
 # characters (newlines included) and backslashes.
 BAD_NAME_RE = re.compile(r"[\x00-\x1f\x7f\\]")

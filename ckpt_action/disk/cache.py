@@ -44,7 +44,7 @@ DEFAULT_MAX_SIZE = 50 * 1024**3
 # Entries looked at when evicting: far beyond any real cache, small enough to bound the walk.
 MAX_ENTRIES = 1_000_000
 _COPY_CHUNK = 8 * 1024 * 1024
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_SHA256 = re.compile(r"\A[0-9a-f]{64}\Z")
 _UNITS = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
 

@@ -42,8 +42,8 @@ MAX_RECORD_BYTES = 64 * 1024 * 1024
 # Entries looked at in an existing target before giving up on it: a pull target is a
 # checkpoint, not a tree of millions of files, and the walk must stay bounded.
 MAX_TARGET_ENTRIES = 200_000
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
-_HEX40 = re.compile(r"^[0-9a-f]{40}$")
+_HEX64 = re.compile(r"\A[0-9a-f]{64}\Z")
+_HEX40 = re.compile(r"\A[0-9a-f]{40}\Z")
 _STAGING_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789_"
 
 
@@ -196,7 +196,7 @@ def staging_prefix(target: Path) -> str:
 
 
 def _staging_re(target: Path) -> re.Pattern[str]:
-    return re.compile(rf"^{re.escape(staging_prefix(target))}(?:old-)?[a-z0-9_]{{8}}$")
+    return re.compile(rf"\A{re.escape(staging_prefix(target))}(?:old-)?[a-z0-9_]{{8}}\Z")
 
 
 def make_staging(target: Path, kind: str = "") -> Path:

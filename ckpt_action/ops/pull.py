@@ -62,7 +62,7 @@ DOWNLOAD_THREADS = 8
 THREADED_HASH_MIN = 16 * 1024 * 1024
 # What a Hub ETag is: a git blob id or an LFS sha256, maybe weak or quoted. Anything else
 # (a path, "../x") is a hostile or broken server; huggingface_hub itself does not check.
-_ETAG_RE = re.compile(r'^(W/)?"?[0-9A-Za-z_.:+=-]{1,128}"?$')
+_ETAG_RE = re.compile(r'\A(W/)?"?[0-9A-Za-z_.:+=-]{1,128}"?\Z')
 
 
 class Cancelled(Stopped):

@@ -49,11 +49,12 @@ MAX_POINTER_DEPTH = 32
 
 # Conservative subset of what W&B accepts (it only forbids "/" and > 128 chars): also keeps
 # ":" out, so ENTITY/PROJECT/NAME:ALIAS stays unambiguous.
-ARTIFACT_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+ARTIFACT_NAME_RE = re.compile(r"\A[A-Za-z0-9._-]{1,128}\Z")
 ARTIFACT_NAME_MAX = 128
-# ENTITY/PROJECT/NAME:ALIAS (entity optional, as wandb allows).
-_REF_RE = re.compile(r"^(?:[^/:\s]+/)?[^/:\s]+/[A-Za-z0-9._-]+:[A-Za-z0-9._-]+$")
-_REGISTRY_TARGET_RE = re.compile(r"^(?:[^/:\s]+/)?wandb-registry-[A-Za-z0-9._-]+/[A-Za-z0-9._-]+$")
+# ENTITY/PROJECT/NAME:ALIAS (entity optional, as wandb allows). Every pattern here is anchored
+# with \A...\Z: "$" would let a trailing newline through .match.
+_REF_RE = re.compile(r"\A(?:[^/:\s]+/)?[^/:\s]+/[A-Za-z0-9._-]+:[A-Za-z0-9._-]+\Z")
+_REGISTRY_TARGET_RE = re.compile(r"\A(?:[^/:\s]+/)?wandb-registry-[A-Za-z0-9._-]+/[A-Za-z0-9._-]+\Z")
 # Environment values that must never end up in a pointer.
 _SECRET_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY")
 _OFFLINE_MODES = ("offline", "dryrun", "disabled")
