@@ -273,6 +273,7 @@ def log_pointer(
     >>> ckpt.log_pointer(h).aliases  # doctest: +SKIP
     ('latest', 'step-300')
     """
+    check_wandb_inputs(project=project, entity=entity, artifact_name=artifact_name)
     from ckpt_action.wandb import pointer as wandb_pointer
 
     if run is None:
@@ -285,6 +286,18 @@ def log_pointer(
         return wandb_pointer.log_pointer(handle, project=project, entity=entity or os.environ.get("WANDB_ENTITY"),
                                          artifact_name=artifact_name, extra=extra)
     return wandb_pointer.log_pointer_to_run(handle, run, artifact_name=artifact_name, extra=extra)
+
+
+def check_wandb_inputs(*, project: str | None = None, entity: str | None = None, run_id: str | None = None,
+                       artifact_name: str | None = None, registry: str | None = None,
+                       flags: dict[str, str] | None = None) -> None:
+    """Refuse bad W&B inputs (InputError naming the one to change) before any request; the
+    CLI calls this with its flag names before a push or promote starts, ``log_pointer``
+    before W&B is imported."""
+    from ckpt_action.wandb.pointer import check_inputs
+
+    check_inputs(project=project, entity=entity, run_id=run_id, artifact_name=artifact_name, registry=registry,
+                 flags=flags)
 
 
 def active_wandb_run() -> Any:

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import click
 
-from ckpt_action import names
+from ckpt_action import api, names
 from ckpt_action.ci.escaping import escape
 from ckpt_action.ci.outputs import (
     append_summary,
@@ -178,6 +178,10 @@ def hub_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     ])
 
 
+_WANDB_FLAGS = {"project": "--wandb-project", "entity": "--wandb-entity", "run_id": "--wandb-run-id",
+                "artifact_name": "--wandb-artifact-name", "registry": "--wandb-registry"}
+
+
 def wandb_options(*, registry: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """The W&B pointer options, handed over as ``wandb``; promote adds --wandb-registry."""
 
@@ -188,6 +192,13 @@ def wandb_options(*, registry: bool = False) -> Callable[[Callable[..., Any]], C
                     **kwargs: Any) -> Any:
             opts = WandbOptions(wandb_project or None, wandb_entity or None, wandb_run_id or None,
                                 wandb_artifact_name or None, wandb_fatal, wandb_registry or None)
+            if opts.project:  # checked before the command sends anything, not after its commit
+                try:
+                    api.check_wandb_inputs(project=opts.project, entity=opts.entity, run_id=opts.run_id,
+                                           artifact_name=opts.artifact_name, registry=opts.registry,
+                                           flags=_WANDB_FLAGS)
+                except CkptError as exc:
+                    fail(str(exc), exc.exit_code)
             return fn(*args, wandb=opts, **kwargs)
 
         options = [

@@ -55,6 +55,11 @@ ARTIFACT_NAME_MAX = 128
 # with \A...\Z: "$" would let a trailing newline through .match.
 _REF_RE = re.compile(r"\A(?:[^/:\s]+/)?[^/:\s]+/[A-Za-z0-9._-]+:[A-Za-z0-9._-]+\Z")
 _REGISTRY_TARGET_RE = re.compile(r"\A(?:[^/:\s]+/)?wandb-registry-[A-Za-z0-9._-]+/[A-Za-z0-9._-]+\Z")
+# Projects, entities and run ids: W&B refuses "/\\#?%:" in projects and ":;,#?/'" in run ids;
+# this subset also keeps whitespace and control characters out of logs and URLs.
+_WANDB_NAME_RE = re.compile(r"\A[^\s/\\#?%:;,'\"]{1,128}\Z")
+PYTHON_WANDB_FLAGS = {"project": "project=", "entity": "entity=", "run_id": "run_id=",
+                      "artifact_name": "artifact_name=", "registry": "registry="}
 # Environment values that must never end up in a pointer.
 _SECRET_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY")
 _OFFLINE_MODES = ("offline", "dryrun", "disabled")
@@ -129,6 +134,27 @@ def pointer_payload(handle: CheckpointHandle, extra: Mapping[str, Any] | None = 
         if len(secret) >= 8 and secret in text:
             raise InputError(f"refusing to log a pointer containing the value of {var}")
     return payload
+
+
+def check_inputs(*, project: str | None = None, entity: str | None = None, run_id: str | None = None,
+                 artifact_name: str | None = None, registry: str | None = None,
+                 flags: Mapping[str, str] | None = None) -> None:
+    """Refuse a W&B input W&B would refuse (or that would confuse a log), before anything
+    is sent anywhere: push and promote call this before their first request, so a bad
+    name never fails after the commit. ``flags`` names each input in the words of the
+    caller's door (``--wandb-project`` on the CLI; the keyword by default).
+    """
+    said = {**PYTHON_WANDB_FLAGS, **(flags or {})}
+    for key, value in (("project", project), ("entity", entity), ("run_id", run_id)):
+        if value is not None and (not value.isprintable() or not _WANDB_NAME_RE.match(value)):
+            raise InputError(f"{said[key]} {value!r} is not a W&B name: use 1-128 characters without spaces or"
+                             " / \\ # ? % : ; , ' \"")
+    if artifact_name is not None and not ARTIFACT_NAME_RE.match(artifact_name):
+        raise InputError(f"{said['artifact_name']} {artifact_name!r} is not a valid W&B artifact name:"
+                         " use 1-128 of A-Z a-z 0-9 . _ -")
+    if registry is not None and not _REGISTRY_TARGET_RE.match(registry):
+        raise InputError(f"{said['registry']} {registry!r} is not a registry collection: use"
+                         " wandb-registry-NAME/COLLECTION")
 
 
 # --------------------------------------------------------------------------- helpers
