@@ -44,14 +44,14 @@ if [ -z "$image" ]; then
 fi
 
 name="ckpt-action-$$-${RANDOM}"
-run=(run --name "$name" --network host --user "$(id -u):$(id -g)" --workdir "$PWD"
-  --env HF_TOKEN --env HF_ENDPOINT --env HF_HUB_DISABLE_XET --env HF_HUB_DISABLE_TELEMETRY --env CI)
+envs=(--env HF_TOKEN --env HF_ENDPOINT --env HF_HUB_DISABLE_XET --env HF_HUB_DISABLE_TELEMETRY --env CI)
 # By prefix, so nothing is listed twice: the inputs (the CLI reads them), every CKPT_*
 # setting (ckpt_action.settings.Settings declares each with that prefix), W&B's and
 # GitHub's own variables (outputs, summary, workspace).
 while IFS= read -r var; do
-  run+=(--env "$var")
+  envs+=(--env "$var")
 done < <(compgen -e | grep -E '^(INPUT_|CKPT_|WANDB_|GITHUB_)' | grep -vx 'GITHUB_TOKEN' || true)
+run=(run --name "$name" --network host --user "$(id -u):$(id -g)" --workdir "$PWD" "${envs[@]}")
 if [ -t 1 ]; then run+=(--tty); fi
 
 self=""
@@ -68,41 +68,25 @@ fi
 if [ -n "$self" ]; then
   run+=(--volumes-from "$self")
 else
-  # Bind each path the CLI touches at the same path inside the container. local-dir goes
-  # in through its parent: pull renames a staged dir onto it, which a mount point refuses.
-  mounts=("$PWD")
-  local_dir="$(abspath "${INPUT_LOCAL_DIR:-}")"
-  pointer="$(abspath "${INPUT_POINTER:-}")"
-  if [ -n "${local_dir:-}" ]; then
-    case "$local_dir/" in
-      "$PWD"/*) ;;
-      *)
-        parent="$(dirname "$local_dir")"
-        mkdir -p "$parent"  # or nothing would be mounted and the files would stay in the container
-        if [ "$parent" = "/" ]; then mounts+=("$local_dir"); else mounts+=("$parent"); fi
-        ;;
+  # Bind each path the CLI touches at the same path inside the container. Which paths, and
+  # which to create first, the CLI works out in the image after checking the inputs
+  # (ckpt_action/ci/action_inputs.py: container_plan), so a step that will exit 2 creates
+  # nothing; the shell only runs what it prints.
+  check=(run --name "$name-check" --network none --user "$(id -u):$(id -g)" --workdir "$PWD"
+    --volume "$PWD:$PWD" "${envs[@]}")
+  set +e
+  plan="$(docker "${check[@]}" "$image" from-action --mounts)"
+  rc=$?
+  set -e
+  docker rm --force "$name-check" >/dev/null 2>&1 || true
+  if [ "$rc" -ne 0 ]; then exit "$rc"; fi
+  run+=(--volume "$PWD:$PWD")
+  while IFS= read -r line; do
+    case "$line" in
+      "create "*) mkdir -p -- "${line#create }" ;;
+      "mount "*) if [ -e "${line#mount }" ]; then run+=(--volume "${line#mount }:${line#mount }"); fi ;;
     esac
-  fi
-  if [ -n "${pointer:-}" ]; then
-    case "$pointer/" in
-      "$PWD"/*) ;;
-      *) mounts+=("$(dirname "$pointer")") ;;
-    esac
-  fi
-  cache_dir="$(abspath "${INPUT_CACHE_DIR:-}")"
-  if [ -n "${cache_dir:-}" ]; then
-    case "$cache_dir/" in
-      "$PWD"/*) ;;
-      *)
-        mkdir -p "$cache_dir"  # or nothing would be mounted and the cache would die with the container
-        mounts+=("$cache_dir")
-        ;;
-    esac
-  fi
-  mounts+=("${GITHUB_OUTPUT:-}" "${GITHUB_STEP_SUMMARY:-}")
-  for p in "${mounts[@]}"; do
-    if [ -n "$p" ] && [ -e "$p" ]; then run+=(--volume "$p:$p"); fi
-  done
+  done <<< "$plan"
 fi
 
 cleanup() { docker rm --force "$name" >/dev/null 2>&1 || true; }

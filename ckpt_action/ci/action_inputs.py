@@ -11,10 +11,11 @@ needs is reachable from some input.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from ckpt_action import names
 from ckpt_action.errors import InputError
 
 MODES = ("push", "latest", "pull", "promote", "list", "prune")
@@ -145,3 +146,65 @@ def argv(env: Mapping[str, str] | None = None, cwd: str | None = None) -> list[s
         if not given & {"subfolder", "pointer", "from-wandb"}:
             args.append("--latest")  # no checkpoint named: the latest complete one
     return args
+
+
+def container_plan(env: Mapping[str, str] | None = None, cwd: str | None = None) -> list[tuple[str, str]]:
+    """What ``action/container.sh`` must create and mount for the inputs in ``env``, as
+    ``("create" | "mount", absolute path)`` pairs, after checking the inputs: a step that
+    will exit 2 is refused here, before the shell creates or mounts anything.
+
+    The working dir is mounted anyway; a ``local-dir`` outside it goes in through its
+    parent (pull renames a staged dir onto it, which a mount point refuses), created if
+    missing, or nothing would be mounted and the files would stay in the container; the
+    ``cache-dir`` likewise; a ``pointer``'s dir; the step's output and summary files.
+
+    >>> container_plan({"INPUT_MODE": "pull", "INPUT_REPO": "o/r", "INPUT_LOCAL_DIR": "/data/ckpt"}, "/w")
+    [('create', '/data'), ('mount', '/data')]
+    """
+    env = os.environ if env is None else env
+    args = argv(env, cwd)
+    base = os.path.abspath(cwd or env.get("GITHUB_WORKSPACE") or os.getcwd())
+    given = {opt: args[i + 1] for i, opt in enumerate(args[:-1]) if opt.startswith("--")}
+    _check_names(given)
+    plan: list[tuple[str, str]] = []
+
+    def outside(path: str) -> bool:
+        return not (path + "/").startswith(base.rstrip("/") + "/")
+
+    local_dir = given.get("--local-dir")
+    if local_dir and outside(local_dir):
+        parent = os.path.dirname(local_dir.rstrip("/")) or "/"
+        if parent == "/":
+            plan.append(("mount", local_dir))
+        else:
+            plan += [("create", parent), ("mount", parent)]
+    pointer = given.get("--pointer")
+    if pointer and outside(pointer):
+        plan.append(("mount", os.path.dirname(pointer)))
+    cache_dir = given.get("--cache-dir")
+    if cache_dir and outside(cache_dir):
+        plan += [("create", cache_dir), ("mount", cache_dir)]
+    plan += [("mount", env[var]) for var in ("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY") if env.get(var)]
+    for _what, path in plan:
+        if not path.isprintable():
+            raise InputError(f"the path {path!r} holds a control character: give a plain path")
+    return plan
+
+
+def _check_names(given: Mapping[str, str]) -> None:
+    """The name rules of the options the command checks first (the same functions), named
+    by the action's input."""
+    checks: dict[str, Callable[[str], object]] = {
+        "--repo": names.repo_id, "--to-repo": names.repo_id,
+        "--subfolder": lambda v: names.subfolder(v, flag="--subfolder"),
+        "--to": lambda v: names.subfolder(v, flag="--to"),
+        "--revision": names.revision,
+        "--tag": lambda v: names.revision(v, flag="--tag"),
+        "--branch": lambda v: names.revision(v, flag="--branch"),
+    }
+    for option, check in checks.items():
+        if option in given:
+            try:
+                check(given[option])
+            except InputError as exc:
+                raise InputError(f"input '{option[2:]}': {exc}") from None

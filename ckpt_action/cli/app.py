@@ -601,15 +601,22 @@ def prune(repo: str, keep_last: int, dry_run: bool, hub: HubOptions) -> None:
 # --- the action and the demo ------------------------------------------------------------
 
 @cli.command("from-action", hidden=True)
+@click.option("--mounts", is_flag=True, help="Only check the inputs and print what the container needs mounted.")
 @click.pass_context
-def from_action(ctx: click.Context) -> None:
+def from_action(ctx: click.Context, mounts: bool) -> None:
     """Run the command the GitHub Action's INPUT_* environment describes (see action_inputs)."""
-    from ckpt_action.ci.action_inputs import argv
+    from ckpt_action.ci.action_inputs import argv, container_plan
 
     try:
         name, *args = argv()
+        plan = container_plan() if mounts else []
     except InputError as exc:
         fail(str(exc), exc.exit_code)
+    if mounts:  # action/container.sh creates and mounts these only once the inputs passed
+        cli.commands[name].make_context(name, list(args), parent=ctx.parent)  # types and options, as the run will
+        for what, path in plan:
+            click.echo(f"{what} {path}")
+        return
     echo(f"ckpt-action {name} " + " ".join(args), err=True)
     sub = cli.commands[name]
     with sub.make_context(name, args, parent=ctx.parent) as sub_ctx:
