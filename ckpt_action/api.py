@@ -341,7 +341,7 @@ def promote(
     to = names.subfolder(to, flag="to")
     tag = names.revision(tag)
     branch = names.revision(branch)
-    target_repo = names.repo_id(to_repo) if to_repo else None
+    target_repo = names.repo_id(to_repo, flag="to_repo=") if to_repo else None
     if target_repo and branch:
         raise InputError("branch= does not go with to_repo=: promote into the other repo's main")
     settings = _settings(endpoint, token, timeout, retries)

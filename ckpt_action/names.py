@@ -40,17 +40,17 @@ _RESERVED_SEGMENTS = {".git", ".cache", ".huggingface", ".gitattributes", ".giti
 HUB_HOSTS = {"huggingface.co", "hf.co", "www.huggingface.co"}
 
 
-def repo_id(value: str | None) -> str:
-    """Check a repo id of the form ``owner/name``.
+def repo_id(value: str | None, flag: str = "--repo") -> str:
+    """Check a repo id of the form ``owner/name`` (``flag`` names it in messages).
 
     >>> repo_id("org/llama-sft")
     'org/llama-sft'
     """
     if not value:
-        raise InputError("--repo is required: give the Hub model repo as OWNER/NAME")
+        raise InputError(f"{flag} is required: give the Hub model repo as OWNER/NAME")
     if not _REPO_RE.fullmatch(value) or "--" in value or ".." in value or value.endswith(".git"):
         raise InputError(
-            f"--repo {value!r} is not a valid repo id: use OWNER/NAME with letters, digits, '-', '_' or '.'"
+            f"{flag} {value!r} is not a valid repo id: use OWNER/NAME with letters, digits, '-', '_' or '.'"
             " (no '--' or '..', not ending in .git)"
         )
     return value

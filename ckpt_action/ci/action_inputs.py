@@ -195,8 +195,9 @@ def _check_names(given: Mapping[str, str]) -> None:
     """The name rules of the options the command checks first (the same functions), named
     by the action's input."""
     checks: dict[str, Callable[[str], object]] = {
-        "--repo": names.repo_id, "--to-repo": names.repo_id,
+        "--repo": names.repo_id,
         "--subfolder": lambda v: names.subfolder(v, flag="--subfolder"),
+        "--to-repo": lambda v: names.repo_id(v, flag="--to-repo"),
         "--to": lambda v: names.subfolder(v, flag="--to"),
         "--revision": names.revision,
         "--tag": lambda v: names.revision(v, flag="--tag"),

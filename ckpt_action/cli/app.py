@@ -507,7 +507,7 @@ def promote(repo: str, subfolder: str, revision: str | None, to: str, to_repo: s
     revision = names.revision(revision)
     tag = names.revision(tag, flag="--tag") if tag else None
     branch = names.revision(branch, flag="--branch") if branch else None
-    to_repo = names.repo_id(to_repo) if to_repo else None
+    to_repo = names.repo_id(to_repo, flag="--to-repo") if to_repo else None
     if to_repo and branch:
         raise InputError("--branch does not go with --to-repo: promote into the other repo's main")
     settings = hub.settings()
