@@ -28,17 +28,19 @@ b'weights'
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ckpt_action import names
 from ckpt_action.disk.source import local_dir_to_push
 from ckpt_action.disk.target import pull_target
 
-from .errors import InputError, NoCheckpointError, NotFoundError
+from .errors import InputError, LocalIOError, NoCheckpointError, NotFoundError
 from .handle import SHA_RE, CheckpointHandle
 from .settings import Settings
 
@@ -54,6 +56,29 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ckpt_action")
 PathLike = str | os.PathLike[str]
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _local_errors(fn: _F) -> _F:
+    """A local I/O failure (a file that cannot be read, a dir that cannot be written, a
+    full disk) raised anywhere under an API call leaves it as :class:`LocalIOError`, a
+    CkptError naming the path, never as a bare OSError. Network failures are the
+    transport's to translate (and are RemoteError by then)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (ConnectionError, TimeoutError):
+            raise
+        except OSError as exc:
+            where = f" on {exc.filename}" if exc.filename else ""
+            raise LocalIOError(f"{fn.__name__}: a local file operation failed{where} ({exc.strerror or exc}):"
+                               " check the permissions and free space there") from exc
+
+    return wrapper  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -139,6 +164,7 @@ def _source(source: CheckpointHandle | str, subfolder: str | None, revision: str
 # --------------------------------------------------------------------------- push, latest, pull
 
 
+@_local_errors
 def push(
     local_dir: PathLike,
     repo: str,
@@ -173,6 +199,7 @@ def push(
                       commit_message=commit_message).handle
 
 
+@_local_errors
 def latest(
     repo: str,
     *,
@@ -201,6 +228,7 @@ def latest(
     return handle
 
 
+@_local_errors
 def pull(
     source: CheckpointHandle | str,
     local_dir: PathLike,
@@ -253,6 +281,7 @@ def pull(
 # --------------------------------------------------------------------------- W&B
 
 
+@_local_errors
 def log_pointer(
     handle: CheckpointHandle,
     run: Any = None,
@@ -311,6 +340,7 @@ def active_wandb_run() -> Any:
 # --------------------------------------------------------------------------- promote, list, prune
 
 
+@_local_errors
 def promote(
     source: CheckpointHandle | str,
     to: str,
@@ -354,6 +384,7 @@ def promote(
     return core_promote(remote, sub, rev, to, tag=tag, branch=branch, target=target).handle
 
 
+@_local_errors
 def list_checkpoints(
     repo: str,
     *,
@@ -388,6 +419,7 @@ def list_checkpoints(
     return core_list(remote, revision)[1]
 
 
+@_local_errors
 def prune(
     repo: str,
     keep_last: int,
