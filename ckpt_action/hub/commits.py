@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from ckpt_action.errors import CkptError, RemoteError
 from ckpt_action.handle import commit_id
-from ckpt_action.hub.transport import is_transient, retry_wait
+from ckpt_action.hub.transport import is_transient, retry_budget, retry_wait
 from ckpt_action.progress import Ticker, bytes_read_since_now
 
 if TYPE_CHECKING:
@@ -106,7 +106,8 @@ class _Budget:
 
     def failure(self, exc: BaseException) -> None:
         settings = self.remote.settings
-        if self.failures >= settings.retries:
+        # A failed preupload or LFS upload was already retried by the client: one more round.
+        if self.failures >= retry_budget(settings, exc):
             raise self.remote.error(exc, self.what) from exc
         log.warning("%s: the commit failed (%s); reading the head again before retrying", self.what,
                     type(exc).__name__)
