@@ -130,8 +130,16 @@ def commit(remote: RemoteRepo, plan: Callable[[str | None], CommitPlan | None], 
     ``replan_on``: a failure the writer can fix by planning again (push: a local file
     changed while it was sent); it counts as a conflict.
 
-    >>> commit(repo, lambda head: None if done(head) else CommitPlan(ops, "Prune"), what="pruning")  # doctest: +SKIP
-    CommitOutcome(revision='9ac0…', landed=[CommitPlan(...)], last=CommitPlan(...))
+    >>> from huggingface_hub import CommitOperationAdd
+    >>> from ckpt_action.hub.repo import RemoteRepo
+    >>> remote = RemoteRepo(settings, "org/run")
+    >>> def plan(head):  # one file, unless the head already has it
+    ...     if remote.files(head, "notes").get("a.txt"):
+    ...         return None
+    ...     return CommitPlan([CommitOperationAdd("notes/a.txt", b"hi")], "Add a note", final=True)
+    >>> out = commit(remote, plan, what="adding a note")
+    >>> len(out.revision), len(out.landed), commit(remote, plan, what="adding a note").landed
+    (40, 1, [])
     """
     from huggingface_hub.errors import HfHubHTTPError
 

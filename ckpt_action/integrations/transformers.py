@@ -108,8 +108,11 @@ class CheckpointCallback(TrainerCallback):
     checked here, so a bad one fails before training starts. ``artifact_name`` names the
     W&B pointer; ``log_to_wandb=False`` logs none.
 
-    >>> callbacks = [CheckpointCallback(repo="org/run")]  # doctest: +SKIP
-    >>> trainer = Trainer(model, args, train_dataset=ds, callbacks=callbacks)  # doctest: +SKIP
+    >>> callback = CheckpointCallback(repo="org/run")  # HF_ENDPOINT, HF_TOKEN as for push
+    >>> callback
+    CheckpointCallback(repo='org/run')
+
+    then ``Trainer(model, args, train_dataset=ds, callbacks=[callback])``.
     """
 
     def __init__(
@@ -272,7 +275,12 @@ def resume_from_hub(
     Call it once per machine before training reads ``output_dir`` (e.g. on the main
     process, before the others start): two processes pulling into one folder race.
 
-    >>> trainer.train(resume_from_checkpoint=resume_from_hub("org/run", args.output_dir))  # doctest: +SKIP
+    >>> resume_from_hub("org/run", "output") == str(scratch / "output" / "checkpoint-300")
+    True
+    >>> resume_from_hub("org/empty", "output") is None  # a first run
+    True
+
+    then ``trainer.train(resume_from_checkpoint=resume_from_hub("org/run", args.output_dir))``.
     """
     options: dict[str, Any] = {"endpoint": endpoint, "token": token, "timeout": timeout, "retries": retries}
     found = api.latest(repo, revision=revision, **options)

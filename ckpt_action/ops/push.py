@@ -197,8 +197,11 @@ def push(
 ) -> PushResult:
     """Push ``local_dir`` to ``subfolder`` of ``remote`` and return the SHA holding it complete.
 
-    >>> push(RemoteRepo(settings, "org/run"), Path("out/checkpoint-300"), "checkpoint-300", step=300)  # doctest: +SKIP
-    PushResult(handle=CheckpointHandle(repo='org/run', subfolder='checkpoint-300', revision='3f1c…', ...), ...)
+    >>> res = push(RemoteRepo(settings, "org/run"), Path("out/sft"), "sft")
+    >>> res.handle.subfolder, res.commits, res.uploaded_files
+    ('sft', 1, 1)
+    >>> push(RemoteRepo(settings, "org/run"), Path("out/sft"), "sft").commits  # identical content: no commit
+    0
     """
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
