@@ -75,3 +75,17 @@ def test_one_file_name_rule_for_push_and_every_reader(name, hub_server, hf_clien
     pushed = cli("push", "--repo", "o/r", "--local-dir", str(src), "--step", "2", env=env_for(hub, tmp_path))
     assert pushed.code == 2, pushed.stdout + pushed.stderr
     assert "--local-dir" in one_line_error(pushed.stderr)
+
+
+def test_the_file_count_bound_is_checked_by_the_walk(tmp_path, monkeypatch):
+    """The 100,001st file is refused by the one walk (a bound of 5 here, so the test stays small)."""
+    from ckpt_action.checkpoint import localfiles
+    from ckpt_action.disk.source import local_dir_to_push
+    from ckpt_action.errors import InputError
+
+    monkeypatch.setattr(localfiles, "MAX_PUSH_FILES", 5)
+    src = write_checkpoint(tmp_path / "src", {f"d{i % 2}/f{i}.bin": b"x" for i in range(5)})
+    assert local_dir_to_push(str(src)) == src
+    (src / "d1" / "one-more.bin").write_bytes(b"x")
+    with pytest.raises(InputError, match="more than 5 files"):
+        local_dir_to_push(str(src))
