@@ -18,6 +18,11 @@ from pathlib import Path
 from ckpt_action.errors import InputError
 from ckpt_action.names import MAX_PUSH_DEPTH, MAX_PUSH_FILES, file_name_problem
 
+# Windows has neither flag; there the lstat of the walk and the realpath check below remain.
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+
 
 def local_files(root: Path) -> dict[str, Path]:
     """Every file under ``root``, keyed by posix path relative to it, each checked.
@@ -97,7 +102,7 @@ def open_regular(path: str | os.PathLike[str]) -> int:
     device (``O_NONBLOCK`` so opening one cannot hang, then ``fstat``). Returns the fd."""
     name = os.fspath(path)
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(name, os.O_RDONLY | _NOFOLLOW | _NONBLOCK | _CLOEXEC)
     except OSError:
         if os.path.islink(name):
             raise InputError(f"--local-dir: {name} became a symlink while it was pushed: push a dir nothing"
@@ -108,5 +113,6 @@ def open_regular(path: str | os.PathLike[str]) -> int:
         os.close(fd)
         raise InputError(f"--local-dir: {name} became a symlink or special file while it was pushed: push a dir"
                          " nothing writes into")
-    os.set_blocking(fd, True)
+    if _NONBLOCK:
+        os.set_blocking(fd, True)
     return fd
