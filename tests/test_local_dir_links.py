@@ -89,3 +89,10 @@ def test_the_file_count_bound_is_checked_by_the_walk(tmp_path, monkeypatch):
     (src / "d1" / "one-more.bin").write_bytes(b"x")
     with pytest.raises(InputError, match="more than 5 files"):
         local_dir_to_push(str(src))
+
+
+def test_the_readme_states_the_walks_bounds():
+    from tests.conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"nesting past {names.MAX_PUSH_DEPTH} levels" in readme
