@@ -70,6 +70,14 @@ def test_a_step_that_will_exit_2_creates_nothing(inputs, tmp_path):
     assert not any(" from-action" in c and "--mounts" not in c for c in calls), "ran the command itself"
 
 
+def test_a_push_of_a_missing_dir_creates_no_parent(tmp_path):
+    missing = tmp_path / "outside" / "deep" / "ckpt"
+    proc, _calls = _run(tmp_path, mode="push", repo="o/r", step="1", local_dir=str(missing))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "does not exist" in proc.stdout + proc.stderr
+    assert not (tmp_path / "outside").exists(), "a push created the parent of its local dir"
+
+
 def test_good_inputs_mount_the_local_dir_parent_and_the_cache(tmp_path):
     target = tmp_path / "outside" / "deep" / "ckpt"
     cache = tmp_path / "cache" / "ckpt"

@@ -154,9 +154,10 @@ def container_plan(env: Mapping[str, str] | None = None, cwd: str | None = None)
     will exit 2 is refused here, before the shell creates or mounts anything.
 
     The working dir is mounted anyway; a ``local-dir`` outside it goes in through its
-    parent (pull renames a staged dir onto it, which a mount point refuses), created if
-    missing, or nothing would be mounted and the files would stay in the container; the
-    ``cache-dir`` likewise; a ``pointer``'s dir; the step's output and summary files.
+    parent (pull renames a staged dir onto it, which a mount point refuses), for a pull
+    created if missing, or nothing would be mounted and the files would stay in the
+    container; the ``cache-dir`` likewise; a ``pointer``'s dir; the step's output and
+    summary files.
 
     >>> container_plan({"INPUT_MODE": "pull", "INPUT_REPO": "o/r", "INPUT_LOCAL_DIR": "/data/ckpt"}, "/w")
     [('create', '/data'), ('mount', '/data')]
@@ -177,7 +178,9 @@ def container_plan(env: Mapping[str, str] | None = None, cwd: str | None = None)
         if parent == "/":
             plan.append(("mount", local_dir))
         else:
-            plan += [("create", parent), ("mount", parent)]
+            # Only a pull writes there: a push reads a dir that must exist already.
+            plan += [("create", parent)] if args[0] == "pull" else []
+            plan.append(("mount", parent))
     pointer = given.get("--pointer")
     if pointer and outside(pointer):
         plan.append(("mount", os.path.dirname(pointer)))
