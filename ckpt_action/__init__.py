@@ -42,6 +42,7 @@ _EXPORTS: dict[str, str] = {
     "IntegrityError": "errors",
     "NoCheckpointError": "errors",
     "ConflictError": "errors",
+    "LocalIOError": "errors",
     "WandbError": "wandb.sdk",
 }
 __all__ = [  # the same names as _EXPORTS (a test checks)
@@ -52,6 +53,7 @@ __all__ = [  # the same names as _EXPORTS (a test checks)
     "ConflictError",
     "InputError",
     "IntegrityError",
+    "LocalIOError",
     "NoCheckpointError",
     "NotFoundError",
     "PointerResult",
@@ -80,6 +82,7 @@ if TYPE_CHECKING:
         ConflictError,
         InputError,
         IntegrityError,
+        LocalIOError,
         NoCheckpointError,
         NotFoundError,
         RemoteError,

@@ -37,7 +37,7 @@ def latest(remote: RemoteRepo, revision: str | None = None) -> LatestResult:
     branch is "none"; any other failure raises, because "could not tell" must never look
     like "start from scratch".
 
-    >>> latest(RemoteRepo(settings, "org/run")).handle.subfolder  # doctest: +SKIP
+    >>> latest(RemoteRepo(settings, "org/run")).handle.subfolder
     'checkpoint-300'
     """
     try:

@@ -242,8 +242,9 @@ def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path,
          sha: str | None = None, select: Selection | None = None, cache: CacheConfig | None = None) -> PullResult:
     """Download ``subfolder`` at ``revision`` into ``target`` (its contents, not a nested folder).
 
-    >>> pull(RemoteRepo(settings, "org/run"), "checkpoint-300", None, Path("resume"))  # doctest: +SKIP
-    PullResult(handle=CheckpointHandle(..., revision='3f1c…'), local_dir=PosixPath('resume'), ...)
+    >>> res = pull(RemoteRepo(settings, "org/run"), "checkpoint-300", None, Path("resume"))
+    >>> res.handle.revision == sha, (Path("resume") / "config.json").read_text()
+    (True, '{"step": 300}')
     """
     select = select or Selection()
 
