@@ -14,30 +14,27 @@ import pytest
 
 import ckpt_action
 from ckpt_action import names
-from ckpt_action.disk import cache, target
+from ckpt_action.disk import target
 from ckpt_action.errors import InputError
-from ckpt_action.handle import CHECKPOINT_RE, SHA_RE, CheckpointHandle
-from ckpt_action.hub import listing
-from ckpt_action.ops import pull
-from ckpt_action.wandb import pointer
+from ckpt_action.handle import CHECKPOINT_RE, SHA256_RE, SHA_RE, CheckpointHandle
+from ckpt_action.hub import fetch
+from ckpt_action.wandb import sdk as pointer
 
 SHA = "a" * 40
 # (pattern, a value it must accept)
 VALIDATORS = [
-    (pointer.ARTIFACT_NAME_RE, "org--run--checkpoint"),
-    (pointer._REF_RE, "entity/project/name:latest"),
-    (pointer._REGISTRY_TARGET_RE, "wandb-registry-model/llama"),
-    (target._HEX64, "b" * 64),
-    (target._HEX40, SHA),
+    (names.WANDB_ARTIFACT_RE, "org--run--checkpoint"),
+    (names.WANDB_REF_RE, "entity/project/name:latest"),
+    (names.WANDB_REGISTRY_RE, "wandb-registry-model/llama"),
+    (names.WANDB_NAME_RE, "llama-sft"),
+    (SHA256_RE, "b" * 64),
     (target._staging_re(Path("/x/dest")), ".dest.ckpt-abcd_123"),
-    (cache._SHA256, "c" * 64),
-    (pull._ETAG_RE, '"' + "d" * 64 + '"'),
+    (fetch._ETAG_RE, '"' + "d" * 64 + '"'),
     (names._REPO_RE, "org/run"),
     (names._SEGMENT_RE, "checkpoint-7"),
     (names._REF_RE, "main"),
     (SHA_RE, SHA),
     (CHECKPOINT_RE, "checkpoint-7"),
-    (listing._SHA256_RE, "e" * 64),
 ]
 
 

@@ -168,30 +168,35 @@ def _endpoint_from(path: str, hub_url: object, suffix: str) -> str:
     return endpoint
 
 
-def _read_bounded(p: Path, max_bytes: int | None) -> Any:
+def _read_bounded(p: Path, max_bytes: int | None, name: str) -> Any:
     """The JSON of a pointer file, nested at most MAX_POINTER_DEPTH deep.
 
     A regular file only (opened non-blocking, then fstat: a FIFO, /dev/zero or a link to
     one is refused before a byte is read), at most ``max_bytes`` (the setting
-    CKPT_MAX_POINTER_BYTES) read, whatever the file claims its size is.
+    CKPT_MAX_POINTER_BYTES) read, whatever the file claims its size is. Errors name the
+    parameter ``name`` that gave the file.
     """
     where = f"pointer file {p}"
+
+    def _bad(where: str, why: str) -> InputError:
+        return InputError(f"{param(name)}: invalid {where}: {why}", param=name)
+
     limit = MAX_POINTER_BYTES if max_bytes is None else max_bytes
     try:
         fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
-        raise InputError(f"{param('pointer')}: pointer file not found: {p}", param="pointer") from None
+        raise InputError(f"{param(name)}: pointer file not found: {p}", param=name) from None
     except OSError as exc:
-        raise InputError(f"{param('pointer')}: cannot read pointer file {p}: {type(exc).__name__}:"
-                         f" {one_line(exc)}", param="pointer") from None
+        raise InputError(f"{param(name)}: cannot read pointer file {p}: {type(exc).__name__}:"
+                         f" {one_line(exc)}", param=name) from None
     with open(fd, "rb", buffering=0) as fh:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise _bad(where, "not a regular file (a FIFO, device or directory): give the checkpoint.json itself")
         try:
             raw = fh.read(limit + 1)
         except OSError as exc:
-            raise InputError(f"{param('pointer')}: cannot read pointer file {p}: {type(exc).__name__}:"
-                             f" {one_line(exc)}", param="pointer") from None
+            raise InputError(f"{param(name)}: cannot read pointer file {p}: {type(exc).__name__}:"
+                             f" {one_line(exc)}", param=name) from None
     if raw is None or len(raw) > limit:
         raise _bad(where, f"more than {limit} bytes, too large for a pointer (raise CKPT_MAX_POINTER_BYTES if it"
                           " really is one)")
@@ -230,7 +235,8 @@ def _nesting(text: str) -> int:
     return deepest
 
 
-def read_pointer(path: str | os.PathLike[str], *, max_bytes: int | None = None) -> CheckpointHandle:
+def read_pointer(path: str | os.PathLike[str], *, max_bytes: int | None = None,
+                 name: str = "pointer") -> CheckpointHandle:
     """Read and validate a ``checkpoint.json`` (or a directory holding one) into a handle.
 
     Checks the repo id shape, a 40-hex revision, a relative subfolder and, when present,
@@ -238,12 +244,13 @@ def read_pointer(path: str | os.PathLike[str], *, max_bytes: int | None = None) 
     taken from it (else the default). ``repo_id`` (the original helper's key) is accepted
     for ``repo``. Raises :class:`InputError` with a one-line message otherwise. The file is
     read only if it is a regular file, at most ``max_bytes`` (default: the
-    ``max_pointer_bytes`` setting's), and parsed only if its nesting is shallow.
+    ``max_pointer_bytes`` setting's), and parsed only if its nesting is shallow; a file it
+    cannot read is reported against the parameter ``name``.
     """
     p = Path(path)
     if p.is_dir():
         p = p / POINTER_FILE
-    return parse_pointer(_read_bounded(p, max_bytes), f"pointer file {p}")
+    return parse_pointer(_read_bounded(p, max_bytes, name), f"pointer file {p}")
 
 
 def parse_pointer(data: object, where: str = "pointer") -> CheckpointHandle:

@@ -328,7 +328,7 @@ def fetch_pointer(ref: str, *, timeout: float, max_bytes: int | None = None) -> 
                 raise InputError(f"W&B artifact {ref} has type {artifact.type!r}, not {ARTIFACT_TYPE!r}")
             with tempfile.TemporaryDirectory(prefix="ckpt-pointer-") as tmp:
                 root = artifact.download(root=tmp)
-                return read_pointer(root, max_bytes=max_bytes)
+                return read_pointer(root, max_bytes=max_bytes, name="from_wandb")
         except CkptError:
             raise
         except Exception as exc:  # noqa: BLE001 - any wandb failure becomes WandbError
