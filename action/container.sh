@@ -75,14 +75,20 @@ if [ -n "$self" ]; then
 else
   # Bind each path the CLI touches at the same path inside the container. Which paths
   # those are is the inputs table's to say (ckpt_action/ci/action_inputs.py, mounts()):
-  # the image answers, since this host may have no Python. One "create|mount|readonly<TAB>PATH"
-  # a line; a dir to create is made here first, or nothing would be mounted and what is
-  # written there would stay in the container; a readonly one is a single file (a key).
-  listing="$(docker run --rm --network none --user "$(id -u):$(id -g)" --workdir "$PWD" "${envs[@]}" \
-    "$image" from-action --print-mounts)" || err "the ckpt-action image could not list its mounts" 1
+  # the image answers, since this host may have no Python, and it checks the inputs first,
+  # so a step that will exit 2 exits here with that code, having created nothing. One
+  # "create|mount|readonly<TAB>PATH" a line; a dir to create is made here first, or nothing
+  # would be mounted and what is written there would stay in the container; a readonly one
+  # is a single file (a key).
+  set +e
+  listing="$(docker run --rm --network none --user "$(id -u):$(id -g)" --workdir "$PWD" --volume "$PWD:$PWD" \
+    "${envs[@]}" "$image" from-action --print-mounts)"
+  rc=$?
+  set -e
+  if [ "$rc" -ne 0 ]; then exit "$rc"; fi
   [ -n "$listing" ] || err "the ckpt-action image listed no mounts" 1
   while IFS=$'\t' read -r how path; do
-    if [ "$how" = create ]; then mkdir -p "$path"; fi
+    if [ "$how" = create ]; then mkdir -p -- "$path"; fi
     if [ -z "$path" ] || [ ! -e "$path" ]; then continue; fi
     if [ "$how" = readonly ]; then run+=(--volume "$path:$path:ro"); else run+=(--volume "$path:$path"); fi
   done <<<"$listing"

@@ -43,6 +43,7 @@ _EXPORTS: dict[str, str] = {
     "NoCheckpointError": "errors",
     "ConflictError": "errors",
     "SignatureError": "checkpoint.signing",
+    "LocalIOError": "errors",
     "WandbError": "wandb.sdk",
 }
 __all__ = [  # the same names as _EXPORTS (a test checks)
@@ -53,6 +54,7 @@ __all__ = [  # the same names as _EXPORTS (a test checks)
     "ConflictError",
     "InputError",
     "IntegrityError",
+    "LocalIOError",
     "NoCheckpointError",
     "NotFoundError",
     "PointerResult",
@@ -82,6 +84,7 @@ if TYPE_CHECKING:
         ConflictError,
         InputError,
         IntegrityError,
+        LocalIOError,
         NoCheckpointError,
         NotFoundError,
         RemoteError,

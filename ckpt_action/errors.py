@@ -175,6 +175,11 @@ class UnreadableManifest(IntegrityError):
     fields, too big). Listing commands skip that folder; reading it is refused."""
 
 
+class LocalIOError(CkptError):
+    """A file operation on this machine failed (permissions, a full disk, an I/O error):
+    the message names the path and the failure. Exit code 1."""
+
+
 class LimitError(CkptError):
     """The Hub's answer went past a bound (pages, entries, bytes of a listing). The message
     names the bound and the setting that raises it. Exit code 1."""

@@ -17,11 +17,12 @@ from ckpt_action.handle import DEFAULT_ENDPOINT, SHA_RE, step_of
 # The Hub's own rule (huggingface_hub.utils.validate_repo_id), plus a mandatory owner:
 # a bare name would resolve against whoever the token belongs to, which CI jobs
 # sharing a checkpoint repo must not depend on.
-# Every pattern here is used with fullmatch: "$" alone would let a trailing newline through.
+# Every pattern here is anchored with \A...\Z (and used with fullmatch): "$" alone would let a
+# trailing newline through.
 _REPO_PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
-_REPO_RE = re.compile(rf"{_REPO_PART}/{_REPO_PART}")
-_SEGMENT_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+=@-]{0,199}")
-_REF_RE = re.compile(r"[A-Za-z0-9._/-]{1,200}")
+_REPO_RE = re.compile(rf"\A{_REPO_PART}/{_REPO_PART}\Z")
+_SEGMENT_RE = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9._+=@-]{0,199}\Z")
+_REF_RE = re.compile(r"\A[A-Za-z0-9._/-]{1,200}\Z")
 # What push refuses in a file name as its own policy, although the Hub takes both: control
 # characters (newlines included) would confuse a log or a shell, and a backslash is a folder
 # separator to Windows clients, which would then write the file somewhere else.
@@ -31,11 +32,20 @@ COMMIT_MESSAGE_MAX = 1000
 # and more than 128 characters) that also keeps ":" out, so ENTITY/PROJECT/NAME:ALIAS
 # stays unambiguous. A reference ENTITY/PROJECT/NAME:ALIAS (the entity optional, as W&B
 # allows). A registry collection, ORG/ optional.
-WANDB_ARTIFACT_RE = re.compile(r"[A-Za-z0-9._-]{1,128}")
-WANDB_REF_RE = re.compile(r"(?:[^/:\s]+/)?[^/:\s]+/[A-Za-z0-9._-]+:[A-Za-z0-9._-]+")
-WANDB_REGISTRY_RE = re.compile(r"(?:[^/:\s]+/)?wandb-registry-[A-Za-z0-9._-]+/[A-Za-z0-9._-]+")
+WANDB_ARTIFACT_RE = re.compile(r"\A[A-Za-z0-9._-]{1,128}\Z")
+WANDB_REF_RE = re.compile(r"\A(?:[^/:\s]+/)?[^/:\s]+/[A-Za-z0-9._-]+:[A-Za-z0-9._-]+\Z")
+WANDB_REGISTRY_RE = re.compile(r"\A(?:[^/:\s]+/)?wandb-registry-[A-Za-z0-9._-]+/[A-Za-z0-9._-]+\Z")
+# Projects, entities and run ids: W&B refuses "/\\#?%:" in projects and ":;,#?/'" in run ids;
+# this subset also keeps whitespace and control characters out of logs and URLs.
+WANDB_NAME_RE = re.compile(r"\A[^\s/\\#?%:;,'\"]{1,128}\Z")
 # The Hub's limit on files in one repo.
 MAX_PUSH_FILES = 100_000
+# Folder levels a pushed dir may nest: far more than any checkpoint has, and it keeps every
+# path well under the file system's PATH_MAX.
+MAX_PUSH_DEPTH = 100
+# Characters that reorder how a name prints (U+202E shows "a\u202etxt.exe" as "aexe.txt"):
+# a name must read in a log as it is stored.
+_BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 # Names with a meaning to git, the Hub or the client's local-dir cache.
 _RESERVED_SEGMENTS = {".git", ".cache", ".huggingface", ".gitattributes", ".gitignore"}
 HUB_HOSTS = {"huggingface.co", "hf.co", "www.huggingface.co"}
@@ -62,18 +72,18 @@ def _ref(name: str) -> str:
     return param(name) if name.isidentifier() else name
 
 
-def repo_id(value: str | None) -> str:
-    """Check a repo id of the form ``owner/name``.
+def repo_id(value: str | None, name: str = "repo") -> str:
+    """Check a repo id of the form ``owner/name`` (``name``: the parameter that gave it).
 
     >>> repo_id("org/llama-sft")
     'org/llama-sft'
     """
     if not value:
-        raise InputError(f"{param('repo')} is required: give the Hub model repo as OWNER/NAME", param='repo')
+        raise InputError(f"{_ref(name)} is required: give the Hub model repo as OWNER/NAME", param=name)
     if not _REPO_RE.fullmatch(value) or "--" in value or ".." in value or value.endswith(".git"):
         raise InputError(
-            f"{param('repo')} {value!r} is not a valid repo id: use OWNER/NAME with letters, digits, '-', '_' or '.'"
-            " (no '--' or '..', not ending in .git)"
+            f"{_ref(name)} {value!r} is not a valid repo id: use OWNER/NAME with letters, digits, '-', '_' or '.'"
+            " (no '--' or '..', not ending in .git)", param=name
         )
     return value
 
@@ -234,6 +244,29 @@ def positive(value: int | None, name: str) -> int | None:
     if value is not None and value < 1:
         raise InputError(f"{_ref(name)} {value} must be at least 1", param=name)
     return value
+
+
+def file_name_problem(path: str) -> str | None:
+    """Why a file name or path inside a checkpoint is refused, None when it is usable.
+
+    The one rule for file names: push checks every entry of its local dir with it up front,
+    and every reader (tree listings, discovery, manifests) applies it to what the Hub
+    sends, so push never commits a name its own readers refuse. The whole string must be
+    printable (no control characters, newlines included, no U+00A0 or other spaces but
+    ' ', no format characters such as the bidirectional controls) and hold no backslash.
+
+    >>> file_name_problem("model.safetensors") is None, file_name_problem("a\u202eb")
+    (True, 'a bidirectional control character')
+    """
+    if any(c in _BIDI_CONTROLS for c in path):
+        return "a bidirectional control character"
+    if "\u00a0" in path:
+        return "a no-break space"
+    if not path.isprintable():
+        return "a control or non-printing character"
+    if "\\" in path:
+        return "a backslash"
+    return None
 
 
 def safe_relative(path: str) -> bool:

@@ -116,6 +116,9 @@ class Settings:
         "Bytes of JSON one listing (all its pages, or the refs) may take; more fails the command.")
     max_manifest_bytes: int = _knob(64 * 1024 * 1024, "CKPT_MAX_MANIFEST_BYTES",
                                     "Bytes a `ckpt-manifest.json` may have; a bigger one makes its folder unreadable.")
+    max_pointer_bytes: int = _knob(1024 * 1024, "CKPT_MAX_POINTER_BYTES",
+                                   "Bytes a W&B pointer file (`--pointer`, or one fetched from W&B) may have; it is"
+                                   " read only if it is a regular file, and no further than this.")
     max_files_per_commit: int = _knob(100, "CKPT_MAX_FILES_PER_COMMIT",
                                       "Files per commit (the Hub recommends under 100); bigger checkpoints go in "
                                       "several, the manifest in the last.")
@@ -178,4 +181,4 @@ class Settings:
 _PARAMS = {"timeout", "retries"}
 # Bounds where 0 would refuse everything; the others (delays, retries, waits) may be 0.
 _POSITIVE = {"timeout", "request_deadline", "min_download_rate", "max_attempt_seconds", "max_listing_pages",
-             "max_listing_entries", "max_listing_bytes", "max_manifest_bytes"}
+             "max_listing_entries", "max_listing_bytes", "max_manifest_bytes", "max_pointer_bytes"}

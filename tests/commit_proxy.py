@@ -11,9 +11,11 @@ back point at the proxy) and records what went through, and it can:
 - rewrite a request body on its way (a Hub that stores other bytes than were sent);
 - add headers to an answer (a ``Link`` to another host).
 
-    >>> with CommitProxy(hub.url) as proxy:  # doctest: +SKIP
-    ...     proxy.after("POST", r"/commit/", status=500)
-    ...     run = cli("push", ..., env=env_for(proxy, tmp_path))
+Used from a test that has a local Hub and the ``cli`` fixture::
+
+    with CommitProxy(hub.url) as proxy:
+        proxy.after("POST", r"/commit/", status=500)
+        run = cli("push", ..., env=env_for(proxy, tmp_path))
 """
 
 from __future__ import annotations

@@ -31,6 +31,9 @@ default 1; -1 never runs out). Actions, combinable in one rule:
 - ``trickle_bps`` (float): send the body at this many bytes a second;
   ``trickle_headers_bps``: the status line and headers too.
 
+``proxy.before(method, path, fn)`` runs ``fn()`` before forwarding each matching request
+(a job that changes its local dir while the push runs: a link appearing mid-commit).
+
 Example::
 
     proxy.set_rules([{"method": "GET", "path": "/refs$", "ref_target": "a" * 40 + "\\n::warning::x"}])
@@ -105,6 +108,7 @@ class HostileProxy:
         self.rules: list[_Rule] = []
         self.lock = threading.Lock()
         self.requests: list[dict[str, Any]] = []
+        self.hooks: list[tuple[str, re.Pattern[str], Any]] = []
         """Every request seen: method, path (with query), headers, and the rule it took (or None)."""
         self.stopping = threading.Event()
         self.server, self.url = start(self._handler())
@@ -113,6 +117,11 @@ class HostileProxy:
         parsed = [_Rule(json.loads(json.dumps(r))) for r in rules]  # JSON-compatible, like a faults file
         with self.lock:
             self.rules = parsed
+
+    def before(self, method: str, path: str, fn: Any) -> None:
+        """Run ``fn()`` before forwarding every ``method`` request whose path matches ``path``."""
+        with self.lock:
+            self.hooks.append((method, re.compile(path), fn))
 
     def fired(self, index: int = 0) -> int:
         """How many requests took rule ``index``."""
@@ -145,6 +154,9 @@ class HostileProxy:
                                            "headers": dict(self.headers.items()), "rule": index})
                 rule = rule or {}
                 body_in = self.read_body()
+                for method, pattern, fn in list(proxy.hooks):
+                    if method == self.command and pattern.search(parts.path):
+                        fn()
                 if "status" in rule:
                     error = "hostile proxy"
                     if rule.get("echo_auth"):

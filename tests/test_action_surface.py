@@ -70,11 +70,19 @@ def test_container_runtime_forwards_every_setting() -> None:
         assert env.startswith(forwarded), f"{env} is not forwarded into the container"
     for spec in INPUTS:
         assert env_name(spec.name).startswith(forwarded)
-    # Paths the CLI reads or writes are mounted into the container, as the table says.
+    # Paths the CLI reads or writes are mounted into the container, as the table says: the
+    # list the CLI prints for container.sh (from-action --print-mounts) covers every path input.
+    from ckpt_action.ci.action_inputs import mounts
+
     assert "from-action --print-mounts" in script
     for spec in INPUTS:
         if spec.kind == "path":
             assert spec.mount, f"{spec.name} says nothing about how the container sees it"
+            mode = spec.modes[0]
+            env = {"INPUT_MODE": mode, "INPUT_REPO": "o/r", "INPUT_LOCAL_DIR": "/work/ckpt", "INPUT_TO": "release",
+                   "INPUT_KEEP_LAST": "1", env_name(spec.name): "/elsewhere/x/y"}
+            mounted = [path for path, _create in mounts(env, "/ws")]
+            assert any("/elsewhere/x/y".startswith(p) for p in mounted), f"{spec.name} is not mounted: {mounted}"
 
 
 @pytest.mark.parametrize(("env", "expected"), [

@@ -59,6 +59,14 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
     ("symlink-dotdot", ["push", "--repo", "o/r", "--local-dir", "{linkrel}", "--step", "1"], {}, ["symlink"]),
     ("symlink-dir-inside", ["push", "--repo", "o/r", "--local-dir", "{linkin}", "--step", "1"], {},
      ["symlinked directory"]),
+    ("promote-to-repo-bad", ["promote", "--repo", "o/r", "--subfolder", "checkpoint-1", "--to", "release",
+                             "--to-repo", "not a repo"], {}, ["--to-repo"]),
+    ("promote-to-repo-newline", ["promote", "--repo", "o/r", "--subfolder", "checkpoint-1", "--to", "release",
+                                 "--to-repo", "o/r2\n"], {}, ["--to-repo"]),
+    ("promote-branch-dotdot", ["promote", "--repo", "o/r", "--subfolder", "checkpoint-1", "--to", "release",
+                               "--branch", "a..b"], {}, ["--branch"]),
+    ("promote-branch-newline", ["promote", "--repo", "o/r", "--subfolder", "checkpoint-1", "--to", "release",
+                                "--branch", "main\n"], {}, ["--branch"]),
     ("promote-into-itself", ["promote", "--repo", "o/r", "--subfolder", "checkpoint-5", "--to",
                              "checkpoint-5/rel"], {}, ["overlaps"]),
     ("promote-over-parent", ["promote", "--repo", "o/r", "--subfolder", "release/v1", "--to", "release"], {},
@@ -71,6 +79,11 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
      ["push does not take"]),
     ("dir-newline-name", ["push", "--repo", "o/r", "--local-dir", "{newline}", "--step", "1"], {},
      ["push does not take"]),
+    # names push's own readers (latest, pull, list) would refuse after the commit: one rule for both
+    ("dir-nbsp-name", ["push", "--repo", "o/r", "--local-dir", "{nbsp}", "--step", "1"], {}, ["no-break space"]),
+    ("dir-bidi-name", ["push", "--repo", "o/r", "--local-dir", "{bidi}", "--step", "1"], {}, ["bidirectional"]),
+    ("dir-dot-git", ["push", "--repo", "o/r", "--local-dir", "{dotgit}", "--step", "1"], {}, ["'.git'"]),
+    ("dir-too-deep", ["push", "--repo", "o/r", "--local-dir", "{deep}", "--step", "1"], {}, ["levels deep"]),
     # whole-string patterns: a trailing newline is not a valid name
     ("sub-trailing-newline", ["push", "--repo", "o/r", "--local-dir", "{good}", "--subfolder", "checkpoint-7\n"],
      {}, ["segment"]),
@@ -80,6 +93,33 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
                      "v1\n::x"], {}, ["--tag"]),
     ("commit-message-newline", ["push", "--repo", "o/r", "--local-dir", "{good}", "--step", "1",
                                 "--commit-message", "one\ntwo"], {}, ["--commit-message"]),
+    # pointer files: regular files only, bounded in bytes (CKPT_MAX_POINTER_BYTES), parsed depth-bounded
+    ("pointer-dev-zero", ["pull", "--pointer", "/dev/zero", "--local-dir", "{new}"], {}, ["--pointer",
+                                                                                          "not a regular file"]),
+    ("pointer-fifo", ["pull", "--pointer", "{pfifo}", "--local-dir", "{new}"], {}, ["--pointer",
+                                                                                   "not a regular file"]),
+    ("pointer-dir-link-to-zero", ["pull", "--pointer", "{pzero}", "--local-dir", "{new}"], {},
+     ["--pointer", "not a regular file"]),
+    ("pointer-deep-json", ["pull", "--pointer", "{pdeep}", "--local-dir", "{new}"], {}, ["--pointer", "nested"]),
+    ("pointer-over-bound", ["pull", "--pointer", "{pgood}", "--local-dir", "{new}"],
+     {"CKPT_MAX_POINTER_BYTES": "64"}, ["--pointer", "CKPT_MAX_POINTER_BYTES"]),
+    # W&B inputs: checked before the push, not after its commit
+    ("wandb-artifact-name-space", ["push", "--repo", "o/r", "--local-dir", "{good}", "--step", "1", "--wandb-project",
+                                   "p", "--wandb-artifact-name", "bad name", "--wandb-fatal"],
+     {"WANDB_MODE": "offline"}, ["--wandb-artifact-name"]),
+    ("wandb-artifact-name-newline", ["push", "--repo", "o/r", "--local-dir", "{good}", "--step", "1",
+                                     "--wandb-project", "p", "--wandb-artifact-name", "ok\n"],
+     {"WANDB_MODE": "offline"}, ["--wandb-artifact-name"]),
+    ("wandb-project-slash", ["push", "--repo", "o/r", "--local-dir", "{good}", "--step", "1", "--wandb-project",
+                             "team/p", "--wandb-fatal"], {"WANDB_MODE": "offline"}, ["--wandb-project"]),
+    ("wandb-entity-colon", ["push", "--repo", "o/r", "--local-dir", "{good}", "--step", "1", "--wandb-project", "p",
+                            "--wandb-entity", "a:b"],
+     {"WANDB_MODE": "offline"}, ["--wandb-entity"]),
+    ("wandb-run-id-env", ["push", "--repo", "o/r", "--local-dir", "{good}", "--step", "1", "--wandb-project", "p"],
+     {"WANDB_MODE": "offline", "WANDB_RUN_ID": "run;1"}, ["--wandb-run-id"]),
+    ("wandb-registry-bad", ["promote", "--repo", "o/r", "--subfolder", "checkpoint-1", "--to", "release",
+                            "--wandb-project", "p", "--wandb-registry", "models/llama"], {"WANDB_MODE": "offline"},
+     ["--wandb-registry"]),
     # output files are checked before any work
     ("dotenv-is-dir", ["latest", "--repo", "o/r", "--dotenv", "{empty}"], {}, ["--dotenv", "directory"]),
     ("dotenv-no-parent", ["latest", "--repo", "o/r", "--dotenv", "{missing}/out.env"], {}, ["--dotenv"]),
@@ -138,6 +178,10 @@ def _layout(tmp_path):
         "dangling": write_checkpoint(root / "dangling", {"w.bin": b"w"}),
         "backslash": write_checkpoint(root / "backslash", {"a\\b.bin": b"w"}),
         "newline": write_checkpoint(root / "newline", {"a\nb.bin": b"w"}),
+        "nbsp": write_checkpoint(root / "nbsp", {"w.bin": b"w", "a\u00a0b.bin": b"w"}),
+        "bidi": write_checkpoint(root / "bidi", {"w.bin": b"w", "sub/a\u202etxt.exe": b"w"}),
+        "dotgit": write_checkpoint(root / "dotgit", {"w.bin": b"w", ".git/config": b"[core]"}),
+        "deep": write_checkpoint(root / "deep", {"w.bin": b"w", "d/" * 101 + "x.bin": b"w"}),
     }
     paths["empty"].mkdir(parents=True)
     paths["pointer"] = root / "checkpoint.json"
@@ -145,6 +189,19 @@ def _layout(tmp_path):
     elsewhere = f"http://127.0.0.1:7/o/r/tree/{'a' * 40}/checkpoint-1"
     paths["pointer"].write_text(json.dumps({"repo": "o/r", "subfolder": "checkpoint-1", "revision": "a" * 40,
                                             "step": 1, "hub_url": elsewhere}))
+    pointers = root / "pointers"
+    pointers.mkdir()
+    paths["pfifo"] = pointers / "fifo.json"
+    os.mkfifo(paths["pfifo"])  # no writer: reading it would block forever
+    paths["pzero"] = pointers / "zero"
+    paths["pzero"].mkdir()
+    os.symlink("/dev/zero", paths["pzero"] / "checkpoint.json")
+    paths["pdeep"] = pointers / "deep.json"
+    paths["pdeep"].write_text("[" * 100_000 + "]" * 100_000)  # far under the byte bound
+    paths["pgood"] = pointers / "good.json"
+    sha = "a" * 40
+    paths["pgood"].write_text(json.dumps({"repo": "o/r", "subfolder": "checkpoint-1", "revision": sha, "step": 1,
+                                          "hub_url": f"http://127.0.0.1:9/o/r/tree/{sha}/checkpoint-1"}))
     (paths["empty"] / "sub").mkdir()  # only directories: still nothing to push
     paths["afile"].write_bytes(b"x")
     outside = write_checkpoint(tmp_path / "outside", {"secret.txt": b"secret"})

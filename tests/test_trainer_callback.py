@@ -275,3 +275,47 @@ def test_the_trainers_own_push_to_hub_works_against_the_local_hub(hub_server, tm
     files = set(HfApi(endpoint=hub.url).list_repo_files("org/tiny-card", revision=sha))
     assert {"README.md", "config.json", "model.safetensors"} <= files, files
     assert any(e["path"].startswith("/api/validate-yaml") and e["status"] == 200 for e in hub.log_entries())
+
+
+@pytest.mark.parametrize(("link", "target", "words"), [
+    ("tokenizer", "real-tokenizer", "symlinked directory"),
+    ("leak.txt", "{outside}", "pointing outside"),
+], ids=["linked-dir", "link-out"])
+def test_a_link_in_a_checkpoint_fails_its_push_and_is_never_dropped_or_followed(
+        link: str, target: str, words: str, faulty_hub: tuple[LocalHub, Path], tmp_path: Path) -> None:
+    hub, _faults = faulty_hub
+    out = tmp_path / "out"
+    args, control = hook_args(out)
+    state = TrainerState()
+    secret = tmp_path / "secret.txt"
+    secret.write_bytes(b"not for the Hub")
+    files = {"model.safetensors": b"m" * 1000, "real-tokenizer/vocab.json": b"{}"}
+    write_checkpoint(out / "checkpoint-1", files)
+    os.symlink(target.format(outside=secret), out / "checkpoint-1" / link)
+    callback = CheckpointCallback(repo=REPO, endpoint=hub.url, retries=0)
+    callback.on_train_begin(args, state, control)
+    state.global_step = 1
+    callback.on_save(args, state, control)
+    with pytest.raises(PushFailedError, match=words):
+        callback.on_train_end(args, state, control)
+    assert callback.pushed == [] and ckpt.list_checkpoints(REPO, endpoint=hub.url) == []
+
+
+def test_a_link_to_a_file_inside_the_checkpoint_is_pushed_as_push_sees_it(
+        faulty_hub: tuple[LocalHub, Path], tmp_path: Path) -> None:
+    hub, _faults = faulty_hub
+    out = tmp_path / "out"
+    args, control = hook_args(out)
+    state = TrainerState()
+    files = {"model.safetensors": b"m" * 1000}
+    write_checkpoint(out / "checkpoint-1", files)
+    os.symlink("model.safetensors", out / "checkpoint-1" / "alias.safetensors")
+    os.symlink(out / "checkpoint-1" / "model.safetensors", out / "checkpoint-1" / "absolute.safetensors")
+    callback = CheckpointCallback(repo=REPO, endpoint=hub.url, retries=0)
+    callback.on_train_begin(args, state, control)
+    state.global_step = 1
+    callback.on_save(args, state, control)
+    callback.on_train_end(args, state, control)
+    got = files_of(ckpt.pull(callback.pushed[0], tmp_path / "back", endpoint=hub.url))
+    assert got == files | {"alias.safetensors": files["model.safetensors"],
+                           "absolute.safetensors": files["model.safetensors"]}

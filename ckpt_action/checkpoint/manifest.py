@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ckpt_action import names
 from ckpt_action.checkpoint.gitobjects import TreeItem, blob_hasher, blob_oid, is_lfs, lfs_pointer, tree_oid
+from ckpt_action.checkpoint.localfiles import local_files, open_regular
 from ckpt_action.checkpoint.provenance import PROVENANCE_NAME
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME
 from ckpt_action.errors import InputError, UnreadableManifest, quoted
@@ -122,8 +123,9 @@ def satisfies(have: FileDigest, want: FileDigest) -> bool:
 def digest_file(path: str | os.PathLike[str], rel: str | None = None) -> FileDigest:
     """sha256 (and git blob id for small files) in one read pass; with ``rel`` (the path in
     the checkpoint) also the predicted LFS flag."""
-    hasher = Hasher(os.path.getsize(path))
-    with open(path, "rb", buffering=0) as fh:
+    fd = open_regular(path)  # a link or FIFO that took the file's place since the scan is refused
+    hasher = Hasher(os.fstat(fd).st_size)
+    with open(fd, "rb", buffering=0) as fh:
         if hasattr(os, "posix_fadvise"):  # one pass front to back: the kernel may read further ahead
             os.posix_fadvise(fh.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
         buf = bytearray(_CHUNK)
@@ -153,23 +155,17 @@ def digest_files(paths: Mapping[str, Path], threads: int = 4) -> dict[str, FileD
 
 
 def scan_dir(root: Path) -> dict[str, Path]:
-    """Every regular file under root, keyed by its posix path relative to root.
+    """Every file under root, keyed by its posix path relative to root, found and checked by
+    the one walk of a local dir (:func:`~ckpt_action.checkpoint.localfiles.local_files`:
+    links never followed out, each entry checked, refusals as InputError).
 
     A manifest already in the dir (a pulled checkpoint being re-pushed) is left out:
     push writes a fresh one; so is the record a pull leaves, and so are a signature and
     its provenance statement (a signed push writes its own, an unsigned one none: those of
     a pulled copy vouch for another folder).
     """
-    files: dict[str, Path] = {}
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames.sort()
-        for name in sorted(filenames):
-            full = Path(dirpath) / name
-            rel = full.relative_to(root).as_posix()
-            if rel in (MANIFEST_NAME, PULL_RECORD_NAME, SIGNATURE_NAME, PROVENANCE_NAME):
-                continue
-            files[rel] = full
-    return files
+    skipped = (MANIFEST_NAME, PULL_RECORD_NAME, SIGNATURE_NAME, PROVENANCE_NAME)
+    return {rel: path for rel, path in local_files(root).items() if rel not in skipped}
 
 
 @dataclass
@@ -264,8 +260,9 @@ class Manifest:
 
 
 def _path(path: str) -> str:
-    """A file path a manifest lists: relative, no '..', printable (it ends up in messages)."""
-    if not safe_relative(path) or not path.isprintable():
+    """A file path a manifest lists: relative, no '..', and a name push would accept (the
+    one rule, :func:`~ckpt_action.names.file_name_problem`; it ends up in messages)."""
+    if not safe_relative(path) or names.file_name_problem(path):
         raise ValueError(f"it lists an unusable path {quoted(path)}")
     return path
 

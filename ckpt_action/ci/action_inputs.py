@@ -11,10 +11,11 @@ needs is reachable from some input.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from ckpt_action import names
 from ckpt_action.errors import InputError
 
 MODES = ("push", "latest", "pull", "promote", "list", "prune")
@@ -45,18 +46,22 @@ class Input:
     """The other side of a ``switch``."""
     mount: Mount = ""
     """How the container runtime makes a ``path`` outside the work dir reachable at the same
-    path inside (:func:`mounts`): ``parent``, its parent dir, created first (a pull renames
-    a staged dir onto the path, which a mount point refuses); ``dir``, the dir itself,
-    created first (or what is written there dies with the container); ``containing``, the
-    dir holding it (a file or dir that must exist); ``file``, the file alone, read-only (a
+    path inside (:func:`mounts`): ``parent``, its parent dir (a pull renames a staged dir
+    onto the path, which a mount point refuses); ``dir``, the dir itself; ``containing``,
+    the dir holding it (a file or dir that must exist); ``file``, the file alone, read-only (a
     key written to RUNNER_TEMP reaches the container, nothing else of that dir does)."""
+    created_in: tuple[str, ...] = ()
+    """Modes that write under a mounted ``path``, so the dir is made before it is mounted,
+    or what is written there dies with the container; a push only reads its local dir,
+    which must exist already, and creates nothing."""
 
 
 INPUTS: tuple[Input, ...] = (
     Input("repo", "--repo", HUB_MODES, required_in=("push", "latest", "promote", "list", "prune")),
     Input("subfolder", "--subfolder", ("push", "pull", "promote"), required_in=("promote",)),
     Input("step", "--step", ("push",)),
-    Input("local-dir", "--local-dir", ("push", "pull"), "path", required_in=("push", "pull"), mount="parent"),
+    Input("local-dir", "--local-dir", ("push", "pull"), "path", required_in=("push", "pull"), mount="parent",
+          created_in=("pull",)),
     Input("revision", "--revision", ("latest", "pull", "promote", "list")),
     Input("endpoint", "--endpoint", HUB_MODES),
     Input("private", "--private", ("push",), "switch", off="--public"),
@@ -69,7 +74,7 @@ INPUTS: tuple[Input, ...] = (
     Input("from-wandb", "--from-wandb", ("pull",)),
     Input("include", "--include", ("pull",), "lines"),
     Input("exclude", "--exclude", ("pull",), "lines"),
-    Input("cache-dir", "--cache-dir", ("pull",), "path", mount="dir"),
+    Input("cache-dir", "--cache-dir", ("pull",), "path", mount="dir", created_in=("pull",)),
     Input("tag", "--tag", ("promote",)),
     Input("branch", "--branch", ("promote",)),
     Input("keep-last", "--keep-last", ("prune",), required_in=("prune",)),
@@ -178,17 +183,26 @@ def mounts(env: Mapping[str, str] | None = None, cwd: str | None = None) -> list
     and the step output and summary files. ``how``: ``mount``; ``create``, make the dir
     first; ``readonly``, one file, mounted read-only.
 
-    >>> mounts({"INPUT_LOCAL_DIR": "/data/run/ckpt", "INPUT_CACHE_DIR": "cache",
-    ...         "INPUT_VERIFY_KEY": "/tmp/keys/pub.pem"}, cwd="/w")
+    The inputs are checked first (the same :func:`argv`, and the name rules the command
+    applies before anything else), so a step that will exit 2 is refused here, before
+    ``action/container.sh`` creates or mounts anything.
+
+    >>> mounts({"INPUT_MODE": "pull", "INPUT_REPO": "o/r", "INPUT_LOCAL_DIR": "/data/run/ckpt",
+    ...         "INPUT_CACHE_DIR": "cache", "INPUT_VERIFY_KEY": "/tmp/keys/pub.pem"}, cwd="/w")
     [('/w', 'mount'), ('/data/run', 'create'), ('/tmp/keys/pub.pem', 'readonly')]
+    >>> mounts({"INPUT_MODE": "push", "INPUT_REPO": "o/r", "INPUT_LOCAL_DIR": "/data/run/ckpt"}, cwd="/w")
+    [('/w', 'mount'), ('/data/run', 'mount')]
     """
     env = os.environ if env is None else env
+    args = argv(env, cwd)
+    mode = args[0]
+    _check_names({opt: args[i + 1] for i, opt in enumerate(args[:-1]) if opt.startswith("--")})
     work = os.path.abspath(cwd or os.getcwd())
     base = _base(env, cwd)
     out: list[tuple[str, MountHow]] = [(work, "mount")]
     for spec in INPUTS:
         value = env.get(env_name(spec.name), "")
-        if spec.kind != "path" or not spec.mount or not value:
+        if spec.kind != "path" or not spec.mount or not value or mode not in spec.modes:
             continue
         path = os.path.abspath(os.path.join(base, value))
         if not path.isprintable():
@@ -196,13 +210,31 @@ def mounts(env: Mapping[str, str] | None = None, cwd: str | None = None) -> list
         if (path + "/").startswith(work.rstrip("/") + "/"):
             continue  # under the work dir, which is mounted whole
         parent = os.path.dirname(path)
+        create = mode in spec.created_in
         if spec.mount == "parent":
-            out.append((path if parent == "/" else parent, "create"))
+            out.append((path if parent == "/" else parent, "create" if create else "mount"))
         elif spec.mount == "dir":
-            out.append((path, "create"))
+            out.append((path, "create" if create else "mount"))
         elif spec.mount == "file":
             out.append((path, "readonly"))
         else:
             out.append((parent, "mount"))
     out += [(env[var], "mount") for var in ("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY") if env.get(var)]
     return out
+
+
+def _check_names(given: Mapping[str, str]) -> None:
+    """The name rules of the options the command checks first (the same functions); each
+    error names its parameter, which the action door spells as its input."""
+    checks: dict[str, Callable[[str], object]] = {
+        "--repo": names.repo_id,
+        "--subfolder": names.subfolder,
+        "--to-repo": lambda v: names.repo_id(v, "to_repo"),
+        "--to": lambda v: names.subfolder(v, name="to"),
+        "--revision": names.revision,
+        "--tag": lambda v: names.revision(v, "tag"),
+        "--branch": lambda v: names.revision(v, "branch"),
+    }
+    for option, check in checks.items():
+        if option in given:
+            check(given[option])

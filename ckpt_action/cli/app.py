@@ -303,32 +303,35 @@ def click_error(exc: click.ClickException) -> InputError:
 
 
 @cli.command("from-action", hidden=True)
-@click.option("--print-mounts", is_flag=True, help="Print the host paths a container run must mount, one"
-              " 'create|mount<TAB>PATH' a line, and exit.")
+@click.option("--print-mounts", is_flag=True, help="Only check the inputs, then print the host paths a container"
+              " run must mount, one 'create|mount|readonly<TAB>PATH' a line, and exit.")
 @click.pass_context
 def from_action(ctx: click.Context, print_mounts: bool) -> None:
     """Run the command the GitHub Action's INPUT_* environment describes (see action_inputs).
 
     Errors name the action's inputs (``input 'tag'``), also those Click finds while
-    parsing (a ``step`` that is not a whole number).
+    parsing (a ``step`` that is not a whole number). With ``--print-mounts`` the inputs are
+    checked as the run will check them, so action/container.sh creates and mounts nothing
+    for a step that will exit 2.
     """
     from ckpt_action.ci.action_inputs import argv, mounts
 
+    ctx.meta[DOOR_KEY] = "action"
     try:
-        if print_mounts:
-            for path, how in mounts():
-                click.echo(f"{how}\t{path}")
-            return
         name, *args = argv()
+        planned = mounts() if print_mounts else []
     except InputError as exc:
         fail_with(exc)
-    echo(f"ckpt-action {name} " + " ".join(args), err=True)
-    ctx.meta[DOOR_KEY] = "action"
     sub = cli.commands[name]
     try:
-        sub_ctx = sub.make_context(name, args, parent=ctx.parent)
+        sub_ctx = sub.make_context(name, list(args), parent=ctx.parent)  # types and options, as the run will
     except click.ClickException as exc:
         fail_with(click_error(exc))
+    if print_mounts:
+        for path, how in planned:
+            click.echo(f"{how}\t{path}")
+        return
+    echo(f"ckpt-action {name} " + " ".join(args), err=True)
     with sub_ctx:
         sub.invoke(sub_ctx)
 

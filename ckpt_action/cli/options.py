@@ -92,6 +92,15 @@ def wandb_options(*, registry: bool = False) -> Callable[[Callable[..., Any]], C
                     **kwargs: Any) -> Any:
             opts = WandbOptions(wandb_project or None, wandb_entity or None, wandb_run_id or None,
                                 wandb_artifact_name or None, wandb_fatal, wandb_registry or None)
+            if opts.project:  # checked before the command sends anything, not after its commit
+                from ckpt_action import api
+
+                try:
+                    api.check_wandb_inputs(project=opts.project, entity=opts.entity, run_id=opts.run_id,
+                                           artifact_name=opts.artifact_name, registry=opts.registry,
+                                           prefix="wandb_")
+                except CkptError as exc:
+                    fail_with(exc)
             return fn(*args, wandb=opts, **kwargs)
 
         options = [

@@ -7,19 +7,22 @@ through a push would leave it unfinished, so every entry is looked at up front.
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 
+from ckpt_action.checkpoint.localfiles import local_files
 from ckpt_action.errors import InputError, param
 from ckpt_action.handle import step_of
-from ckpt_action.names import BAD_NAME_RE, MAX_PUSH_FILES, reserved_in_target
+from ckpt_action.names import reserved_in_target
 
 
 def local_dir_to_push(value: str | None) -> Path:
     """Check a checkpoint dir to push, before anything is sent: it exists and holds files,
     and every entry is a regular file (or a link to one inside the dir) that can be read,
-    with a name the Hub accepts. Special files would hang the hashing (a FIFO) or cannot
-    be uploaded; finding them half-way through a push would leave it unfinished.
+    with a name the Hub and ckpt-action's readers accept, no ``.git`` and no deeper
+    nesting than the walk allows (:func:`~ckpt_action.checkpoint.localfiles.local_files`,
+    the walk every re-scan of the push repeats). Special files would hang the hashing (a
+    FIFO) or cannot be uploaded; finding them half-way through a push would leave it
+    unfinished.
     """
     if not value:
         raise InputError(f"{param('local_dir')} is required: give the checkpoint directory to push", param='local_dir')
@@ -29,49 +32,14 @@ def local_dir_to_push(value: str | None) -> Path:
                          " directory", param='local_dir')
     if not path.is_dir():
         raise InputError(f"{param('local_dir')} {value} is a file: point it at the checkpoint"
-                         " directory", param='local_dir')
+                         " directory", param="local_dir")
     _refuse_checkpoint_parent(path, value)
-    root = path.resolve()
-    count = 0
-    for dirpath, dirnames, filenames in os.walk(path, onerror=_raise_walk_error):
-        for name in dirnames + filenames:
-            full = Path(dirpath) / name
-            rel = full.relative_to(path).as_posix()
-            if BAD_NAME_RE.search(name):
-                raise InputError(f"{param('local_dir')} has a file name push does not take ({rel!r}: a backslash"
-                                 " or a control character): rename it")
-            if reserved_in_target(rel):
-                raise InputError(f"{param('local_dir')} has {rel!r}, a name reserved for what a pull writes beside"
-                                 " the checkpoint (its record, lock and staging dirs): rename it", param="local_dir")
-            st = full.lstat()
-            if stat.S_ISLNK(st.st_mode):
-                if not full.exists():
-                    raise InputError(f"{param('local_dir')} has a dangling symlink {rel}: remove it or restore"
-                                     " its target", param='local_dir')
-                target = full.resolve()
-                if target != root and root not in target.parents:
-                    raise InputError(
-                        f"{param('local_dir')} has a symlink {rel} pointing outside the checkpoint: copy the file in"
-                        " or remove the link"
-                    )
-                if target.is_dir():
-                    # Never followed (a loop, or files counted twice): say so rather than skip it.
-                    raise InputError(f"{param('local_dir')} has a symlinked directory {rel}: copy it in or"
-                                     " remove the link", param='local_dir')
-                st = full.stat()
-            if name in filenames:
-                if not stat.S_ISREG(st.st_mode):
-                    raise InputError(f"{param('local_dir')} has {rel}, which is not a regular file (a FIFO,"
-                                     " socket or device):"
-                                     " remove it from the checkpoint")
-                if not os.access(full, os.R_OK):
-                    raise InputError(f"{param('local_dir')} has {rel}, which cannot be read: fix its"
-                                     " permissions", param='local_dir')
-                count += 1
-                if count > MAX_PUSH_FILES:
-                    raise InputError(f"{param('local_dir')} holds more than {MAX_PUSH_FILES} files, more than"
-                                     " a Hub repo takes:"
-                                     " push a smaller folder")
+    files = local_files(path)
+    for rel in files:
+        if reserved_in_target(rel):
+            raise InputError(f"{param('local_dir')} has {rel!r}, a name reserved for what a pull writes beside"
+                             " the checkpoint (its record, lock and staging dirs): rename it", param="local_dir")
+    count = len(files)
     if not count:
         raise InputError(f"{param('local_dir')} {value} has no files: nothing to push", param='local_dir')
     return path
@@ -84,7 +52,8 @@ def _refuse_checkpoint_parent(path: Path, value: str) -> None:
     try:
         entries = list(os.scandir(path))
     except OSError as exc:
-        _raise_walk_error(exc)
+        raise InputError(f"{param('local_dir')} cannot be read ({exc.filename}: {exc.strerror}): fix its"
+                         " permissions", param="local_dir") from None
     steps = []
     for entry in entries:
         step = step_of(entry.name)
@@ -94,9 +63,4 @@ def _refuse_checkpoint_parent(path: Path, value: str) -> None:
     if steps:
         newest = max(steps)[1]
         raise InputError(f"{param('local_dir')} {value} holds only checkpoint-N folders (a Trainer output_dir):"
-                         f" push one of them, e.g. {param('local_dir')} {path / newest}", param='local_dir')
-
-
-def _raise_walk_error(exc: OSError) -> None:
-    raise InputError(f"{param('local_dir')} cannot be read ({exc.filename}: {exc.strerror}): fix its"
-                     " permissions", param='local_dir')
+                         f" push one of them, e.g. {param('local_dir')} {path / newest}", param="local_dir")

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from ckpt_action.errors import CkptError, RemoteError
 from ckpt_action.handle import commit_id
 from ckpt_action.hub.deadline import stall
-from ckpt_action.hub.transport import is_transient, retry_wait
+from ckpt_action.hub.transport import is_transient, retry_budget, retry_wait
 from ckpt_action.progress import Ticker, bytes_read_since_now
 
 if TYPE_CHECKING:
@@ -107,7 +107,8 @@ class _Budget:
 
     def failure(self, exc: BaseException) -> None:
         settings = self.remote.settings
-        if self.failures >= settings.retries:
+        # A failed preupload or LFS upload was already retried by the client: one more round.
+        if self.failures >= retry_budget(settings, exc):
             raise self.remote.error(exc, self.what) from exc
         log.warning("%s: the commit failed (%s); reading the head again before retrying", self.what,
                     type(exc).__name__)
@@ -130,8 +131,16 @@ def commit(remote: RemoteRepo, plan: Callable[[str | None], CommitPlan | None], 
     ``replan_on``: a failure the writer can fix by planning again (push: a local file
     changed while it was sent); it counts as a conflict.
 
-    >>> commit(repo, lambda head: None if done(head) else CommitPlan(ops, "Prune"), what="pruning")  # doctest: +SKIP
-    CommitOutcome(revision='9ac0…', landed=[CommitPlan(...)], last=CommitPlan(...))
+    >>> from huggingface_hub import CommitOperationAdd
+    >>> from ckpt_action.hub.repo import RemoteRepo
+    >>> remote = RemoteRepo(settings, "org/run")
+    >>> def plan(head):  # one file, unless the head already has it
+    ...     if remote.files(head, "notes").get("a.txt"):
+    ...         return None
+    ...     return CommitPlan([CommitOperationAdd("notes/a.txt", b"hi")], "Add a note", final=True)
+    >>> out = commit(remote, plan, what="adding a note")
+    >>> len(out.revision), len(out.landed), commit(remote, plan, what="adding a note").landed
+    (40, 1, [])
     """
     from huggingface_hub.errors import HfHubHTTPError
 

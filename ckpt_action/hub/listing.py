@@ -18,7 +18,7 @@ from urllib.parse import quote, urljoin, urlsplit
 from ckpt_action.errors import IntegrityError, LimitError, quoted
 from ckpt_action.handle import SHA256_RE, SHA_RE, is_whole
 from ckpt_action.hub.transport import call, get_bounded
-from ckpt_action.names import origin_parts, safe_relative
+from ckpt_action.names import file_name_problem, origin_parts, safe_relative
 from ckpt_action.settings import Settings
 
 
@@ -44,8 +44,9 @@ class Listing:
 
 def path_problem(path: str) -> str | None:
     """Why a listed path cannot be used as a relative path (None when it can)."""
-    if not path.isprintable():
-        return "has control or non-printing characters"
+    problem = file_name_problem(path)  # the rule push checks its local dir with
+    if problem:
+        return f"has {problem}"
     if not safe_relative(path):
         return "escapes the folder (empty, '.' or '..' segment, absolute, or a backslash)"
     return None

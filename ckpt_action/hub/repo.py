@@ -80,9 +80,9 @@ class Snapshot:
 class RemoteRepo:
     """One model repo on one endpoint, read through the real client with retries.
 
-    >>> repo = RemoteRepo(Settings("http://127.0.0.1:8000"), "org/run")  # doctest: +SKIP
-    >>> sha = repo.resolve("main")  # doctest: +SKIP
-    >>> repo.snapshot(sha, "checkpoint-300").problems()  # doctest: +SKIP
+    >>> repo = RemoteRepo(Settings(hub.url), "org/run")
+    >>> head = repo.resolve("main")
+    >>> repo.snapshot(head, "checkpoint-300").problems()
     []
     """
 

@@ -15,9 +15,11 @@ from __future__ import annotations
 import functools
 import math
 import random
+import re
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
+from urllib.parse import urlsplit
 
 from ckpt_action.errors import AuthError, CkptError, NotFoundError, RemoteError, one_line, param, scrub_chain
 from ckpt_action.hub.deadline import RequestDeadline, deadline, install, stall
@@ -130,6 +132,40 @@ def is_transient(exc: BaseException) -> bool:
     return status in TRANSIENT_STATUS
 
 
+# Requests huggingface_hub already sends through its own http_backoff (6 attempts, 23 s of
+# sleeps): preupload, the LFS batch and verify calls, and the PUTs of LFS uploads.
+_CLIENT_RETRIED = re.compile(r"/preupload/|/info/lfs/")
+
+
+def retried_by_client(exc: BaseException) -> bool:
+    """Whether the request that failed was one huggingface_hub retried itself already; such
+    a failure gets one more round after a pause, not ``retries`` more, so retries do not
+    multiply (the README's promise)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        request = None
+        response = getattr(current, "response", None)
+        for holder in (response, current):
+            try:
+                request = getattr(holder, "request", None) if holder is not None else None
+            except RuntimeError:  # httpx: no request attached
+                request = None
+            if request is not None:
+                break
+        if request is not None:
+            path = urlsplit(str(getattr(request, "url", ""))).path
+            return bool(_CLIENT_RETRIED.search(path)) or getattr(request, "method", "") == "PUT"
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def retry_budget(settings: Settings, exc: BaseException) -> int:
+    """Retries a call gets after ``exc``: ``retries``, or one for what the client retried."""
+    return min(1, settings.retries) if retried_by_client(exc) else settings.retries
+
+
 def translate(exc: BaseException, what: str, settings: Settings, repo: str | None = None) -> CkptError:
     """Our error for a client exception, with a one-line message that says what to do.
 
@@ -216,24 +252,23 @@ def retry_wait(settings: Settings, exc: BaseException, attempt: int, what: str) 
 
 
 def call(settings: Settings, what: str, fn: Callable[..., T], *args: object, repo: str | None = None,
-         client_retries: bool = False, **kwargs: object) -> T:
+         **kwargs: object) -> T:
     """Run one client call with bounded retries on transient failures (see :func:`retry_wait`).
 
     Only for idempotent calls (reads, and writes that are safe to repeat); commits go
-    through the commit primitive, which first looks at what landed. ``client_retries``
-    marks calls huggingface_hub already retries itself (6 attempts, 23 s of sleeps): one
-    more round of those after a pause is enough, more would multiply the wait.
+    through the commit primitive, which first looks at what landed. A failure of a request
+    huggingface_hub already retries itself gets one more round only (:func:`retry_budget`).
     """
-    retries = min(1, settings.retries) if client_retries else settings.retries
-    for attempt in range(retries + 1):
+    attempt = 0
+    while True:
         try:
             with stall(settings.timeout):
                 return fn(*args, **kwargs)
         except Exception as exc:
-            if attempt == retries or not is_transient(exc):
+            if attempt >= retry_budget(settings, exc) or not is_transient(exc):
                 raise translate(exc, what, settings, repo) from exc
             time.sleep(retry_wait(settings, exc, attempt, what))
-    raise AssertionError("unreachable")
+            attempt += 1
 
 
 def get_bounded(settings: Settings, url: str, headers: dict[str, str], *, limit: int,

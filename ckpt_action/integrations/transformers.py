@@ -61,19 +61,39 @@ def _stage(src: Path, root: Path) -> Path:
     """A copy of ``src`` under ``root`` made of hard links (a full copy where links fail).
 
     The push reads the copy, so Trainer may delete ``src`` (``save_total_limit``) while it
-    uploads: the linked files live on until the copy is removed.
+    uploads: the linked files live on until the copy is removed. A symlink is staged as a
+    symlink, never dropped or followed, so the push sees the checkpoint as it would see
+    ``src``: a link to a file inside is pushed as that file, and one it refuses (a linked
+    dir, a link out of the checkpoint, a dangling one) fails the push naming it. An
+    absolute link into ``src`` is made relative, so it still points inside the copy.
     """
     root.mkdir(parents=True, exist_ok=True)
     dest = Path(tempfile.mkdtemp(prefix=f"{src.name}-", dir=root))
-    for dirpath, _dirs, files in os.walk(src):
+    real_src = os.path.realpath(src)
+    for dirpath, dirs, files in os.walk(src):  # never descends into a linked dir: staged as a link below
         here = dest / Path(dirpath).relative_to(src)
         here.mkdir(exist_ok=True)
-        for name in files:
-            try:
-                os.link(Path(dirpath) / name, here / name)
-            except OSError:  # another filesystem, or links not allowed
-                shutil.copy2(Path(dirpath) / name, here / name)
+        for name in dirs + files:
+            path = Path(dirpath) / name
+            if path.is_symlink():
+                os.symlink(_inside_relative(os.readlink(path), Path(dirpath), real_src), here / name)
+            elif name in files:
+                try:
+                    os.link(path, here / name, follow_symlinks=False)
+                except OSError:  # another filesystem, or links not allowed
+                    shutil.copy2(path, here / name, follow_symlinks=False)
     return dest
+
+
+def _inside_relative(target: str, parent: Path, real_src: str) -> str:
+    """A link's target as the staged copy needs it: an absolute target inside the checkpoint
+    becomes relative to the link's dir; any other target is kept, for the push to judge."""
+    if not os.path.isabs(target):
+        return target
+    real = os.path.realpath(target)
+    if real == real_src or real.startswith(real_src + os.sep):
+        return os.path.relpath(real, os.path.realpath(parent))
+    return target
 
 
 class CheckpointCallback(TrainerCallback):
@@ -114,8 +134,11 @@ class CheckpointCallback(TrainerCallback):
     checked here, so a bad one fails before training starts. ``artifact_name`` names the
     W&B pointer; ``log_to_wandb=False`` logs none.
 
-    >>> callbacks = [CheckpointCallback(repo="org/run")]  # doctest: +SKIP
-    >>> trainer = Trainer(model, args, train_dataset=ds, callbacks=callbacks)  # doctest: +SKIP
+    >>> callback = CheckpointCallback(repo="org/run")  # HF_ENDPOINT, HF_TOKEN as for push
+    >>> callback
+    CheckpointCallback(repo='org/run')
+
+    then ``Trainer(model, args, train_dataset=ds, callbacks=[callback])``.
     """
 
     def __init__(
@@ -340,7 +363,12 @@ def resume_from_hub(
     Call it once per machine before training reads ``output_dir`` (e.g. on the main
     process, before the others start): two processes pulling into one folder race.
 
-    >>> trainer.train(resume_from_checkpoint=resume_from_hub("org/run", args.output_dir))  # doctest: +SKIP
+    >>> resume_from_hub("org/run", "output") == str(scratch / "output" / "checkpoint-300")
+    True
+    >>> resume_from_hub("org/empty", "output") is None  # a first run
+    True
+
+    then ``trainer.train(resume_from_checkpoint=resume_from_hub("org/run", args.output_dir))``.
     """
     options: dict[str, Any] = {"endpoint": endpoint, "token": token, "timeout": timeout, "retries": retries}
     found = api.latest(repo, revision=revision, **options)

@@ -21,10 +21,10 @@ this package imports.
 
 Example:
 
-    >>> from ckpt_action.localhub import LocalHub  # doctest: +SKIP
-    >>> with LocalHub("/tmp/hubdata") as hub:  # doctest: +SKIP
+    >>> from ckpt_action.localhub import LocalHub
+    >>> with LocalHub("hubdata") as hub:  # doctest: +ELLIPSIS
     ...     print(hub.url)
-    http://127.0.0.1:40411
+    http://127.0.0.1:...
 
     $ python -m ckpt_action.localhub --data-dir /tmp/hubdata --port 0 --port-file /tmp/port
 """

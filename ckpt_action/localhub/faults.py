@@ -35,9 +35,10 @@ follows the redirect instead.
 
 Example (``load`` raises FaultFileError for an invalid file):
 
-    >>> faults = FaultSet.load("faults.json")  # doctest: +SKIP
-    >>> firing = faults.take("GET", "/me/ckpts/resolve/main/model.bin")  # doctest: +SKIP
-    >>> firing.rule.reset if firing else None  # doctest: +SKIP
+    >>> _ = Path("faults.json").write_text('[{"method": "GET", "path": "/resolve/", "reset": 1000}]')
+    >>> faults = FaultSet.load("faults.json")
+    >>> firing = faults.take("GET", "/me/ckpts/resolve/main/model.bin")
+    >>> firing.rule.reset if firing else None
     1000
 """
 

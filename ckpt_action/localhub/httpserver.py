@@ -12,10 +12,14 @@ byte of its response leaves, so a client holding a whole response can read its l
 
 Example:
 
-    >>> def app(request: Request) -> Response:  # doctest: +SKIP
+    >>> import urllib.request
+    >>> def app(request: Request) -> Response:
     ...     return json_response({"path": request.path})
-    >>> server = Listener(("127.0.0.1", 0), SimpleApp(app))  # doctest: +SKIP
-    >>> server.start("example")  # doctest: +SKIP
+    >>> server = Listener(("127.0.0.1", 0), SimpleApp(app))
+    >>> server.start("example")
+    >>> urllib.request.urlopen(server.url + "/hello").read()
+    b'{"path": "/hello"}'
+    >>> server.stop()
 """
 
 from __future__ import annotations

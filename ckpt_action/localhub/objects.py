@@ -14,9 +14,9 @@ any number of repos; an object nobody references (a crash mid-commit) is harmles
 
 Example:
 
-    >>> store = ObjectStore(Path("/tmp/hubdata"))  # doctest: +SKIP
-    >>> blob = store.put_blob(b"hi")  # doctest: +SKIP
-    >>> store.blob_path(blob.oid).read_bytes()  # doctest: +SKIP
+    >>> store = ObjectStore(Path("hubdata"))
+    >>> blob = store.put_blob(b"hi")
+    >>> store.blob_path(blob.oid).read_bytes()
     b'hi'
 """
 

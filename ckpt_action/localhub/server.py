@@ -3,11 +3,13 @@ for the CDN that LFS downloads are redirected to.
 
 Example (in-process, e.g. in a test or a demo):
 
-    >>> from huggingface_hub import HfApi  # doctest: +SKIP
-    >>> with LocalHub("/tmp/hubdata") as hub:  # doctest: +SKIP
+    >>> from huggingface_hub import HfApi
+    >>> with LocalHub("hubdata") as hub:
     ...     api = HfApi(endpoint=hub.url, token="anything")
-    ...     api.create_repo("me/ckpts")
-    ...     api.upload_file(path_or_fileobj=b"hi", path_in_repo="a.txt", repo_id="me/ckpts")
+    ...     _ = api.create_repo("me/ckpts")
+    ...     _ = api.upload_file(path_or_fileobj=b"hi", path_in_repo="a.txt", repo_id="me/ckpts")
+    ...     api.list_repo_files("me/ckpts")
+    ['.gitattributes', 'a.txt']
 
 Example (a separate process; prints its URL as the first stdout line):
 
@@ -58,9 +60,9 @@ class LocalHub:
 
     Example:
 
-        >>> with LocalHub("/tmp/hubdata", token="secret") as hub:  # doctest: +SKIP
+        >>> with LocalHub("hubdata", token="secret") as hub:  # doctest: +ELLIPSIS
         ...     print(hub.url, hub.cdn_url)
-        http://127.0.0.1:41233 http://127.0.0.1:41235
+        http://127.0.0.1:... http://127.0.0.1:...
     """
 
     def __init__(self, data_dir: str | os.PathLike[str], host: str = "127.0.0.1", port: int = 0,

@@ -13,11 +13,11 @@ worst some unreferenced objects behind.
 
 Example:
 
-    >>> store = Storage("/tmp/hubdata")  # doctest: +SKIP
-    >>> meta = store.create_repo("model", "me/ckpts", private=False)  # doctest: +SKIP
-    >>> blob = store.objects.put_blob(b"hi")  # doctest: +SKIP
-    >>> sha = store.commit("model", "me/ckpts", "main", [AddBlob("a.txt", blob)], title="add a")  # doctest: +SKIP
-    >>> store.resolve("model", "ME/Ckpts", sha[:7]) == sha  # doctest: +SKIP
+    >>> store = Storage("hubdata")
+    >>> meta = store.create_repo("model", "me/ckpts", private=False)
+    >>> blob = store.objects.put_blob(b"hi")
+    >>> sha = store.commit("model", "me/ckpts", "main", [AddBlob("a.txt", blob)], title="add a")
+    >>> store.resolve("model", "ME/Ckpts", sha[:7]) == sha
     True
 """
 

@@ -58,7 +58,7 @@ def latest(remote: RemoteRepo, revision: str | None = None, verifier: Verifier |
     verify (unsigned, another signer, files that differ from what was signed) is passed over
     too, so a deploy job resumes only from a signed checkpoint.
 
-    >>> latest(RemoteRepo(settings, "org/run")).handle.subfolder  # doctest: +SKIP
+    >>> latest(RemoteRepo(settings, "org/run")).handle.subfolder
     'checkpoint-300'
     """
     try:

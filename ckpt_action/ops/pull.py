@@ -271,8 +271,9 @@ def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path,
     signer, the manifest and the signed provenance) and every staged byte after, before the
     target changes (see :mod:`ckpt_action.ops.signatures`).
 
-    >>> pull(RemoteRepo(settings, "org/run"), "checkpoint-300", None, Path("resume"))  # doctest: +SKIP
-    PullResult(handle=CheckpointHandle(..., revision='3f1c…'), local_dir=PosixPath('resume'), ...)
+    >>> res = pull(RemoteRepo(settings, "org/run"), "checkpoint-300", None, Path("resume"))
+    >>> res.handle.revision == sha, (Path("resume") / "config.json").read_text()
+    (True, '{"step": 300}')
     """
     select = select or Selection()
 

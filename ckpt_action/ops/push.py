@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ckpt_action.checkpoint.localfiles import open_regular
 from ckpt_action.checkpoint.manifest import (
     GIT_OID_LIMIT,
     MANIFEST_NAME,
@@ -58,6 +59,9 @@ replaced between two of ours."""
 # from a clock that ticks every few ms; file systems that keep whole seconds (FAT keeps 2)
 # get a window to match.
 _RACY_NS = 100_000_000
+# Files of one batch held open for the client (see LocalDir._pinned): well under the usual
+# limit of 1024 descriptors.
+_MAX_PINS = 256
 _RACY_COARSE_NS = 2_000_000_000
 
 
@@ -78,7 +82,9 @@ _Stamp = tuple[int, int, int, int]
 
 
 def _stamp(path: Path) -> _Stamp:
-    st = os.stat(path)
+    # lstat: a file replaced by a link since the scan shows as changed (then refused), never
+    # as the stat of what the link points at.
+    st = os.lstat(path)
     if not stat.S_ISREG(st.st_mode):
         raise IntegrityError(f"{path} is not a regular file: push a directory of regular files")
     return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
@@ -104,6 +110,7 @@ class LocalDir:
         """Big files whose digest waits for :meth:`settle`."""
         self.sent: dict[str, Any] = {}
         """Operations already uploaded by :meth:`settle`, hashed by that upload."""
+        self._pins: list[int] = []
         self._hash(scan_dir(root))
 
     def _hash(self, paths: dict[str, Path]) -> None:
@@ -191,11 +198,33 @@ class LocalDir:
         """Whether any file changed since it was hashed (stats only, no reading)."""
         return bool(self._changes(thorough=False)[0])
 
+    def _pinned(self, rel: str) -> str:
+        """A path the client can open that is the file as checked now, whatever replaces it.
+
+        The client opens the path itself, later (after the preupload request): a link put in
+        the file's place by then would be followed and its target uploaded. So the file is
+        opened here without following links (:func:`open_regular` refuses one) and the
+        client gets ``/proc/self/fd/N``, which reopens that very inode. Where there is no
+        /proc (or no fd left), the path itself, checked just now.
+        """
+        path = self.paths[rel]
+        fd = open_regular(path)
+        if len(self._pins) >= _MAX_PINS or not os.path.exists(f"/proc/self/fd/{fd}"):
+            os.close(fd)
+            return str(path)
+        self._pins.append(fd)
+        return f"/proc/self/fd/{fd}"
+
+    def unpin(self) -> None:
+        """Close the files opened for the last batch (its commit is over)."""
+        while self._pins:
+            os.close(self._pins.pop())
+
     def _op(self, subfolder: str, rel: str) -> Any:
         from huggingface_hub import CommitOperationAdd
 
         try:
-            return CommitOperationAdd(path_in_repo=f"{subfolder}/{rel}", path_or_fileobj=str(self.paths[rel]))
+            return CommitOperationAdd(path_in_repo=f"{subfolder}/{rel}", path_or_fileobj=self._pinned(rel))
         except (OSError, ValueError) as exc:
             raise IntegrityError(f"{rel} in {self.root} disappeared while it was pushed ({exc})") from exc
 
@@ -231,8 +260,11 @@ def push(
     With ``signer``, the last commit also writes the provenance statement (listed in the
     manifest) and ``model.sig``, signed from the digests just computed for the manifest.
 
-    >>> push(RemoteRepo(settings, "org/run"), Path("out/checkpoint-300"), "checkpoint-300", step=300)  # doctest: +SKIP
-    PushResult(handle=CheckpointHandle(repo='org/run', subfolder='checkpoint-300', revision='3f1c…', ...), ...)
+    >>> res = push(RemoteRepo(settings, "org/run"), Path("out/sft"), "sft")
+    >>> res.handle.subfolder, res.commits, res.uploaded_files
+    ('sft', 1, 1)
+    >>> push(RemoteRepo(settings, "org/run"), Path("out/sft"), "sft").commits  # identical content: no commit
+    0
     """
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
@@ -256,6 +288,7 @@ def push(
 
     def plan(head: str | None) -> CommitPlan | None:
         nonlocal first_pending, signed_by
+        local.unpin()
         local.refresh()
         state = _state(remote, head, subfolder)
         have = state.files if state else {}
@@ -297,28 +330,31 @@ def push(
                           progress=f"push {subfolder}: uploading",
                           upload_bytes=sum(digests[r].size for r in batch if r not in local.sent))
 
-    commits = uploaded = deleted = passes = 0
-    while True:
-        passes += 1
-        outcome = commit(remote, plan, what=f"committing {subfolder}", branch=branch, head=head,
-                         max_commits=-(-len(local.paths) // batch_size) + EXTRA_COMMITS,
-                                replan_on=lambda _exc: local.moved())
-        commits += outcome.commits
-        for landed in outcome.landed:
-            ops = landed.operations
-            uploaded += sum(isinstance(op, CommitOperationAdd) and op.path_in_repo not in written for op in ops)
-            deleted += sum(isinstance(op, CommitOperationDelete) for op in ops)
-        changed = local.refresh(thorough=True)
-        if changed:
-            if passes > MAX_CHANGES:
-                raise local.unsettled(changed[0])
-            head = None  # a file changed after it was hashed: converge again from the head
-            continue
-        assert outcome.revision is not None
-        if outcome.last is not None:  # else the planner's own listing at that head was the proof
-            _prove(remote, outcome.revision, subfolder, outcome.last)
-        return PushResult(CheckpointHandle(remote.repo, subfolder, outcome.revision, step, remote.settings.endpoint),
-                          commits, uploaded, deleted, local_dir, signed_by)
+    try:
+        commits = uploaded = deleted = passes = 0
+        while True:
+            passes += 1
+            outcome = commit(remote, plan, what=f"committing {subfolder}", branch=branch, head=head,
+                             max_commits=-(-len(local.paths) // batch_size) + EXTRA_COMMITS,
+                             replan_on=lambda _exc: local.moved())
+            commits += outcome.commits
+            for landed in outcome.landed:
+                ops = landed.operations
+                uploaded += sum(isinstance(op, CommitOperationAdd) and op.path_in_repo not in written for op in ops)
+                deleted += sum(isinstance(op, CommitOperationDelete) for op in ops)
+            changed = local.refresh(thorough=True)
+            if changed:
+                if passes > MAX_CHANGES:
+                    raise local.unsettled(changed[0])
+                head = None  # a file changed after it was hashed: converge again from the head
+                continue
+            assert outcome.revision is not None
+            if outcome.last is not None:  # else the planner's own listing at that head was the proof
+                _prove(remote, outcome.revision, subfolder, outcome.last)
+            handle = CheckpointHandle(remote.repo, subfolder, outcome.revision, step, remote.settings.endpoint)
+            return PushResult(handle, commits, uploaded, deleted, local_dir, signed_by)
+    finally:
+        local.unpin()  # the files held open for the client
 
 
 def _state(remote: RemoteRepo, head: str | None, subfolder: str) -> Snapshot | None:

@@ -68,8 +68,9 @@ def promote(remote: RemoteRepo, subfolder: str, revision: str | None, to: str, *
     source folder. With ``signer`` the target gets its own, in the same commit as its manifest
     (the statement names the target and the source it was promoted from).
 
-    >>> promote(RemoteRepo(settings, "org/run"), "checkpoint-900", None, "release", tag="v1.0")  # doctest: +SKIP
-    PromoteResult(handle=CheckpointHandle(repo='org/run', subfolder='release', revision='9ac0…'), ...)
+    >>> res = promote(RemoteRepo(settings, "org/run"), "checkpoint-300", None, "release", tag="v1.0")
+    >>> res.handle.subfolder, res.handle.step, len(res.handle.revision)
+    ('release', 300, 40)
     """
     same_repo = target is None or target.repo == remote.repo
     if same_repo and (to == subfolder or to.startswith(subfolder + "/") or subfolder.startswith(to + "/")):

@@ -17,19 +17,25 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections.abc import Mapping
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from ckpt_action import names
-from ckpt_action.errors import InputError, one_line
+from ckpt_action.errors import InputError, one_line, param
 from ckpt_action.handle import CHECKPOINT_RE, DEFAULT_ENDPOINT, SHA_RE, CheckpointHandle, step_of
+from ckpt_action.settings import Settings
 
 ARTIFACT_TYPE = "model-pointer"
 POINTER_FILE = "checkpoint.json"
 CORE_KEYS = ("repo", "subfolder", "revision", "step", "hub_url")
-MAX_POINTER_BYTES = 1 << 20
+# The default of the max_pointer_bytes setting (CKPT_MAX_POINTER_BYTES), for a read given no bound.
+MAX_POINTER_BYTES: int = next(f.default for f in fields(Settings) if f.name == "max_pointer_bytes")  # type: ignore[assignment]
+# A pointer is a flat object with one level of extra fields: deeper JSON is not one.
+MAX_POINTER_DEPTH = 32
 ARTIFACT_NAME_MAX = 128
 # Environment values that must never end up in a pointer (nor in a message about W&B).
 SECRET_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY")
@@ -90,6 +96,31 @@ def pointer_payload(handle: CheckpointHandle, extra: Mapping[str, Any] | None = 
     return payload
 
 
+def check_inputs(*, project: str | None = None, entity: str | None = None, run_id: str | None = None,
+                 artifact_name: str | None = None, registry: str | None = None, prefix: str = "") -> None:
+    """Refuse a W&B input W&B would refuse (or that would confuse a log), before anything
+    is sent anywhere: push and promote check theirs before their first request, so a bad
+    name never fails after the commit. Each error names its parameter, ``prefix`` + the
+    keyword (the CLI's are ``wandb_project``: ``--wandb-project``), for the door to spell.
+
+    >>> check_inputs(project="llama-sft", artifact_name="org--run--sft")
+    >>> check_inputs(project="team/p")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ckpt_action.errors.InputError: project='team/p' is not a W&B name: use 1-128 characters without spaces ...
+    """
+    for key, value in (("project", project), ("entity", entity), ("run_id", run_id)):
+        if value is not None and (not value.isprintable() or not names.WANDB_NAME_RE.match(value)):
+            raise InputError(f"{param(prefix + key)} {value!r} is not a W&B name: use 1-128 characters without"
+                             " spaces or / \\ # ? % : ; , ' \"", param=prefix + key)
+    if artifact_name is not None and not names.WANDB_ARTIFACT_RE.match(artifact_name):
+        raise InputError(f"{param(prefix + 'artifact_name')} {artifact_name!r} is not a valid W&B artifact name:"
+                         " use 1-128 of A-Z a-z 0-9 . _ -", param=prefix + "artifact_name")
+    if registry is not None and not names.WANDB_REGISTRY_RE.match(registry):
+        raise InputError(f"{param(prefix + 'registry')} {registry!r} is not a registry collection: use"
+                         " wandb-registry-NAME/COLLECTION", param=prefix + "registry")
+
+
 # --------------------------------------------------------------------------- reading
 
 
@@ -137,28 +168,89 @@ def _endpoint_from(path: str, hub_url: object, suffix: str) -> str:
     return endpoint
 
 
-def read_pointer(path: str | os.PathLike[str]) -> CheckpointHandle:
+def _read_bounded(p: Path, max_bytes: int | None, name: str) -> Any:
+    """The JSON of a pointer file, nested at most MAX_POINTER_DEPTH deep.
+
+    A regular file only (opened non-blocking, then fstat: a FIFO, /dev/zero or a link to
+    one is refused before a byte is read), at most ``max_bytes`` (the setting
+    CKPT_MAX_POINTER_BYTES) read, whatever the file claims its size is. Errors name the
+    parameter ``name`` that gave the file.
+    """
+    where = f"pointer file {p}"
+
+    def _bad(where: str, why: str) -> InputError:
+        return InputError(f"{param(name)}: invalid {where}: {why}", param=name)
+
+    limit = MAX_POINTER_BYTES if max_bytes is None else max_bytes
+    try:
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise InputError(f"{param(name)}: pointer file not found: {p}", param=name) from None
+    except OSError as exc:
+        raise InputError(f"{param(name)}: cannot read pointer file {p}: {type(exc).__name__}:"
+                         f" {one_line(exc)}", param=name) from None
+    with open(fd, "rb", buffering=0) as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _bad(where, "not a regular file (a FIFO, device or directory): give the checkpoint.json itself")
+        try:
+            raw = fh.read(limit + 1)
+        except OSError as exc:
+            raise InputError(f"{param(name)}: cannot read pointer file {p}: {type(exc).__name__}:"
+                             f" {one_line(exc)}", param=name) from None
+    if raw is None or len(raw) > limit:
+        raise _bad(where, f"more than {limit} bytes, too large for a pointer (raise CKPT_MAX_POINTER_BYTES if it"
+                          " really is one)")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _bad(where, "not UTF-8 text") from None
+    if _nesting(text) > MAX_POINTER_DEPTH:
+        raise _bad(where, f"JSON nested more than {MAX_POINTER_DEPTH} levels deep, not a pointer")
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise _bad(where, "not valid JSON") from None
+
+
+def _nesting(text: str) -> int:
+    """How deep arrays and objects nest in JSON text (brackets inside strings aside): one
+    linear pass, so the parser, which recurses per level, never sees a hostile depth."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def read_pointer(path: str | os.PathLike[str], *, max_bytes: int | None = None,
+                 name: str = "pointer") -> CheckpointHandle:
     """Read and validate a ``checkpoint.json`` (or a directory holding one) into a handle.
 
     Checks the repo id shape, a 40-hex revision, a relative subfolder and, when present,
     that ``hub_url`` is ``<endpoint>/<repo>/tree/<revision>/<subfolder>``; the endpoint is
     taken from it (else the default). ``repo_id`` (the original helper's key) is accepted
-    for ``repo``. Raises :class:`InputError` with a one-line message otherwise.
+    for ``repo``. Raises :class:`InputError` with a one-line message otherwise. The file is
+    read only if it is a regular file, at most ``max_bytes`` (default: the
+    ``max_pointer_bytes`` setting's), and parsed only if its nesting is shallow; a file it
+    cannot read is reported against the parameter ``name``.
     """
     p = Path(path)
     if p.is_dir():
         p = p / POINTER_FILE
-    try:
-        if p.stat().st_size > MAX_POINTER_BYTES:
-            raise _bad(f"pointer file {p}", "too large for a pointer")
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"pointer file not found: {p}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read pointer file {p}: {type(exc).__name__}: {one_line(exc)}") from None
-    except ValueError:
-        raise _bad(f"pointer file {p}", "not valid JSON") from None
-    return parse_pointer(data, f"pointer file {p}")
+    return parse_pointer(_read_bounded(p, max_bytes, name), f"pointer file {p}")
 
 
 def parse_pointer(data: object, where: str = "pointer") -> CheckpointHandle:

@@ -311,7 +311,7 @@ def log_pointer(
 # --------------------------------------------------------------------------- W&B reads and links
 
 
-def fetch_pointer(ref: str, *, timeout: float) -> CheckpointHandle:
+def fetch_pointer(ref: str, *, timeout: float, max_bytes: int | None = None) -> CheckpointHandle:
     """Resolve ``ENTITY/PROJECT/NAME:ALIAS`` on W&B, download its ``checkpoint.json``, read it.
 
     Online only: with WANDB_MODE offline/disabled raises :class:`WandbError` at once.
@@ -328,7 +328,7 @@ def fetch_pointer(ref: str, *, timeout: float) -> CheckpointHandle:
                 raise InputError(f"W&B artifact {ref} has type {artifact.type!r}, not {ARTIFACT_TYPE!r}")
             with tempfile.TemporaryDirectory(prefix="ckpt-pointer-") as tmp:
                 root = artifact.download(root=tmp)
-                return read_pointer(root)
+                return read_pointer(root, max_bytes=max_bytes, name="from_wandb")
         except CkptError:
             raise
         except Exception as exc:  # noqa: BLE001 - any wandb failure becomes WandbError
