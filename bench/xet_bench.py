@@ -112,7 +112,7 @@ def run_section(ctx: Context) -> Section:
                 rchar[key].append(json.loads(counts.read_text())["rchar"])
                 hub.mark()
                 run(second, _env(ctx, hub, xet))
-                step_log = hub.since_mark()
+                step_log = Requests(hub.since_mark())
                 sent[key] = step_log.bytes_in
                 payload[key] = _cas_up(step_log) if xet else step_log.lfs_bytes_up
                 batch_calls[key] = sum(1 for r in step_log.lines if r["path"].endswith("/info/lfs/objects/batch"))
