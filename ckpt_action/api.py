@@ -144,6 +144,8 @@ def push(
     subfolder: str | None = None,
     private: bool = True,
     commit_message: str | None = None,
+    distributed: bool = False,
+    group: Any = None,
     endpoint: str | None = None,
     token: str | None = None,
     timeout: float | None = None,
@@ -160,14 +162,42 @@ def push(
     CheckpointHandle(repo='org/run', subfolder='checkpoint-300', revision='3f1c…', step=300, ...)
     >>> ckpt.push("out/sft", repo="org/run", subfolder="sft").subfolder  # doctest: +SKIP
     'sft'
+
+    ``distributed=True``, called on every rank of an initialized ``torch.distributed``
+    process group (or of ``group``): each rank uploads the files of its own ``local_dir``
+    (a path several ranks hold must be the same bytes on each, and is uploaded once),
+    rank 0 makes the commit, and every rank returns the same handle. If any rank fails,
+    or does not join within ``CKPT_DISTRIBUTED_TIMEOUT`` seconds, nothing is committed
+    and every rank raises the same :class:`~ckpt_action.errors.DistributedError`. A
+    process outside any process group pushes alone, as without it.
+
+    >>> ckpt.push(f"out/checkpoint-300", repo="org/run", step=300, distributed=True)  # doctest: +SKIP
+    CheckpointHandle(repo='org/run', subfolder='checkpoint-300', revision='3f1c…', step=300, ...)
     """
     repo = validate.repo_id(repo)
     subfolder, step = validate.push_target(subfolder, step)
-    path = validate.local_dir_to_push(os.fspath(local_dir))
     settings = _settings(endpoint, token, timeout, retries)
     validate.token_for_write(settings.token, settings.endpoint)
-    return _core_push(settings, repo, path, subfolder, step=step, private=private,
-                      commit_message=commit_message).handle
+    session = None
+    if distributed:
+        from .torchgroup import session as group_session
+
+        session = group_session(group, settings.distributed_timeout, f"push {subfolder}")
+    elif group is not None:
+        raise InputError("group= goes with distributed=True: add it, or drop group=")
+    if session is None:
+        path = validate.local_dir_to_push(os.fspath(local_dir))
+        return _core_push(settings, repo, path, subfolder, step=step, private=private,
+                          commit_message=commit_message).handle
+    from .distpush import push_distributed
+    from .remote import RemoteRepo
+
+    with session:
+        # Checked inside the session: a bad dir on one rank fails every rank at once.
+        path = session.run("checking local_dir", lambda: validate.local_dir_to_push(os.fspath(local_dir),
+                                                                                    allow_empty=True))
+        return push_distributed(RemoteRepo(settings, repo), path, subfolder, session, step=step, private=private,
+                                commit_message=commit_message).handle
 
 
 def latest(

@@ -56,6 +56,19 @@ class ConflictError(CkptError):
     """A refusal to overwrite something that exists (a tag pointing elsewhere)."""
 
 
+class DistributedError(CkptError):
+    """A push from many ranks failed: every rank raises this same error, naming the rank
+    that failed and why. It carries the exit code of that rank's own error (an
+    ``InputError`` on one rank is exit 2 on all of them)."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (str(self), self.exit_code))
+
+
 def quoted(value: object, limit: int = 80) -> str:
     """Untrusted text (a name the Hub sent) for a message: quoted, ASCII-only, control
     characters escaped, never longer than ``limit``, so it can neither break the line nor

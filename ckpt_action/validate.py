@@ -148,8 +148,9 @@ def token_for_write(token: str | None, url: str) -> None:
         raise InputError("writing to the Hugging Face Hub needs a token: set HF_TOKEN (or pass --token)")
 
 
-def local_dir_to_push(value: str | None) -> Path:
-    """Check a checkpoint dir to push, before anything is sent: it exists and holds files,
+def local_dir_to_push(value: str | None, *, allow_empty: bool = False) -> Path:
+    """Check a checkpoint dir to push, before anything is sent: it exists and holds files
+    (``allow_empty``: or none, a rank of a distributed push that holds no file of the checkpoint),
     and every entry is a regular file (or a link to one inside the dir) that can be read,
     with a name the Hub accepts. Special files would hang the hashing (a FIFO) or cannot
     be uploaded; finding them half-way through a push would leave it unfinished.
@@ -194,7 +195,7 @@ def local_dir_to_push(value: str | None) -> Path:
                 if count > MAX_PUSH_FILES:
                     raise InputError(f"--local-dir holds more than {MAX_PUSH_FILES} files, more than a Hub repo takes:"
                                      " push a smaller folder")
-    if not count:
+    if not count and not allow_empty:
         raise InputError(f"--local-dir {value} has no files: nothing to push")
     return path
 

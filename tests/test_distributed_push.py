@@ -1,0 +1,94 @@
+"""push(distributed=True): ranks launched by torchrun on this machine, against a local Hub.
+
+Each test is one small job (a few KB per rank); the ranks record what they got in
+files the test reads (see tests/dist_push_script.py).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.dist_helpers import PUSH_SCRIPT, results, standalone, two_nodes
+from tests.localhub_fixtures import TOKEN, entries, make_folder
+
+REPO = "org/dist"
+
+
+def _env(server: Any, tmp_path: Path, out: Path, **extra: str) -> dict[str, str]:
+    env = server.env(home=tmp_path / "hf_home")
+    env.update(REPO=REPO, STEP="5", OUT_DIR=str(out), CKPT_RETRY_DELAY="0.05", CKPT_RETRY_MAX_DELAY="0.5",
+               CKPT_TIMEOUT="20", CKPT_DISTRIBUTED_TIMEOUT="20")
+    env.update(extra)
+    return env
+
+
+def _commits(server: Any) -> list[Any]:
+    from huggingface_hub import HfApi
+
+    return HfApi(endpoint=server.url, token=TOKEN).list_repo_commits(REPO)
+
+
+def _shards(root: Path, ranks: range, common: bytes, config: bytes) -> dict[int, Path]:
+    dirs = {}
+    for rank in ranks:
+        dirs[rank] = make_folder(root / f"rank-{rank}", {
+            f"model-{rank:05d}.bin": os.urandom(4096 + rank), "common.bin": common, "config.json": config})
+    return dirs
+
+
+@pytest.mark.timeout(300)
+def test_four_ranks_make_one_commit_holding_every_ranks_files(hub_server, hf_client, tmp_path):
+    import ckpt_action as ckpt
+
+    server = hub_server(token=TOKEN)
+    common, config = os.urandom(3000), b'{"layers": 2}\n'
+    _shards(tmp_path / "node", range(4), common, config)
+    out = tmp_path / "out"
+    out.mkdir()
+    env = _env(server, tmp_path, out, LOCAL_DIR=str(tmp_path / "node" / "rank-{rank}"))
+    [(code, log)] = standalone(4, [str(PUSH_SCRIPT)], env, tmp_path)
+    got = results([out], 4)
+    assert code == 0, log
+    assert sorted(got) == [0, 1, 2, 3], log
+    handles = {tuple(r["handle"]) for r in got.values()}
+    assert len(handles) == 1, got
+    [(repo, subfolder, sha, step)] = handles
+    assert (repo, subfolder, step) == (REPO, "checkpoint-5", 5)
+    assert _commits(server)[0].commit_id == sha
+    assert len([c for c in _commits(server) if c.title.startswith("Push")]) == 1
+    found = ckpt.latest(REPO, endpoint=server.url, token=TOKEN)
+    assert found is not None and found.revision == sha
+    pulled = ckpt.pull(found, tmp_path / "pulled", endpoint=server.url, token=TOKEN)
+    names = sorted(p.name for p in pulled.iterdir() if not p.name.startswith("."))
+    assert names == ["ckpt-manifest.json", "common.bin", "config.json", *[f"model-{r:05d}.bin" for r in range(4)]]
+    assert (pulled / "common.bin").read_bytes() == common
+    # Every rank holds common.bin: its bytes went up once, not four times.
+    uploads = entries(server, "PUT", contains="/localhub-lfs/")
+    assert len(uploads) == 5, uploads
+
+
+@pytest.mark.timeout(300)
+def test_two_nodes_without_a_shared_filesystem(hub_server, hf_client, tmp_path):
+    import ckpt_action as ckpt
+
+    server = hub_server(token=TOKEN)
+    common = os.urandom(2000)
+    envs, outs = [], []
+    for node in range(2):
+        base = tmp_path / f"node{node}"
+        _shards(base, range(2 * node, 2 * node + 2), common, b"{}\n")
+        outs.append(base / "out")
+        outs[-1].mkdir()
+        envs.append(_env(server, tmp_path, outs[-1], LOCAL_DIR=str(base / "rank-{rank}")))
+    launches = two_nodes([str(PUSH_SCRIPT)], envs, tmp_path)
+    got = results(outs, 4)
+    assert [code for code, _ in launches] == [0, 0], launches
+    assert len({tuple(r["handle"]) for r in got.values()}) == 1 and len(got) == 4, got
+    found = ckpt.latest(REPO, endpoint=server.url, token=TOKEN)
+    assert found is not None and found.revision == got[0]["handle"][2]
+    [info] = ckpt.list_checkpoints(REPO, endpoint=server.url, token=TOKEN)
+    assert (info.subfolder, info.status, info.files) == ("checkpoint-5", "complete", 6)
