@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +24,9 @@ import pytest
 torch = pytest.importorskip("torch", reason="the distributed tests need torch (the [distributed] extra)")
 
 ROOT = Path(__file__).resolve().parent.parent
-TORCHRUN = [os.path.join(os.path.dirname(os.sys.executable), "torchrun")]  # the venv's, next to its python
+TORCHRUN = [os.path.join(os.path.dirname(sys.executable), "torchrun")]  # the venv's, next to its python
 PUSH_SCRIPT = ROOT / "tests" / "dist_push_script.py"
-JOB_TIMEOUT = 240
+JOB_TIMEOUT = float(os.environ.get("DIST_TEST_JOB_TIMEOUT", "240"))
 
 
 def free_port() -> int:
@@ -39,36 +43,56 @@ def _env(base: dict[str, str], extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def _check(procs: list[subprocess.Popen[str]]) -> list[tuple[int, str]]:
-    out = []
+def _check(procs: list[subprocess.Popen[str]], done: Callable[[], bool] | None = None) -> list[tuple[int, str]]:
+    """Wait for the launches; (exit code, output) of each.
+
+    When one launch fails, the agent of the other waits at torchrun's exit barrier (five
+    minutes) for the dead one: once ``done()`` says the surviving ranks have recorded
+    what they got, the launches still running are stopped.
+    """
+    deadline = time.monotonic() + JOB_TIMEOUT
+    while any(proc.poll() is None for proc in procs):
+        failed = any(proc.poll() not in (None, 0) for proc in procs)
+        if time.monotonic() > deadline or (failed and done is not None and done()):
+            break
+        time.sleep(0.2)
+    timed_out = time.monotonic() > deadline
     for proc in procs:
-        try:
-            stdout, _ = proc.communicate(timeout=JOB_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            for other in procs:
-                other.kill()
-            raise
-        out.append((proc.returncode, stdout))
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+    out = [(proc.returncode, proc.communicate()[0]) for proc in procs]
+    if timed_out:
+        raise AssertionError(f"the job did not end within {JOB_TIMEOUT} s:\n" + "\n---\n".join(o for _, o in out))
     return out
+
+
+def _launch(cmd: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
+    # A session of its own, so the launch and its workers are stopped together.
+    return subprocess.Popen(cmd, env=_env(env, {}), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
 
 
 def standalone(nproc: int, args: list[str], env: dict[str, str], cwd: Path) -> list[tuple[int, str]]:
     """One node of ``nproc`` ranks; (exit code, output) of the launch."""
     cmd = ["nice", "-n", "10", *TORCHRUN, "--standalone", "--nproc-per-node", str(nproc), *args]
-    return _check([subprocess.Popen(cmd, env=_env(env, {}), cwd=cwd, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True)])
+    return _check([_launch(cmd, env, cwd)])
 
 
-def two_nodes(args: list[str], envs: list[dict[str, str]], cwd: Path, nproc: int = 2) -> list[tuple[int, str]]:
-    """Two torchrun launches of ``nproc`` ranks each, node 0 hosting the rendezvous."""
+def two_nodes(args: list[str], envs: list[dict[str, str]], cwd: Path, nproc: int = 2,
+              done: Callable[[], bool] | None = None) -> list[tuple[int, str]]:
+    """Two torchrun launches of ``nproc`` ranks each, node 0 hosting the rendezvous
+    (``done``: see :func:`_check`)."""
     port = str(free_port())
     procs = []
     for node, env in enumerate(envs):
         cmd = ["nice", "-n", "10", *TORCHRUN, "--nnodes", "2", "--node-rank", str(node), "--master-addr",
                "127.0.0.1", "--master-port", port, "--nproc-per-node", str(nproc), *args]
-        procs.append(subprocess.Popen(cmd, env=_env(env, {}), cwd=cwd, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True))
-    return _check(procs)
+        procs.append(_launch(cmd, env, cwd))
+    return _check(procs, done)
 
 
 def results(out_dirs: list[Path], world: int) -> dict[int, dict[str, Any]]:

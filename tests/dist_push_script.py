@@ -13,6 +13,7 @@ environment (HF_ENDPOINT, HF_TOKEN, CKPT_*), as a job's would:
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import sys
@@ -25,6 +26,8 @@ import ckpt_action as ckpt
 
 
 def main() -> int:
+    if os.environ.get("DUMP_AFTER"):  # debugging a hung job: every thread's stack, to stderr
+        faulthandler.dump_traceback_later(float(os.environ["DUMP_AFTER"]))
     dist.init_process_group("gloo")
     rank, node = dist.get_rank(), int(os.environ.get("GROUP_RANK", "0"))
     out = Path(os.environ["OUT_DIR"]) / f"rank-{rank}.json"

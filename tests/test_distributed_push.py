@@ -92,3 +92,119 @@ def test_two_nodes_without_a_shared_filesystem(hub_server, hf_client, tmp_path):
     assert found is not None and found.revision == got[0]["handle"][2]
     [info] = ckpt.list_checkpoints(REPO, endpoint=server.url, token=TOKEN)
     assert (info.subfolder, info.status, info.files) == ("checkpoint-5", "complete", 6)
+
+
+def _no_checkpoint(server: Any) -> None:
+    import ckpt_action as ckpt
+
+    assert ckpt.latest(REPO, endpoint=server.url, token=TOKEN) is None
+
+
+def _same_error(got: dict[int, dict[str, Any]], ranks: int) -> dict[str, Any]:
+    assert sorted(got) == list(range(ranks)), got
+    errors = {(r["error"], r["message"], r["exit_code"]) for r in got.values()}
+    assert len(errors) == 1, got
+    return got[0]
+
+
+@pytest.mark.timeout(300)
+def test_a_path_with_different_bytes_on_two_ranks_fails_every_rank_naming_them(hub_server, hf_client, tmp_path):
+    server = hub_server(token=TOKEN)
+    dirs = _shards(tmp_path / "node", range(2), b"same", b"{}\n")
+    (dirs[1] / "common.bin").write_bytes(b"other")
+    out = tmp_path / "out"
+    out.mkdir()
+    env = _env(server, tmp_path, out, LOCAL_DIR=str(tmp_path / "node" / "rank-{rank}"))
+    standalone(2, [str(PUSH_SCRIPT)], env, tmp_path)
+    error = _same_error(results([out], 2), 2)
+    assert error["error"] == "DistributedError"
+    assert "common.bin differs between ranks 0 and 1" in error["message"]
+    assert "nothing was committed" in error["message"]
+    _no_checkpoint(server)
+
+
+@pytest.mark.timeout(300)
+def test_a_file_one_rank_cannot_read_fails_every_rank_with_its_exit_code(hub_server, hf_client, tmp_path):
+    server = hub_server(token=TOKEN)
+    dirs = _shards(tmp_path / "node", range(2), b"same", b"{}\n")
+    (dirs[1] / "optimizer.pt").symlink_to(tmp_path / "gone")
+    out = tmp_path / "out"
+    out.mkdir()
+    env = _env(server, tmp_path, out, LOCAL_DIR=str(tmp_path / "node" / "rank-{rank}"))
+    standalone(2, [str(PUSH_SCRIPT)], env, tmp_path)
+    error = _same_error(results([out], 2), 2)
+    assert "rank 1: checking local_dir" in error["message"] and "dangling symlink optimizer.pt" in error["message"]
+    assert error["exit_code"] == 2
+    _no_checkpoint(server)
+
+
+@pytest.mark.timeout(300)
+def test_a_rank_that_raises_before_push_fails_the_others_within_the_timeout(hub_server, hf_client, tmp_path):
+    server = hub_server(token=TOKEN)
+    _shards(tmp_path / "node", range(2), b"same", b"{}\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    env = _env(server, tmp_path, out, LOCAL_DIR=str(tmp_path / "node" / "rank-{rank}"), RAISE_RANK="1",
+               CKPT_DISTRIBUTED_TIMEOUT="3")
+    standalone(2, [str(PUSH_SCRIPT)], env, tmp_path)
+    got = results([out], 2)
+    assert got[1]["message"] == "the training step failed"
+    assert got[0]["error"] == "DistributedError"
+    assert "rank 1 did not join within 3 s (CKPT_DISTRIBUTED_TIMEOUT)" in got[0]["message"]
+    assert got[0]["seconds"] < 60  # bounded by the setting, not by the process group's 30 minutes
+    _no_checkpoint(server)
+
+
+@pytest.mark.timeout(300)
+def test_a_rank_killed_mid_upload_means_no_commit_and_the_others_name_it(hub_server, hf_client, tmp_path):
+    import signal
+
+    from tests.commit_proxy import CommitProxy
+
+    server = hub_server(token=TOKEN)
+    pids = tmp_path / "pids"
+    pids.mkdir()
+
+    def kill_rank_3() -> None:
+        os.kill(int((pids / "rank-3.pid").read_text()), signal.SIGKILL)
+
+    with CommitProxy(server.url) as proxy:
+        # Only rank 3 talks through the proxy: its first upload request is its last.
+        proxy.before("POST", r"/preupload/", kill_rank_3)
+        envs, outs = [], []
+        for node in range(2):
+            base = tmp_path / f"node{node}"
+            _shards(base, range(2 * node, 2 * node + 2), b"same", b"{}\n")
+            outs.append(base / "out")
+            outs[-1].mkdir()
+            envs.append(_env(server, tmp_path, outs[-1], LOCAL_DIR=str(base / "rank-{rank}"), PID_DIR=str(pids),
+                             ENDPOINT_RANK_3=proxy.url, CKPT_DISTRIBUTED_TIMEOUT="3"))
+        two_nodes([str(PUSH_SCRIPT)], envs, tmp_path, done=lambda: {0, 1} <= set(results(outs, 4)))
+    got = results(outs, 4)
+    assert 3 not in got
+    node0 = {(got[r]["error"], got[r]["message"]) for r in (0, 1)}
+    assert len(node0) == 1, got
+    [(kind, message)] = node0
+    assert kind == "DistributedError" and "nothing was committed" in message
+    assert "rank 3 stopped responding" in message or "rank 2 stopped responding" in message
+    assert not [c for c in _commits(server) if c.title.startswith("Push")]
+    _no_checkpoint(server)
+
+
+@pytest.mark.timeout(300)
+def test_a_commit_answered_500_after_it_landed_is_one_commit_and_one_handle(hub_server, hf_client, tmp_path):
+    from tests.commit_proxy import COMMIT, CommitProxy
+
+    server = hub_server(token=TOKEN)
+    _shards(tmp_path / "node", range(2), b"same", b"{}\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    with CommitProxy(server.url) as proxy:
+        proxy.after("POST", COMMIT, status=500)
+        env = _env(server, tmp_path, out, LOCAL_DIR=str(tmp_path / "node" / "rank-{rank}"), HF_ENDPOINT=proxy.url)
+        standalone(2, [str(PUSH_SCRIPT)], env, tmp_path)
+        assert [c.status for c in proxy.commits()] == [500]
+    got = results([out], 2)
+    assert len({tuple(r.get("handle", ())) for r in got.values()}) == 1 and "handle" in got[0], got
+    pushes = [c for c in _commits(server) if c.title.startswith("Push")]
+    assert len(pushes) == 1 and pushes[0].commit_id == got[0]["handle"][2]
