@@ -49,11 +49,11 @@ RUN apt-get update \
  && useradd --uid 10001 --user-group --create-home --home-dir /home/ckpt --shell /usr/sbin/nologin ckpt
 COPY --from=build /opt/ckpt-action /opt/ckpt-action
 # The package goes where pip would put it, with the console script pip would write for
-# [project.scripts] (ckpt-action = ckpt_action.cli:main): `ckpt-action` is on PATH for CI
+# [project.scripts] (ckpt-action = ckpt_action.cli.app:main): `ckpt-action` is on PATH for CI
 # systems that run a script in the image (GitLab CI), and it is the entrypoint.
 COPY ckpt_action /opt/ckpt-action/lib/python3.11/site-packages/ckpt_action
 RUN python3 -m compileall -q /opt/ckpt-action/lib/python3.11/site-packages/ckpt_action \
- && printf '#!/opt/ckpt-action/bin/python\nimport sys\nfrom ckpt_action.cli import main\nsys.exit(main())\n' \
+ && printf '#!/opt/ckpt-action/bin/python\nimport sys\nfrom ckpt_action.cli.app import main\nsys.exit(main())\n' \
       > /opt/ckpt-action/bin/ckpt-action \
  && chmod 0755 /opt/ckpt-action/bin/ckpt-action
 # Any --user works: caches live under /tmp, so `docker run --user "$(id -u):$(id -g)"`

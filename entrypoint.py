@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """The ckpt-action command line, run from a checkout: ``python entrypoint.py push ...``.
 
-The CLI itself lives in :mod:`ckpt_action.cli` (installed as the ``ckpt-action`` console
+The CLI itself lives in :mod:`ckpt_action.cli.app` (installed as the ``ckpt-action`` console
 script); this file is only the door the action's native runtime and a checkout use.
 """
 
-from ckpt_action.cli import main
+from ckpt_action.cli.app import main
 
 if __name__ == "__main__":
     main()

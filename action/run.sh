@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the ckpt-action CLI for the composite action (action.yml).
 # Every input arrives as an INPUT_* environment variable and is turned into CLI
-# arguments in Python (`ckpt-action from-action`, ckpt_action/action_inputs.py); this
+# arguments in Python (`ckpt-action from-action`, ckpt_action/ci/action_inputs.py); this
 # script only picks the runtime and starts it. Nothing is spliced into code.
 # Works with bash 3.2 (macOS) and Git Bash (Windows) for the native runtime.
 set -euo pipefail

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ckpt_action.manifest import MANIFEST_NAME, Manifest, digest_bytes
+from ckpt_action.checkpoint.manifest import MANIFEST_NAME, Manifest, digest_bytes
 
 # Trainer's checkpoint files (11) + our manifest = 12 per folder. Three match the Hub's
 # LFS patterns, as in real checkpoints; their tiny contents repeat across folders, so the

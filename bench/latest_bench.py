@@ -36,8 +36,8 @@ def _timed(ctx: Context, fn: Callable[[], Any]) -> tuple[float, Requests, Any]:
 
 
 def run_section(ctx: Context) -> Section:
-    from ckpt_action.discover import latest
-    from ckpt_action.remote import RemoteRepo
+    from ckpt_action.hub.repo import RemoteRepo
+    from ckpt_action.ops.discover import latest
 
     folders = 200 if ctx.quick else 1000
     reps = 2 if ctx.quick else 5

@@ -1,7 +1,7 @@
 """ckpt-action: move training checkpoints between CI jobs and a Hugging Face Hub repo.
 
 Every checkpoint handed out is pinned to an immutable commit SHA. The package holds the
-core (no Click here), the CLI over it (``ckpt_action.cli``) and the Python API::
+core (no Click here), the CLI over it (``ckpt_action.cli.app``) and the Python API::
 
     import ckpt_action as ckpt
 
@@ -16,13 +16,10 @@ when it talks to the Hub or W&B.
 
 from __future__ import annotations
 
-import sys
-import types
+from ckpt_action.version import __version__ as __version__
 
 # typing's import costs more than this package's own (CPython 3.14 spells it this way too).
 TYPE_CHECKING = False
-
-__version__ = "0.1.0"
 
 # Exported name -> the module (in this package) that defines it.
 _EXPORTS: dict[str, str] = {
@@ -35,8 +32,8 @@ _EXPORTS: dict[str, str] = {
     "prune": "api",
     "PruneResult": "api",
     "CheckpointHandle": "handle",
-    "CheckpointInfo": "discover",
-    "PointerResult": "wandb_pointer",
+    "CheckpointInfo": "ops.discover",
+    "PointerResult": "wandb.pointer",
     "CkptError": "errors",
     "InputError": "errors",
     "RemoteError": "errors",
@@ -45,7 +42,7 @@ _EXPORTS: dict[str, str] = {
     "IntegrityError": "errors",
     "NoCheckpointError": "errors",
     "ConflictError": "errors",
-    "WandbError": "wandb_pointer",
+    "WandbError": "wandb.pointer",
 }
 __all__ = [  # the same names as _EXPORTS (a test checks)
     "AuthError",
@@ -73,8 +70,10 @@ __all__ = [  # the same names as _EXPORTS (a test checks)
 if TYPE_CHECKING:
     from typing import Any
 
+    from ckpt_action.ops.discover import CheckpointInfo
+    from ckpt_action.wandb.pointer import PointerResult, WandbError
+
     from .api import PruneResult, latest, list_checkpoints, log_pointer, promote, prune, pull, push
-    from .discover import CheckpointInfo
     from .errors import (
         AuthError,
         CkptError,
@@ -86,7 +85,6 @@ if TYPE_CHECKING:
         RemoteError,
     )
     from .handle import CheckpointHandle
-    from .wandb_pointer import PointerResult, WandbError
 
 
 def __getattr__(name: str) -> Any:
@@ -102,20 +100,3 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
-
-
-class _Package(types.ModuleType):
-    """``push`` and ``pull`` name both API functions and core modules (``ckpt_action/push.py``).
-
-    Importing a submodule sets it as an attribute of its package, which would turn
-    ``ckpt_action.push`` from the function into the module for the rest of the process.
-    The submodules stay reachable through ``sys.modules`` and ``from ckpt_action.push import ...``.
-    """
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in _EXPORTS and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

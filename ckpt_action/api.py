@@ -34,7 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import validate
+from ckpt_action import names
+from ckpt_action.disk.source import local_dir_to_push
+from ckpt_action.disk.target import pull_target
+
 from .errors import InputError, NoCheckpointError, NotFoundError
 from .handle import SHA_RE, CheckpointHandle
 from .settings import Settings
@@ -42,12 +45,13 @@ from .settings import Settings
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .cache import CacheConfig
-    from .discover import CheckpointInfo, LatestResult
-    from .pull import PullResult, Selection
-    from .push import PushResult
-    from .remote import RemoteRepo
-    from .wandb_pointer import PointerResult
+    from ckpt_action.disk.cache import CacheConfig
+    from ckpt_action.hub.repo import RemoteRepo
+    from ckpt_action.ops.coordination import Session
+    from ckpt_action.ops.discover import CheckpointInfo, LatestResult
+    from ckpt_action.ops.pull import PullResult, Selection
+    from ckpt_action.ops.push import PushResult
+    from ckpt_action.wandb.pointer import PointerResult
 
 log = logging.getLogger("ckpt_action")
 PathLike = str | os.PathLike[str]
@@ -71,17 +75,24 @@ class PruneResult:
 
 
 def _core_push(settings: Settings, repo: str, local_dir: Path, subfolder: str, *, step: int | None,
-               private: bool, commit_message: str | None) -> PushResult:
-    from .push import push as core_push
-    from .remote import RemoteRepo
+               private: bool, commit_message: str | None, session: Session | None = None) -> PushResult:
+    """``session``: this rank's part of a push from many ranks (see :mod:`ckpt_action.ops.distpush`)."""
+    from ckpt_action.hub.repo import RemoteRepo
 
-    return core_push(RemoteRepo(settings, repo), local_dir, subfolder, step=step, private=private,
-                     commit_message=commit_message)
+    remote = RemoteRepo(settings, repo)
+    if session is not None:
+        from ckpt_action.ops.distpush import push_distributed
+
+        return push_distributed(remote, local_dir, subfolder, session, step=step, private=private,
+                                commit_message=commit_message)
+    from ckpt_action.ops.push import push as core_push
+
+    return core_push(remote, local_dir, subfolder, step=step, private=private, commit_message=commit_message)
 
 
 def _core_pull(remote: RemoteRepo, subfolder: str, revision: str | None, sha: str | None, target: Path, *,
                force: bool, select: Selection | None = None, cache: CacheConfig | None = None) -> PullResult:
-    from .pull import pull as core_pull
+    from ckpt_action.ops.pull import pull as core_pull
 
     return core_pull(remote, subfolder, revision, target, force=force, sha=sha, select=select, cache=cache)
 
@@ -91,7 +102,7 @@ def _settings(endpoint: str | None, token: str | None, timeout: float | None, re
 
 
 def _remote(settings: Settings, repo: str) -> RemoteRepo:
-    from .remote import RemoteRepo
+    from ckpt_action.hub.repo import RemoteRepo
 
     return RemoteRepo(settings, repo)
 
@@ -104,7 +115,7 @@ def _warn_skipped(res: LatestResult, repo: str) -> None:
 
 
 def _find_latest(remote: RemoteRepo, revision: str | None) -> CheckpointHandle | None:
-    from .discover import latest as core_latest
+    from ckpt_action.ops.discover import latest as core_latest
 
     res = core_latest(remote, revision)
     _warn_skipped(res, remote.repo)
@@ -125,12 +136,12 @@ def _source(source: CheckpointHandle | str, subfolder: str | None, revision: str
             raise InputError(f"revision={revision!r} disagrees with the handle's {source.revision}: drop it")
         if endpoint is None and not os.environ.get("HF_ENDPOINT"):
             endpoint = source.endpoint
-        return (validate.repo_id(source.repo), validate.subfolder(source.subfolder),
-                validate.revision(source.revision), endpoint)
+        return (names.repo_id(source.repo), names.subfolder(source.subfolder),
+                names.revision(source.revision), endpoint)
     if not isinstance(source, str):
         raise InputError(f"expected a CheckpointHandle or a repo id OWNER/NAME, got {type(source).__name__}")
-    return (validate.repo_id(source), validate.subfolder(subfolder) if subfolder is not None else None,
-            validate.revision(revision), endpoint)
+    return (names.repo_id(source), names.subfolder(subfolder) if subfolder is not None else None,
+            names.revision(revision), endpoint)
 
 
 # --------------------------------------------------------------------------- push, latest, pull
@@ -174,30 +185,26 @@ def push(
     >>> ckpt.push(f"out/checkpoint-300", repo="org/run", step=300, distributed=True)  # doctest: +SKIP
     CheckpointHandle(repo='org/run', subfolder='checkpoint-300', revision='3f1c…', step=300, ...)
     """
-    repo = validate.repo_id(repo)
-    subfolder, step = validate.push_target(subfolder, step)
+    repo = names.repo_id(repo)
+    subfolder, step = names.push_target(subfolder, step)
     settings = _settings(endpoint, token, timeout, retries)
-    validate.token_for_write(settings.token, settings.endpoint)
+    names.token_for_write(settings.token, settings.endpoint)
     session = None
     if distributed:
-        from .torchgroup import session as group_session
+        from ckpt_action.ops.torchgroup import session as group_session
 
         session = group_session(group, settings.distributed_timeout, f"push {subfolder}")
     elif group is not None:
         raise InputError("group= goes with distributed=True: add it, or drop group=")
     if session is None:
-        path = validate.local_dir_to_push(os.fspath(local_dir))
+        path = local_dir_to_push(os.fspath(local_dir))
         return _core_push(settings, repo, path, subfolder, step=step, private=private,
                           commit_message=commit_message).handle
-    from .distpush import push_distributed
-    from .remote import RemoteRepo
-
     with session:
         # Checked inside the session: a bad dir on one rank fails every rank at once.
-        path = session.run("checking local_dir", lambda: validate.local_dir_to_push(os.fspath(local_dir),
-                                                                                    allow_empty=True))
-        return push_distributed(RemoteRepo(settings, repo), path, subfolder, session, step=step, private=private,
-                                commit_message=commit_message).handle
+        path = session.run("checking local_dir", lambda: local_dir_to_push(os.fspath(local_dir), allow_empty=True))
+        return _core_push(settings, repo, path, subfolder, step=step, private=private,
+                          commit_message=commit_message, session=session).handle
 
 
 def latest(
@@ -220,8 +227,8 @@ def latest(
     >>> ckpt.latest("org/run")  # doctest: +SKIP
     CheckpointHandle(repo='org/run', subfolder='checkpoint-300', revision='3f1c…', step=300, ...)
     """
-    repo = validate.repo_id(repo)
-    revision = validate.revision(revision)
+    repo = names.repo_id(repo)
+    revision = names.revision(revision)
     handle = _find_latest(_remote(_settings(endpoint, token, timeout, retries), repo), revision)
     if handle is None and require:
         raise NoCheckpointError(f"no complete checkpoint-N in {repo}")
@@ -260,11 +267,11 @@ def pull(
     >>> ckpt.pull("org/run", "sft-copy/", subfolder="sft", revision=sha)  # doctest: +SKIP
     PosixPath('/work/sft-copy')
     """
-    from .cache import CacheConfig
-    from .pull import Selection
+    from ckpt_action.disk.cache import CacheConfig
+    from ckpt_action.ops.pull import Selection
 
     repo, sub, rev, endpoint = _source(source, subfolder, revision, endpoint)
-    target = validate.pull_target(os.fspath(local_dir), force=force)
+    target = pull_target(os.fspath(local_dir), force=force)
     select = Selection.from_options(tuple(include), tuple(exclude))
     cache = CacheConfig.from_options(os.fspath(cache_dir) if cache_dir is not None else None, target)
     remote = _remote(_settings(endpoint, token, timeout, retries), repo)
@@ -294,13 +301,13 @@ def log_pointer(
     It goes to ``run``, else to the run active in this process (``wandb.run``); neither is
     finished here. With no run at all, ``project`` (default ``WANDB_PROJECT``) logs it from
     a short run of its own, as the CLI does; without one either, it raises
-    :class:`~ckpt_action.wandb_pointer.WandbError`, as it does for any W&B failure.
+    :class:`~ckpt_action.wandb.pointer.WandbError`, as it does for any W&B failure.
 
     >>> run = wandb.init(project="llama-sft")  # doctest: +SKIP
     >>> ckpt.log_pointer(h).aliases  # doctest: +SKIP
     ('latest', 'step-300')
     """
-    from . import wandb_pointer
+    from ckpt_action.wandb import pointer as wandb_pointer
 
     if run is None:
         run = wandb_pointer.active_run()
@@ -312,6 +319,14 @@ def log_pointer(
         return wandb_pointer.log_pointer(handle, project=project, entity=entity or os.environ.get("WANDB_ENTITY"),
                                          artifact_name=artifact_name, extra=extra)
     return wandb_pointer.log_pointer_to_run(handle, run, artifact_name=artifact_name, extra=extra)
+
+
+def active_wandb_run() -> Any:
+    """The W&B run active in this process, or None (a disabled run counts as none); W&B is
+    imported only if it already is."""
+    from ckpt_action.wandb import pointer as wandb_pointer
+
+    return wandb_pointer.active_run()
 
 
 # --------------------------------------------------------------------------- promote, list, prune
@@ -344,16 +359,16 @@ def promote(
     repo, sub, rev, endpoint = _source(source, subfolder, revision, endpoint)
     if sub is None:
         raise InputError("promote needs subfolder= (or a handle): name the checkpoint to promote")
-    to = validate.subfolder(to, flag="to")
-    tag = validate.revision(tag)
-    branch = validate.revision(branch)
-    target_repo = validate.repo_id(to_repo) if to_repo else None
+    to = names.subfolder(to, flag="to")
+    tag = names.revision(tag)
+    branch = names.revision(branch)
+    target_repo = names.repo_id(to_repo) if to_repo else None
     if target_repo and branch:
         raise InputError("branch= does not go with to_repo=: promote into the other repo's main")
     settings = _settings(endpoint, token, timeout, retries)
-    validate.token_for_write(settings.token, settings.endpoint)
-    from .release import promote as core_promote
-    from .remote import RemoteRepo
+    names.token_for_write(settings.token, settings.endpoint)
+    from ckpt_action.hub.repo import RemoteRepo
+    from ckpt_action.ops.release import promote as core_promote
 
     remote = RemoteRepo(settings, repo)
     target = RemoteRepo(settings, target_repo, api=remote.api) if target_repo else None
@@ -371,7 +386,7 @@ def list_checkpoints(
 ) -> list[CheckpointInfo]:
     """Every checkpoint of ``repo`` at one SHA, newest step first, with its status.
 
-    Each :class:`~ckpt_action.discover.CheckpointInfo` has ``subfolder``, ``step``,
+    Each :class:`~ckpt_action.ops.discover.CheckpointInfo` has ``subfolder``, ``step``,
     ``complete``, ``status`` (complete, foreign, incomplete, mismatch), ``files``, ``size``
     and the ``revision`` it was read at. A repo that does not exist has none (a warning
     says so); any other failure raises.
@@ -379,9 +394,9 @@ def list_checkpoints(
     >>> [(i.subfolder, i.status) for i in ckpt.list_checkpoints("org/run")]  # doctest: +SKIP
     [('checkpoint-300', 'complete'), ('checkpoint-200', 'complete'), ('sft', 'complete')]
     """
-    repo = validate.repo_id(repo)
-    revision = validate.revision(revision)
-    from .discover import list_checkpoints as core_list
+    repo = names.repo_id(repo)
+    revision = names.revision(revision)
+    from ckpt_action.ops.discover import list_checkpoints as core_list
 
     remote = _remote(_settings(endpoint, token, timeout, retries), repo)
     try:
@@ -413,14 +428,14 @@ def prune(
     >>> ckpt.prune("org/run", keep_last=2, dry_run=True).deleted  # doctest: +SKIP
     ['checkpoint-100']
     """
-    repo = validate.repo_id(repo)
-    keep = validate.positive(keep_last, "keep_last")
+    repo = names.repo_id(repo)
+    keep = names.positive(keep_last, "keep_last")
     if keep is None:
         raise InputError("keep_last is required: how many of the newest checkpoint-N to keep")
     settings = _settings(endpoint, token, timeout, retries)
     if not dry_run:
-        validate.token_for_write(settings.token, settings.endpoint)
-    from .release import prune as core_prune
+        names.token_for_write(settings.token, settings.endpoint)
+    from ckpt_action.ops.release import prune as core_prune
 
     plan, sha = core_prune(_remote(settings, repo), keep, dry_run=dry_run)
     return PruneResult(sha, list(plan.delete), {name: plan.reasons.get(name, "") for name in plan.keep}, dry_run)

@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ckpt_action.names import endpoint as check_endpoint
+
 from .errors import InputError
-from .validate import endpoint as check_endpoint
 
 MAX_RETRIES = 20
 """More retries than this only multiply how long a dead Hub holds a job."""

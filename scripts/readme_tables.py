@@ -76,7 +76,7 @@ def cli_reference() -> str:
     import click
 
     sys.path.insert(0, str(ROOT))
-    from ckpt_action import cli
+    from ckpt_action.cli import app as cli
 
     parts = []
     group_ctx = click.Context(cli.cli, info_name="ckpt-action")
@@ -96,7 +96,7 @@ def cli_reference() -> str:
 
 def settings_table() -> str:
     sys.path.insert(0, str(ROOT))
-    from ckpt_action.cache import CacheConfig
+    from ckpt_action.disk.cache import CacheConfig
     from ckpt_action.settings import Settings
 
     rows = ["| Setting | Flag / variable | Default | Meaning |", "| --- | --- | --- | --- |"]

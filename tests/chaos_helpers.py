@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ckpt_action.manifest import MANIFEST_NAME, Manifest, digest_files, scan_dir
+from ckpt_action.checkpoint.manifest import MANIFEST_NAME, Manifest, digest_files, scan_dir
 from tests.conftest import clean_env, write_checkpoint
 
 FAST = {"CKPT_RETRY_DELAY": "0.05", "CKPT_RETRY_MAX_DELAY": "0.3", "CKPT_RETRIES": "3"}

@@ -1,7 +1,7 @@
 """The action's surface against its one source: inputs, outputs and settings, both ways.
 
 action.yml is a copy that must exist (GitHub reads it); these tests hold it to
-ckpt_action.action_inputs (inputs -> CLI arguments), ckpt_action.outputs (declared
+ckpt_action.ci.action_inputs (inputs -> CLI arguments), ckpt_action.ci.outputs (declared
 outputs) and ckpt_action.settings (what the container runtime forwards).
 """
 
@@ -14,10 +14,11 @@ import click
 import pytest
 import yaml
 
-from ckpt_action import action_inputs, cli
-from ckpt_action.action_inputs import INPUTS, MODES, NOT_INPUTS, SHELL_INPUTS, argv, env_name
+from ckpt_action.ci import action_inputs
+from ckpt_action.ci.action_inputs import INPUTS, MODES, NOT_INPUTS, SHELL_INPUTS, argv, env_name
+from ckpt_action.ci.outputs import OUTPUTS, step_outputs
+from ckpt_action.cli import app as cli
 from ckpt_action.errors import InputError
-from ckpt_action.outputs import OUTPUTS, step_outputs
 from ckpt_action.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,7 +64,7 @@ def test_container_runtime_forwards_every_setting() -> None:
     prefixes = re.search(r"grep -E '\^\(([A-Z_|]+)\)'", script)
     assert prefixes, "container.sh forwards variables by prefix"
     forwarded = tuple(prefixes.group(1).split("|"))
-    from ckpt_action.cache import CacheConfig
+    from ckpt_action.disk.cache import CacheConfig
 
     for _field, env, _default, _doc in [*Settings.knobs(), *CacheConfig.knobs()]:
         assert env.startswith(forwarded), f"{env} is not forwarded into the container"

@@ -92,8 +92,8 @@ def ckpt_action_handle() -> type:
 def test_push_and_pull_stay_functions_after_their_core_modules_load() -> None:
     # ckpt_action/push.py and pull.py are also submodules; importing them must not shadow the API.
     out = run_python(
-        "import ckpt_action.push, ckpt_action.pull, ckpt_action.release, ckpt_action as ckpt\n"
-        "from ckpt_action.push import PushResult\n"
+        "import ckpt_action.ops.push, ckpt_action.ops.pull, ckpt_action.ops.release, ckpt_action as ckpt\n"
+        "from ckpt_action.ops.push import PushResult\n"
         "print(ckpt.push.__module__, ckpt.pull.__module__)")
     assert out == "ckpt_action.api ckpt_action.api"
     assert ckpt.push is api.push and ckpt.pull is api.pull
@@ -288,7 +288,7 @@ def test_log_pointer_to_the_active_run_or_the_given_one(wandb_offline: Path) -> 
 def test_a_disabled_run_is_no_run(wandb_offline: Path) -> None:
     import wandb
 
-    from ckpt_action.wandb_pointer import active_run, log_pointer_to_run
+    from ckpt_action.wandb.pointer import active_run, log_pointer_to_run
 
     h = ckpt.CheckpointHandle("org/run", "checkpoint-1", "a" * 40, 1)
     run = wandb.init(mode="disabled")
@@ -314,3 +314,18 @@ def test_pull_updates_in_place_and_pulls_part_of_a_checkpoint(hub: LocalHub, tmp
     with pytest.raises(ckpt.InputError, match="pattern"):
         ckpt.pull(h, tmp_path / "other", include=[""], endpoint=closed_port_url())
     assert not (tmp_path / "other").exists()
+
+
+def test_no_submodule_is_named_like_a_public_name_of_the_package() -> None:
+    # A submodule named like an export would replace it as the package's attribute once
+    # imported (ckpt_action.push the module, not the function).
+    import pkgutil
+
+    import ckpt_action as package
+
+    exported = set(package.__all__)
+    for info in pkgutil.walk_packages(package.__path__, prefix="ckpt_action."):
+        leaf = info.name.rpartition(".")[2]
+        top = info.name.split(".")[1]
+        assert top not in exported, f"{info.name} shadows ckpt_action.{top}"
+        assert leaf not in exported or "." in info.name.removeprefix("ckpt_action."), info.name

@@ -1,4 +1,4 @@
-"""The one commit primitive (RemoteRepo.commit) and the promises push, promote and prune
+"""The one commit primitive (hub.commits.commit) and the promises push, promote and prune
 make through it: every commit is pinned to a head, a commit that landed behind an error
 is counted once and never repeated, --retries bounds every writer the same way, and a
 push split in parts is marked complete only in its last part.
@@ -13,9 +13,9 @@ import json
 
 import pytest
 
-from ckpt_action.commit import MAX_CONFLICTS, CommitPlan
 from ckpt_action.errors import RemoteError
-from ckpt_action.remote import RemoteRepo
+from ckpt_action.hub.commits import MAX_CONFLICTS, CommitPlan, commit
+from ckpt_action.hub.repo import RemoteRepo
 from ckpt_action.settings import Settings
 from tests.chaos_helpers import commit_ids, env_for, head_of, one_line_error
 from tests.commit_proxy import COMMIT, CommitProxy
@@ -62,7 +62,7 @@ def test_a_writer_racing_in_between_makes_the_commit_re_plan(remote_for):
         return None if "mine.txt" in _files(remote, head) else CommitPlan([_add("mine.txt", b"m")], "mine")
 
     start = remote.resolve(None)
-    outcome = remote.commit(plan, what="test")
+    outcome = commit(remote, plan, what="test")
     racer = commit_ids(remote.settings.endpoint, "o/r")[1]
     assert heads == [start, racer], "the commit was not refused as stale, so it was not pinned"
     assert outcome.commits == 1 and outcome.revision == head_of(remote.settings.endpoint, "o/r")
@@ -79,7 +79,7 @@ def test_conflicts_are_bounded(remote_for):
         return CommitPlan([_add("mine.txt", b"m")], "mine")
 
     with pytest.raises(RemoteError, match="kept moving"):
-        remote.commit(plan, what="test")
+        commit(remote, plan, what="test")
     assert len(rounds) == MAX_CONFLICTS + 1
 
 
@@ -93,7 +93,7 @@ def test_a_commit_that_landed_behind_a_500_is_counted_once(local_hub, remote_for
             plans.append(head)
             return None if "mine.txt" in _files(remote, head) else CommitPlan([_add("mine.txt", b"m")], "mine")
 
-        outcome = remote.commit(plan, what="test")
+        outcome = commit(remote, plan, what="test")
         posts = proxy.commits()
     assert [p.status for p in posts] == [500] and posts[0].upstream_status == 200
     assert outcome.commits == 1 and outcome.last is None, "the planner's read proved it, no second commit"
@@ -105,7 +105,7 @@ def test_ambiguous_failures_are_bounded_by_retries(local_hub, remote_for):
         remote = remote_for(proxy.url, retries=2)
         proxy.fail("POST", COMMIT, status=503, times=-1)
         with pytest.raises(RemoteError, match="503"):
-            remote.commit(lambda head: CommitPlan([_add("mine.txt", b"m")], "mine"), what="test")
+            commit(remote, lambda head: CommitPlan([_add("mine.txt", b"m")], "mine"), what="test")
         assert len(proxy.commits()) == 3, "one attempt and --retries 2 retries"
 
 

@@ -138,7 +138,7 @@ def test_latest_skips_a_partial_push_and_reads_one_snapshot(hub, cli, tmp_path):
     # A push of 12 files in commits of at most 5 files, interrupted after its first part.
     from huggingface_hub import CommitOperationAdd, HfApi
 
-    from ckpt_action.manifest import Manifest, digest_files, scan_dir
+    from ckpt_action.checkpoint.manifest import Manifest, digest_files, scan_dir
 
     big = write_checkpoint(tmp_path / "s9", {f"shard-{i}.bin": bytes([i]) * 2000 for i in range(12)})
     marker = Manifest(files=digest_files(scan_dir(big)), step=9, complete=False)

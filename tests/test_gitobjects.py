@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ckpt_action import gitobjects
-from ckpt_action.gitobjects import (
+from ckpt_action.checkpoint import gitobjects
+from ckpt_action.checkpoint.gitobjects import (
     DEFAULT_ATTRIBUTES,
     DEFAULT_GITATTRIBUTES,
     GitAttributes,
@@ -162,7 +162,7 @@ def _ckpt_imports(path: Path) -> set[str]:
 
 
 def test_the_local_hub_takes_only_git_facts_from_the_core():
-    assert _ckpt_imports(ROOT / "ckpt_action/gitobjects.py") == set()
+    assert _ckpt_imports(ROOT / "ckpt_action/checkpoint/gitobjects.py") == set()
     for path in sorted((ROOT / "ckpt_action/localhub").glob("*.py")):
         outside = {m for m in _ckpt_imports(path) if not m.startswith("ckpt_action.localhub")}
-        assert outside <= {"ckpt_action.gitobjects"}, f"{path.name} imports {outside}"
+        assert outside <= {"ckpt_action.checkpoint.gitobjects"}, f"{path.name} imports {outside}"

@@ -31,7 +31,7 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 
-from ckpt_action.manifest import predict_lfs
+from ckpt_action.checkpoint.manifest import predict_lfs
 from tests.localhub_fixtures import REPO, TOKEN, entries, make_folder
 
 HF = str(Path(sys.executable).with_name("hf"))  # the client next to this interpreter, not whatever is on PATH

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from ckpt_action.manifest import (
+from ckpt_action.checkpoint.manifest import (
     MANIFEST_NAME,
     FileDigest,
     Manifest,

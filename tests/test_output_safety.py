@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ckpt_action.outputs import OUTPUTS, step_outputs
+from ckpt_action.ci.outputs import OUTPUTS, step_outputs
 from tests.chaos_helpers import env_for
 from tests.conftest import write_checkpoint
 from tests.gha import parse_github_output, unescape_data, workflow_commands
@@ -95,7 +95,7 @@ def test_error_messages_with_user_text_are_one_escaped_annotation(hub, cli, tmp_
 
 
 def test_step_outputs_survive_every_hostile_value(tmp_path: Path) -> None:
-    from ckpt_action.outputs import write_github_output
+    from ckpt_action.ci.outputs import write_github_output
 
     values = {"repo": "o/r", "subfolder": "a\nb", "local_dir": "x\r\ny<<EOF\nEOF\n=", "step": 1,
               "hub_url": "ghadelimiter_", "count": 2, "checkpoints": [{"subfolder": "q\n"}]}

@@ -142,7 +142,7 @@ def test_memory_stays_bounded_whatever_the_source(puller, tmp_path):
             fh.write(i.to_bytes(8, "little") + block[8:])
     from huggingface_hub import CommitOperationAdd, HfApi
 
-    from ckpt_action.manifest import MANIFEST_NAME, Manifest, digest_files, scan_dir
+    from ckpt_action.checkpoint.manifest import MANIFEST_NAME, Manifest, digest_files, scan_dir
 
     api = HfApi(endpoint=puller.hub.url)
     api.create_repo("o/r", exist_ok=True)

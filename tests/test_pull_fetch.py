@@ -1,4 +1,4 @@
-"""The path file bodies take (ckpt_action/filefetch.py): token only to the configured origin,
+"""The path file bodies take (ckpt_action/hub/download.py): token only to the configured origin,
 bounded reads, the client library when a proxy applies."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ckpt_action import filefetch
+from ckpt_action.hub import download
 from tests.chaos_helpers import ckpt
 from tests.pull_helpers import Puller, pulled
 
@@ -68,18 +68,18 @@ def test_the_token_follows_a_redirect_only_within_the_origin(servers):
     hub = _Server({"/resolve": (302, {"Location": "/resolve-2"}, b""),
                    "/resolve-2": (307, {"Location": f"{cdn.url}/blob"}, b"")})
     servers += [cdn, hub]
-    with filefetch.get(f"{hub.url}/resolve", {"Authorization": TOKEN, "User-Agent": "t"}, 10) as resp:
+    with download.get(f"{hub.url}/resolve", {"Authorization": TOKEN, "User-Agent": "t"}, 10) as resp:
         assert resp.read() == b"payload"
     assert [(p, h.get("authorization")) for p, h in hub.seen] == [("/resolve", TOKEN), ("/resolve-2", TOKEN)]
     assert [(p, h.get("authorization"), h.get("user-agent")) for p, h in cdn.seen] == [("/blob", None, "t")]
 
 
 def test_an_endless_body_is_read_no_further_than_the_file_needs(servers):
-    big = _Server({"/f": (200, {"Content-Length": str(1 << 40)}, b"x" * (3 * filefetch.BUFFER))})
+    big = _Server({"/f": (200, {"Content-Length": str(1 << 40)}, b"x" * (3 * download.BUFFER))})
     servers.append(big)
     got = bytearray()
-    with filefetch.get(f"{big.url}/f", {}, 10) as resp:
-        n = filefetch.pump(resp, lambda v: got.extend(v), lambda v: None, 1000, lambda: None, threaded=True)
+    with download.get(f"{big.url}/f", {}, 10) as resp:
+        n = download.pump(resp, lambda v: got.extend(v), lambda v: None, 1000, lambda: None, threaded=True)
     assert n == len(got) == 1001, "one byte past the expected size is enough to know it is wrong"
 
 
@@ -88,7 +88,7 @@ def test_error_answers_become_the_client_library_errors(servers):
 
     hub = _Server({"/gone": (503, {"Retry-After": "7"}, b'{"error": "down for a bit"}')})
     servers.append(hub)
-    with pytest.raises(HfHubHTTPError) as info, filefetch.get(f"{hub.url}/gone", {}, 10):
+    with pytest.raises(HfHubHTTPError) as info, download.get(f"{hub.url}/gone", {}, 10):
         pass
     assert info.value.response.status_code == 503 and info.value.response.headers["Retry-After"] == "7"
 
@@ -113,9 +113,9 @@ def test_proxy_variables_decide_the_path(monkeypatch):
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy",
                  "no_proxy"):
         monkeypatch.delenv(name, raising=False)
-    assert filefetch.direct("https://huggingface.co/o/r/resolve/x")
+    assert download.direct("https://huggingface.co/o/r/resolve/x")
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
-    assert not filefetch.direct("https://huggingface.co/o/r/resolve/x")
-    assert filefetch.direct("http://127.0.0.1:8000/x")
+    assert not download.direct("https://huggingface.co/o/r/resolve/x")
+    assert download.direct("http://127.0.0.1:8000/x")
     monkeypatch.setenv("NO_PROXY", "huggingface.co")
-    assert filefetch.direct("https://huggingface.co/o/r/resolve/x")
+    assert download.direct("https://huggingface.co/o/r/resolve/x")

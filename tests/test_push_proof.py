@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from ckpt_action.manifest import digest_file
+from ckpt_action.checkpoint.manifest import digest_file
 from tests.chaos_helpers import assert_complete, ckpt, env_for, one_line_error, remote_checkpoint
 from tests.commit_proxy import COMMIT, CommitProxy
 from tests.conftest import read_tree, write_checkpoint
@@ -169,7 +169,7 @@ def test_a_file_modified_just_before_its_stat_is_read_again(tmp_path, monkeypatc
     import importlib
 
     # The module, not the package's push() function of the same name.
-    push_module = importlib.import_module("ckpt_action.push")
+    push_module = importlib.import_module("ckpt_action.ops.push")
 
     monkeypatch.setattr(push_module, "_RACY_NS", 3600 * 10**9)  # "just before", however slow this machine is
     src = write_checkpoint(tmp_path / "src", {"a.txt": b"one", "b.txt": b"two"})

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from ckpt_action.manifest import FileDigest, Manifest, satisfies
+from ckpt_action.checkpoint.manifest import FileDigest, Manifest, satisfies
 from tests.chaos_helpers import FAST, ckpt, one_line_error, seed
 from tests.conftest import clean_env
 from tests.hostile_proxy import hostile_fixture  # noqa: F401 - provides the hostile fixture
@@ -161,8 +161,8 @@ def test_a_manifest_entry_without_any_hash_is_refused_not_trusted(seeded, hostil
 
 
 def test_satisfies_needs_a_hash_and_from_json_checks_every_field():
+    from ckpt_action.checkpoint.manifest import digest_bytes
     from ckpt_action.errors import IntegrityError
-    from ckpt_action.manifest import digest_bytes
 
     data = b"x" * 10
     have = digest_bytes("a.bin", data)

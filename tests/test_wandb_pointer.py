@@ -16,7 +16,7 @@ import pytest
 
 from ckpt_action.errors import CkptError, InputError
 from ckpt_action.handle import DEFAULT_ENDPOINT, CheckpointHandle
-from ckpt_action.wandb_pointer import (
+from ckpt_action.wandb.pointer import (
     ARTIFACT_TYPE,
     PointerResult,
     WandbError,
@@ -120,7 +120,7 @@ def _all_bytes_under(root: Path) -> Iterator[tuple[Path, bytes]]:
 
 def test_import_does_not_import_wandb() -> None:
     out = subprocess.run(
-        [sys.executable, "-c", "import ckpt_action.wandb_pointer, sys; print('wandb' in sys.modules)"],
+        [sys.executable, "-c", "import ckpt_action.wandb.pointer, sys; print('wandb' in sys.modules)"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -244,7 +244,7 @@ def test_stdout_stays_clean(tmp_path: Path) -> None:
         f"""
         import json
         from ckpt_action.handle import CheckpointHandle
-        from ckpt_action.wandb_pointer import log_pointer
+        from ckpt_action.wandb.pointer import log_pointer
         r = log_pointer(CheckpointHandle("org/run", "checkpoint-7", "{REV}", 7), project="p")
         print(json.dumps({{"artifact": r.artifact_name}}))
         """

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from .. import api, validate
+from ckpt_action import api, names
+
 from ..errors import CkptError, InputError
 from ..handle import CheckpointHandle
 from ..settings import Settings
@@ -82,7 +83,7 @@ class CheckpointCallback(TrainerCallback):
       :class:`PushFailedError` there (``on_failure="warn"`` logs it instead); it never
       leaves a partial checkpoint on the Hub, whose manifest comes last.
 
-    Options are :func:`ckpt_action.push`'s (``endpoint``, ``token``, ``private``,
+    Options are :func:`ckpt_action.ops.push`'s (``endpoint``, ``token``, ``private``,
     ``timeout``, ``retries``), defaulting from the same environment variables; they are
     checked here, so a bad one fails before training starts. ``artifact_name`` names the
     W&B pointer; ``log_to_wandb=False`` logs none.
@@ -104,11 +105,11 @@ class CheckpointCallback(TrainerCallback):
         log_to_wandb: bool = True,
         artifact_name: str | None = None,
     ) -> None:
-        self.repo = validate.repo_id(repo)
+        self.repo = names.repo_id(repo)
         if on_failure not in ("raise", "warn"):
             raise InputError(f"on_failure must be 'raise' or 'warn', not {on_failure!r}")
         settings = Settings.from_env(endpoint=endpoint, token=token or None, timeout=timeout, retries=retries)
-        validate.token_for_write(settings.token, settings.endpoint)
+        names.token_for_write(settings.token, settings.endpoint)
         self._options: dict[str, Any] = {"endpoint": endpoint, "token": token, "private": private,
                                          "timeout": timeout, "retries": retries}
         self.on_failure = on_failure
@@ -212,12 +213,12 @@ class CheckpointCallback(TrainerCallback):
                                      "checkpoint_hub_url": handle.hub_url, "step": outcome.item.step}
             state.log_history.append(entry)
         if self.log_to_wandb:
-            from .. import wandb_pointer
+            from ckpt_action import api
 
-            run = wandb_pointer.active_run()
+            run = api.active_wandb_run()
             if run is not None:
                 try:
-                    wandb_pointer.log_pointer_to_run(handle, run, artifact_name=self.artifact_name)
+                    api.log_pointer(handle, run, artifact_name=self.artifact_name)
                 except CkptError as exc:
                     log.warning("%s is pushed, but logging its W&B pointer failed: %s", name, exc)
 

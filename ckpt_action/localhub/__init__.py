@@ -9,7 +9,7 @@ Rooms: ``httpserver`` (HTTP/1.1 plumbing), ``routes`` (method and path to handle
 ``api_repos`` / ``api_git`` / ``api_commit`` (the endpoints), ``transfer`` (LFS and
 downloads, the CDN), ``storage`` / ``objects`` (repos and content-addressed objects),
 ``faults`` / ``faultlayer`` (injected failures), ``server`` (listeners), ``command``
-(the command line). Git facts come from :mod:`ckpt_action.gitobjects`, the only part of
+(the command line). Git facts come from :mod:`ckpt_action.checkpoint.gitobjects`, the only part of
 ckpt-action this package imports.
 
 Example:

@@ -9,7 +9,8 @@ import html
 from typing import Any
 from urllib.parse import quote
 
-from ..gitobjects import lfs_pointer
+from ckpt_action.checkpoint.gitobjects import lfs_pointer
+
 from .context import Call
 from .httpserver import HttpError, Response, json_response
 from .objects import Commit, TreeEntry

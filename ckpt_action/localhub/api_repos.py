@@ -8,7 +8,8 @@ import re
 from typing import Any
 from urllib.parse import quote
 
-from ..gitobjects import lfs_pointer
+from ckpt_action.checkpoint.gitobjects import lfs_pointer
+
 from .context import Call, repo_url
 from .httpserver import HttpError, Response, json_response
 from .objects import AUTHOR

@@ -36,13 +36,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO
 
-from ..gitobjects import (
+from ckpt_action.checkpoint.gitobjects import (
     DEFAULT_GITATTRIBUTES,
     GitAttributes,
     GitIgnore,
     lfs_pointer_oid,
     parse_gitattributes,
 )
+
 from .objects import (
     LRU,
     SHA1_RE,

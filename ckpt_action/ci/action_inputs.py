@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from .errors import InputError
+from ckpt_action.errors import InputError
 
 MODES = ("push", "latest", "pull", "promote", "list", "prune")
 HUB_MODES = MODES

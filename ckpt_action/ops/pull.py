@@ -6,7 +6,7 @@ manifest's sha256 or git blob id, or for checkpoints without a manifest what the
 listing vouches for) before any download starts. Each file then comes from the cheapest
 verified source:
 
-1. the dir's earlier pull (see localdir.py): a file whose stat still matches the pull
+1. the dir's earlier pull (see target.py): a file whose stat still matches the pull
    record is hard-linked into the staging dir without being read; one whose stat changed
    is re-hashed first;
 2. the content cache (``--cache-dir``, see cache.py): copied and hashed on the way;
@@ -34,16 +34,24 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import filefetch, localdir
-from .cache import CacheConfig, ContentCache, Stopped, hash_copy
-from .deadline import RequestDeadline
-from .errors import CkptError, InputError, IntegrityError, NotFoundError
-from .handle import CheckpointHandle, step_of
-from .hubclient import call
-from .manifest import MANIFEST_NAME, PULL_RECORD_NAME, FileDigest, Hasher, expected_from_remote, satisfies
-from .progress import Ticker
-from .remote import RemoteRepo
-from .validate import safe_relative
+from ckpt_action.checkpoint.manifest import (
+    MANIFEST_NAME,
+    PULL_RECORD_NAME,
+    FileDigest,
+    Hasher,
+    expected_from_remote,
+    satisfies,
+)
+from ckpt_action.disk import target as localdir
+from ckpt_action.disk.cache import CacheConfig, ContentCache, Stopped, hash_copy
+from ckpt_action.errors import CkptError, InputError, IntegrityError, NotFoundError
+from ckpt_action.handle import CheckpointHandle, step_of
+from ckpt_action.hub import download as filefetch
+from ckpt_action.hub.deadline import RequestDeadline
+from ckpt_action.hub.repo import RemoteRepo
+from ckpt_action.hub.transport import call
+from ckpt_action.names import safe_relative
+from ckpt_action.progress import Ticker
 
 log = logging.getLogger(__name__)
 DOWNLOAD_THREADS = 8

@@ -35,8 +35,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import CkptError, InputError
-from .manifest import FileDigest, Hasher, satisfies
+from ckpt_action.checkpoint.manifest import FileDigest, Hasher, satisfies
+from ckpt_action.errors import CkptError, InputError
 
 ENV_DIR = "CKPT_CACHE_DIR"
 ENV_MAX_SIZE = "CKPT_CACHE_MAX_SIZE"

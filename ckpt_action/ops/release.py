@@ -17,15 +17,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .commit import CommitPlan
-from .discover import latest
-from .errors import ConflictError, InputError, IntegrityError, NotFoundError, UnreadableManifest
-from .handle import CheckpointHandle, step_of
-from .hubclient import call
-from .manifest import MANIFEST_NAME, Manifest, expected_from_remote, matches_remote
-from .pull import pull
-from .push import push
-from .remote import RemoteRepo
+from ckpt_action.checkpoint.manifest import MANIFEST_NAME, Manifest, expected_from_remote, matches_remote
+from ckpt_action.errors import ConflictError, InputError, IntegrityError, NotFoundError, UnreadableManifest
+from ckpt_action.handle import CheckpointHandle, step_of
+from ckpt_action.hub.commits import CommitPlan, commit
+from ckpt_action.hub.repo import RemoteRepo
+from ckpt_action.hub.transport import call
+from ckpt_action.ops.discover import latest
+from ckpt_action.ops.pull import pull
+from ckpt_action.ops.push import push
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +111,7 @@ def promote(remote: RemoteRepo, subfolder: str, revision: str | None, to: str, *
         ops.append(CommitOperationAdd(f"{to}/{MANIFEST_NAME}", wanted.to_json()))
         return CommitPlan(ops, title)
 
-    outcome = remote.commit(plan, what=f"promoting {subfolder}", branch=on)
+    outcome = commit(remote, plan, what=f"promoting {subfolder}", branch=on)
     result_sha = outcome.revision
     assert result_sha is not None
     if tag is not None:
@@ -270,6 +270,6 @@ def prune(remote: RemoteRepo, keep_last: int, *, dry_run: bool = False) -> tuple
         ops = [CommitOperationDelete(f"{name}/", is_folder=True) for name in last.delete]
         return CommitPlan(ops, f"Prune {len(last.delete)} checkpoint(s), keep {', '.join(last.keep)}"[:200])
 
-    outcome = remote.commit(plan, what="pruning", head=first.revision)
+    outcome = commit(remote, plan, what="pruning", head=first.revision)
     deleted = [op.path_in_repo.rstrip("/") for p in outcome.landed for op in p.operations]
     return PrunePlan(last.revision, deleted, last.keep, last.reasons), outcome.revision

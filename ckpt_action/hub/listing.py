@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urljoin, urlsplit
 
-from .errors import IntegrityError, LimitError, quoted
-from .handle import SHA_RE, is_whole
-from .hubclient import call, get_bounded
-from .settings import Settings
-from .validate import safe_relative
+from ckpt_action.errors import IntegrityError, LimitError, quoted
+from ckpt_action.handle import SHA_RE, is_whole
+from ckpt_action.hub.transport import call, get_bounded
+from ckpt_action.names import safe_relative
+from ckpt_action.settings import Settings
 
 _SHA256_RE = re.compile(r"\A[0-9a-f]{64}\Z")
 

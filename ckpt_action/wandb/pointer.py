@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ckpt_action import validate
+from ckpt_action import names
 from ckpt_action.errors import CkptError, InputError
 from ckpt_action.handle import CHECKPOINT_RE, DEFAULT_ENDPOINT, SHA_RE, CheckpointHandle, step_of
 
@@ -382,7 +382,7 @@ def _check_repo(path: Path, repo: object) -> str:
     if not isinstance(repo, str):
         raise _bad(path, f"repo must look like owner/name, got {repo!r}")
     try:
-        return validate.repo_id(repo)
+        return names.repo_id(repo)
     except InputError:
         raise _bad(path, f"repo must look like owner/name, got {repo!r}") from None
 
@@ -390,7 +390,7 @@ def _check_repo(path: Path, repo: object) -> str:
 def _check_subfolder(path: Path, sub: object) -> str:
     if not isinstance(sub, str) or any(ord(c) < 32 for c in sub):
         raise _bad(path, f"subfolder must be a relative path, got {sub!r}")
-    checked = validate.subfolder(sub, flag=f"pointer file {path}: subfolder")
+    checked = names.subfolder(sub, flag=f"pointer file {path}: subfolder")
     if checked != sub:
         raise _bad(path, f"subfolder must be a relative path, got {sub!r}")
     return checked

@@ -2,7 +2,7 @@
 
 Every listing and file read names a SHA, never a branch, so what a command looked at
 and the SHA it reports are the same snapshot. Every read is bounded (see
-:func:`~ckpt_action.hubclient.get_bounded` and :mod:`~ckpt_action.listing`) and what it
+:func:`~ckpt_action.hub.transport.get_bounded` and :mod:`~ckpt_action.hub.listing`) and what it
 returns is checked: commit ids are 40 hex, folder names follow the rules of
 ``--subfolder`` (others are skipped with a warning), manifests parse strictly.
 """
@@ -10,23 +10,21 @@ returns is checked: commit ids are 40 hex, folder names follow the rules of
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from . import validate
-from .errors import InputError, IntegrityError, LimitError, NotFoundError, UnreadableManifest, quoted
-from .handle import SHA_RE, commit_id
-from .hubclient import call, get_bounded, make_api, translate
-from .listing import Listing, on_endpoint, parse_json, read_tree, tree_url
-from .manifest import MANIFEST_NAME, Manifest, RemoteFile
-from .settings import Settings
+from ckpt_action import names
+from ckpt_action.checkpoint.manifest import MANIFEST_NAME, Manifest, RemoteFile
+from ckpt_action.errors import InputError, IntegrityError, LimitError, NotFoundError, UnreadableManifest, quoted
+from ckpt_action.handle import SHA_RE, commit_id
+from ckpt_action.hub.listing import Listing, on_endpoint, parse_json, read_tree, tree_url
+from ckpt_action.hub.transport import call, get_bounded, make_api, translate
+from ckpt_action.settings import Settings
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
 
-    from .commit import CommitOutcome, CommitPlan
 
 MAX_HISTORY_PAGE_BYTES = 8 * 1024 * 1024
 log = logging.getLogger(__name__)
@@ -39,7 +37,7 @@ def folder_problem(name: str) -> str | None:
     if not name.isprintable():
         return "has control or non-printing characters"
     try:
-        if validate.subfolder(name) == name:
+        if names.subfolder(name) == name:
             return None
     except InputError:
         pass
@@ -138,7 +136,7 @@ class RemoteRepo:
                     raise IntegrityError(f"{what}: the Hub answered a {one} without a name")
                 target = commit_id(item.get("targetCommit"), f"{one} {quoted(name, 60)}")
                 try:
-                    usable = name.isprintable() and validate.revision(name) == name
+                    usable = name.isprintable() and names.revision(name) == name
                 except InputError:
                     usable = False
                 if not usable:
@@ -244,26 +242,6 @@ class RemoteRepo:
                 raise UnreadableManifest(f"{subfolder}/: {exc}") from exc
             del files[MANIFEST_NAME]
         return Snapshot(sha, subfolder, files, manifest, data if manifest else None)
-
-    def commit(self, plan: Callable[[str | None], CommitPlan | None], *, what: str, branch: str = "main",
-               head: str | None = None, max_commits: int = 1,
-               replan_on: Callable[[BaseException], bool] | None = None) -> CommitOutcome:
-        """Commit what ``plan(head)`` asks for, each commit pinned to the head it was planned
-        at, until it answers None or a final commit lands; after a 412 or an ambiguous
-        failure, read the head again and re-plan. The bounds are in :mod:`ckpt_action.commit`.
-
-        ``head``: the branch's head if the caller just read it (else it is read first).
-        ``max_commits``: commits answered OK before the write is given up.
-        ``replan_on``: a failure the writer can fix by planning again (push: a local file
-        changed while it was sent); it counts as a conflict.
-
-        >>> repo.commit(lambda head: None if done(head) else CommitPlan(ops, "Prune"), what="pruning")  # doctest: +SKIP
-        CommitOutcome(revision='9ac0…', landed=[CommitPlan(...)], last=CommitPlan(...))
-        """
-        from .commit import commit_pinned
-
-        return commit_pinned(self, plan, what=what, branch=branch, head=head, max_commits=max_commits,
-                             replan_on=replan_on)
 
     def history(self, sha: str, *, until: str | None, limit: int) -> list[tuple[str, str]]:
         """(commit id, title and message) of the commits reachable from sha, newest first,

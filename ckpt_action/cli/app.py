@@ -23,10 +23,9 @@ from urllib.parse import urlsplit
 
 import click
 
-from ckpt_action import __version__, validate
-from ckpt_action.errors import CkptError, InputError, NoCheckpointError, NotFoundError
-from ckpt_action.escaping import escape
-from ckpt_action.outputs import (
+from ckpt_action import names
+from ckpt_action.ci.escaping import escape
+from ckpt_action.ci.outputs import (
     append_summary,
     check_writable,
     summary_markdown,
@@ -34,7 +33,9 @@ from ckpt_action.outputs import (
     write_github_output,
     write_json,
 )
+from ckpt_action.errors import CkptError, InputError, NoCheckpointError, NotFoundError
 from ckpt_action.settings import MAX_RETRIES, Settings
+from ckpt_action.version import __version__
 
 if TYPE_CHECKING:
     from ckpt_action.handle import CheckpointHandle
@@ -122,7 +123,7 @@ class HubOptions:
         _Secret.value = self.token or _Secret.value
         settings = Settings.from_env(endpoint=endpoint or self.endpoint, token=self.token or None,
                                      timeout=self.timeout, retries=self.retries)
-        from ckpt_action.hubclient import prepare
+        from ckpt_action.hub.transport import prepare
 
         # The client's own default endpoint (telemetry, helpers that take no endpoint) must
         # be this one, also when it came from --endpoint: it is read at the client's import,
@@ -300,18 +301,20 @@ def push(repo: str, local_dir: str, subfolder: str | None, step: int | None, pri
     The subfolder ends up exactly equal to the local dir; a manifest is committed last.
     Identical content makes no commit and reports the current SHA.
     """
-    repo = validate.repo_id(repo)
-    subfolder, step = validate.push_target(subfolder, step)
-    path = validate.local_dir_to_push(local_dir)
-    if commit_message is not None:
-        commit_message = validate.commit_message(commit_message)
-    settings = hub.settings()
-    validate.token_for_write(settings.token, settings.endpoint)
+    repo = names.repo_id(repo)
+    subfolder, step = names.push_target(subfolder, step)
+    from ckpt_action.disk.source import local_dir_to_push
 
-    from ckpt_action.outputs import push_outputs
+    path = local_dir_to_push(local_dir)
+    if commit_message is not None:
+        commit_message = names.commit_message(commit_message)
+    settings = hub.settings()
+    names.token_for_write(settings.token, settings.endpoint)
+
+    from ckpt_action.ci.outputs import push_outputs
+    from ckpt_action.hub.repo import RemoteRepo
+    from ckpt_action.ops.push import push as do_push
     from ckpt_action.progress import quiet_client_bars
-    from ckpt_action.push import push as do_push
-    from ckpt_action.remote import RemoteRepo
 
     quiet_client_bars()
     res = do_push(RemoteRepo(settings, repo), path, subfolder, step=step, private=private,
@@ -323,7 +326,7 @@ def push(repo: str, local_dir: str, subfolder: str | None, step: int | None, pri
 
 
 def _log_wandb(handle: CheckpointHandle, wandb: WandbOptions) -> dict[str, Any]:
-    from ckpt_action import wandb_pointer
+    from ckpt_action.wandb import pointer as wandb_pointer
 
     assert wandb.project is not None
     try:
@@ -356,13 +359,13 @@ def latest(repo: str, revision: str | None, require: bool, hub: HubOptions) -> N
 
     Nothing found exits 0 with found=false (3 with --require); a failure to tell exits 1.
     """
-    repo = validate.repo_id(repo)
-    revision = validate.revision(revision)
+    repo = names.repo_id(repo)
+    revision = names.revision(revision)
     settings = hub.settings()
 
-    from ckpt_action.discover import latest as find_latest
-    from ckpt_action.outputs import latest_outputs
-    from ckpt_action.remote import RemoteRepo
+    from ckpt_action.ci.outputs import latest_outputs
+    from ckpt_action.hub.repo import RemoteRepo
+    from ckpt_action.ops.discover import latest as find_latest
 
     res = find_latest(RemoteRepo(settings, repo), revision)
     _report_skipped(res, repo)
@@ -424,39 +427,41 @@ def pull(repo: str | None, subfolder: str | None, use_latest: bool, pointer: str
     sources = [bool(subfolder), use_latest, bool(pointer), bool(from_wandb)]
     if sum(sources) != 1:
         raise InputError("pull needs exactly one of --subfolder, --latest, --pointer or --from-wandb")
-    target = validate.pull_target(local_dir, force=force)
-    from ckpt_action.cache import CacheConfig
-    from ckpt_action.pull import Selection
+    from ckpt_action.disk.target import pull_target
+
+    target = pull_target(local_dir, force=force)
+    from ckpt_action.disk.cache import CacheConfig
+    from ckpt_action.ops.pull import Selection
 
     cache = CacheConfig.from_options(cache_dir, target)
     select = Selection.from_options(include, exclude)
-    revision = validate.revision(revision)
+    revision = names.revision(revision)
     settings = hub.settings()
     sha = None
     if pointer or from_wandb:
         if revision:
             raise InputError("--revision does not go with a pointer: the pointer pins the SHA")
-        from ckpt_action import wandb_pointer
+        from ckpt_action.wandb import pointer as wandb_pointer
 
         pointed = (wandb_pointer.read_pointer(pointer) if pointer
                    else wandb_pointer.fetch_pointer(str(from_wandb), timeout=settings.timeout))
         _check_pointer_origin(pointed, settings.endpoint)
-        if repo and validate.repo_id(repo) != pointed.repo:
+        if repo and names.repo_id(repo) != pointed.repo:
             raise InputError(f"--repo {repo} disagrees with the pointer's repo {pointed.repo}: drop --repo")
         repo, subfolder, sha = pointed.repo, pointed.subfolder, pointed.revision
     else:
-        repo = validate.repo_id(repo)
-        subfolder = validate.subfolder(subfolder) if subfolder else ""
+        repo = names.repo_id(repo)
+        subfolder = names.subfolder(subfolder) if subfolder else ""
 
-    from ckpt_action.outputs import pull_outputs
+    from ckpt_action.ci.outputs import pull_outputs
+    from ckpt_action.hub.repo import RemoteRepo
+    from ckpt_action.ops.pull import pull as do_pull
     from ckpt_action.progress import quiet_client_bars
-    from ckpt_action.pull import pull as do_pull
-    from ckpt_action.remote import RemoteRepo
 
     quiet_client_bars()
     remote = RemoteRepo(settings, repo)
     if use_latest:
-        from ckpt_action.discover import latest as find_latest
+        from ckpt_action.ops.discover import latest as find_latest
 
         found = find_latest(remote, revision)
         _report_skipped(found, repo)
@@ -484,22 +489,22 @@ def pull(repo: str | None, subfolder: str | None, use_latest: bool, pointer: str
 def promote(repo: str, subfolder: str, revision: str | None, to: str, to_repo: str | None, tag: str | None,
             branch: str | None, wandb: WandbOptions, hub: HubOptions) -> None:
     """Copy a pinned checkpoint to a release folder (and/or branch, tag) in one commit, server-side."""
-    repo = validate.repo_id(repo)
-    subfolder = validate.subfolder(subfolder)
-    to = validate.subfolder(to, flag="--to")
-    revision = validate.revision(revision)
-    tag = validate.revision(tag, flag="--tag") if tag else None
-    branch = validate.revision(branch, flag="--branch") if branch else None
-    to_repo = validate.repo_id(to_repo) if to_repo else None
+    repo = names.repo_id(repo)
+    subfolder = names.subfolder(subfolder)
+    to = names.subfolder(to, flag="--to")
+    revision = names.revision(revision)
+    tag = names.revision(tag, flag="--tag") if tag else None
+    branch = names.revision(branch, flag="--branch") if branch else None
+    to_repo = names.repo_id(to_repo) if to_repo else None
     if to_repo and branch:
         raise InputError("--branch does not go with --to-repo: promote into the other repo's main")
     settings = hub.settings()
-    validate.token_for_write(settings.token, settings.endpoint)
+    names.token_for_write(settings.token, settings.endpoint)
 
-    from ckpt_action.outputs import promote_outputs
+    from ckpt_action.ci.outputs import promote_outputs
+    from ckpt_action.hub.repo import RemoteRepo
+    from ckpt_action.ops.release import promote as do_promote
     from ckpt_action.progress import quiet_client_bars
-    from ckpt_action.release import promote as do_promote
-    from ckpt_action.remote import RemoteRepo
 
     quiet_client_bars()
     remote = RemoteRepo(settings, repo)
@@ -518,14 +523,14 @@ def promote(repo: str, subfolder: str, revision: str | None, to: str, to_repo: s
 @command
 def list_(repo: str, revision: str | None, hub: HubOptions) -> None:
     """Every checkpoint with its step, completeness, file count, size and the SHA it was read at."""
-    repo = validate.repo_id(repo)
-    revision = validate.revision(revision)
+    repo = names.repo_id(repo)
+    revision = names.revision(revision)
     settings = hub.settings()
 
-    from ckpt_action.discover import CheckpointInfo, list_checkpoints
-    from ckpt_action.outputs import list_outputs
+    from ckpt_action.ci.outputs import list_outputs
+    from ckpt_action.hub.repo import RemoteRepo
+    from ckpt_action.ops.discover import CheckpointInfo, list_checkpoints
     from ckpt_action.progress import human
-    from ckpt_action.remote import RemoteRepo
 
     remote = RemoteRepo(settings, repo)
     try:
@@ -560,16 +565,16 @@ def list_(repo: str, revision: str | None, hub: HubOptions) -> None:
 def prune(repo: str, keep_last: int, dry_run: bool, hub: HubOptions) -> None:
     """Delete older checkpoint-N folders in one commit; never the latest complete one, sft/,
     promoted targets or their sources, or a checkpoint a tag points at."""
-    repo = validate.repo_id(repo)
-    keep = validate.positive(keep_last, "--keep-last")
+    repo = names.repo_id(repo)
+    keep = names.positive(keep_last, "--keep-last")
     assert keep is not None
     settings = hub.settings()
     if not dry_run:
-        validate.token_for_write(settings.token, settings.endpoint)
+        names.token_for_write(settings.token, settings.endpoint)
 
-    from ckpt_action.outputs import prune_outputs
-    from ckpt_action.release import prune as do_prune
-    from ckpt_action.remote import RemoteRepo
+    from ckpt_action.ci.outputs import prune_outputs
+    from ckpt_action.hub.repo import RemoteRepo
+    from ckpt_action.ops.release import prune as do_prune
 
     plan, sha = do_prune(RemoteRepo(settings, repo), keep, dry_run=dry_run)
     verb = "would delete" if dry_run else "deleted"
@@ -587,7 +592,7 @@ def prune(repo: str, keep_last: int, dry_run: bool, hub: HubOptions) -> None:
 @click.pass_context
 def from_action(ctx: click.Context) -> None:
     """Run the command the GitHub Action's INPUT_* environment describes (see action_inputs)."""
-    from ckpt_action.action_inputs import argv
+    from ckpt_action.ci.action_inputs import argv
 
     try:
         name, *args = argv()
@@ -604,7 +609,7 @@ def from_action(ctx: click.Context) -> None:
 @command
 def demo(keep: str | None) -> None:
     """Run the main job on an embedded local Hub: push, latest, pull, verify."""
-    from ckpt_action.demo import run_demo
+    from ckpt_action.cli.demo import run_demo
 
     run_demo(keep=Path(keep) if keep else None, echo=click.echo)
 

@@ -6,11 +6,11 @@ import posixpath
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from .errors import IntegrityError, NotFoundError, UnreadableManifest, quoted
-from .handle import CheckpointHandle, step_of
-from .listing import Entry, path_problem
-from .manifest import MANIFEST_NAME, Manifest, RemoteFile, folder_tree_oid
-from .remote import RemoteRepo, Snapshot, folder_problem, skip_name
+from ckpt_action.checkpoint.manifest import MANIFEST_NAME, Manifest, RemoteFile, folder_tree_oid
+from ckpt_action.errors import IntegrityError, NotFoundError, UnreadableManifest, quoted
+from ckpt_action.handle import CheckpointHandle, step_of
+from ckpt_action.hub.listing import Entry, path_problem
+from ckpt_action.hub.repo import RemoteRepo, Snapshot, folder_problem, skip_name
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """push: make ``repo/<subfolder>/`` exactly equal to a local dir, manifest last.
 
 The push plans against what is on the Hub rather than uploading blindly: at each head
-it works out what differs and hands the next batch to :meth:`RemoteRepo.commit`, which
+it works out what differs and hands the next batch to :func:`~ckpt_action.hub.commits.commit`, which
 pins the commit to that head and, after a conflict or an ambiguous failure, re-reads
 what actually landed and asks for a new plan. A big checkpoint goes in several
 commits, each marked incomplete in the manifest but the last.
@@ -25,11 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .commit import CommitOutcome, CommitPlan
-from .errors import IntegrityError, NotFoundError
-from .handle import CheckpointHandle
-from .hubclient import call
-from .manifest import (
+from ckpt_action.checkpoint.manifest import (
     MANIFEST_NAME,
     FileDigest,
     Manifest,
@@ -39,8 +35,12 @@ from .manifest import (
     matches_remote,
     scan_dir,
 )
-from .progress import Ticker, bytes_read_since_now
-from .remote import RemoteRepo, Snapshot
+from ckpt_action.errors import IntegrityError, NotFoundError
+from ckpt_action.handle import CheckpointHandle
+from ckpt_action.hub.commits import CommitOutcome, CommitPlan, commit
+from ckpt_action.hub.repo import RemoteRepo, Snapshot
+from ckpt_action.hub.transport import call
+from ckpt_action.progress import Ticker, bytes_read_since_now
 
 MAX_CHANGES = 3
 """Times one file may change under a push (it is hashed again each time) before push gives up."""
@@ -185,9 +185,9 @@ def push(
     commits = uploaded = deleted = passes = 0
     while True:
         passes += 1
-        outcome = remote.commit(plan, what=f"committing {subfolder}", branch=branch, head=head,
-                                max_commits=-(-len(local.digests) // batch_size) + EXTRA_COMMITS,
-                                replan_on=lambda _exc: local.moved())
+        outcome = commit(remote, plan, what=f"committing {subfolder}", branch=branch, head=head,
+                         max_commits=-(-len(local.digests) // batch_size) + EXTRA_COMMITS,
+                         replan_on=lambda _exc: local.moved())
         commits += outcome.commits
         up, down = landed_counts(outcome, subfolder)
         uploaded, deleted = uploaded + up, deleted + down
@@ -214,7 +214,7 @@ def ensure_repo(remote: RemoteRepo, target: str | None, private: bool) -> str | 
 def planner(remote: RemoteRepo, subfolder: str, digests: Callable[[], dict[str, FileDigest]],
             add: Callable[[str, str], Any], *, step: int | None, source: dict[str, str] | None,
             commit_message: str | None) -> tuple[Callable[[str | None], CommitPlan | None], int]:
-    """The planning function :meth:`RemoteRepo.commit` calls at each head, and the batch size.
+    """The planning function :func:`~ckpt_action.hub.commits.commit` calls at each head, and the batch size.
 
     ``digests()`` answers the checkpoint's files as they are now; ``add(subfolder, rel)``
     the commit operation carrying one of them (read from the local dir, or uploaded

@@ -33,9 +33,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import CkptError, InputError
-from .manifest import PULL_RECORD_NAME, FileDigest
-from .validate import safe_relative
+from ckpt_action.checkpoint.manifest import PULL_RECORD_NAME, FileDigest
+from ckpt_action.errors import CkptError, InputError
+from ckpt_action.names import safe_relative
 
 RECORD_FORMAT = "ckpt-action/pull/v1"
 MAX_RECORD_BYTES = 64 * 1024 * 1024
@@ -451,3 +451,9 @@ def check_target(value: str | None, *, force: bool) -> TargetState:
         raise InputError(f"--local-dir {value} is the current dir and holds {state.foreign[0]}, which the earlier"
                          " pull did not write: --force does not replace the current dir; pull into a dedicated dir")
     return state
+
+
+def pull_target(value: str | None, *, force: bool) -> Path:
+    """The checked ``--local-dir`` of a pull: new, empty, or holding an earlier pull (the
+    whole rule, ``--force`` included, is :func:`check_target`'s)."""
+    return check_target(value, force=force).path

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any, NoReturn, Protocol, TypeVar
 
-from .errors import DistributedError
+from ckpt_action.errors import DistributedError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

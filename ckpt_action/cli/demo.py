@@ -16,12 +16,12 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from .discover import latest
-from .manifest import MANIFEST_NAME, Manifest, digest_files, scan_dir
-from .pull import pull
-from .push import push
-from .remote import RemoteRepo
-from .settings import Settings
+from ckpt_action.checkpoint.manifest import MANIFEST_NAME, Manifest, digest_files, scan_dir
+from ckpt_action.hub.repo import RemoteRepo
+from ckpt_action.ops.discover import latest
+from ckpt_action.ops.pull import pull
+from ckpt_action.ops.push import push
+from ckpt_action.settings import Settings
 
 REPO = "demo/tiny-llm"
 
@@ -46,7 +46,7 @@ def run_demo(keep: Path | None = None, echo: Callable[[str], None] = print) -> d
     from huggingface_hub import CommitOperationAdd
     from huggingface_hub.utils import disable_progress_bars
 
-    from .localhub import LocalHub
+    from ckpt_action.localhub import LocalHub
 
     disable_progress_bars()
     os.environ.setdefault("CKPT_PROGRESS_INTERVAL", "0")  # the demo narrates its own steps

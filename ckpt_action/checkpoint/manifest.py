@@ -19,11 +19,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import __version__, validate
-from .errors import InputError, UnreadableManifest, quoted
-from .gitobjects import TreeItem, blob_hasher, blob_oid, is_lfs, lfs_pointer, tree_oid
-from .handle import SHA_RE, is_whole
-from .validate import safe_relative
+from ckpt_action import names
+from ckpt_action.checkpoint.gitobjects import TreeItem, blob_hasher, blob_oid, is_lfs, lfs_pointer, tree_oid
+from ckpt_action.errors import InputError, UnreadableManifest, quoted
+from ckpt_action.handle import SHA_RE, is_whole
+from ckpt_action.names import safe_relative
+from ckpt_action.version import __version__
 
 MANIFEST_NAME = "ckpt-manifest.json"
 # What a pull leaves in the dir it fills (see localdir.py): not a file of the checkpoint.
@@ -287,7 +288,7 @@ def _source(source: object) -> dict[str, str] | None:
         return None
     if not isinstance(source, dict):
         raise ValueError("source is not an object")
-    checks = {"repo": lambda v: _checked(validate.repo_id, v), "subfolder": lambda v: _checked(validate.subfolder, v),
+    checks = {"repo": lambda v: _checked(names.repo_id, v), "subfolder": lambda v: _checked(names.subfolder, v),
               "revision": lambda v: bool(SHA_RE.match(v))}
     out = {}
     for key, ok in checks.items():

@@ -32,13 +32,13 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .errors import CkptError, RemoteError
-from .handle import commit_id
-from .hubclient import is_transient, retry_wait
-from .progress import Ticker, bytes_read_since_now
+from ckpt_action.errors import CkptError, RemoteError
+from ckpt_action.handle import commit_id
+from ckpt_action.hub.transport import is_transient, retry_wait
+from ckpt_action.progress import Ticker, bytes_read_since_now
 
 if TYPE_CHECKING:
-    from .remote import RemoteRepo
+    from ckpt_action.hub.repo import RemoteRepo
 
 log = logging.getLogger(__name__)
 
@@ -114,10 +114,24 @@ class _Budget:
         self.failures += 1
 
 
-def commit_pinned(remote: RemoteRepo, plan: Callable[[str | None], CommitPlan | None], *, what: str,
-                  branch: str, head: str | None, max_commits: int,
-                  replan_on: Callable[[BaseException], bool] | None) -> CommitOutcome:
-    """The loop behind :meth:`RemoteRepo.commit <ckpt_action.remote.RemoteRepo.commit>`."""
+def commit(remote: RemoteRepo, plan: Callable[[str | None], CommitPlan | None], *, what: str,
+           branch: str = "main", head: str | None = None, max_commits: int = 1,
+           replan_on: Callable[[BaseException], bool] | None = None) -> CommitOutcome:
+    """Commit what ``plan(head)`` asks for, each commit pinned to the head it was planned
+    at, until it answers None or a final commit lands; after a 412 or an ambiguous
+    failure, read the head again and re-plan. The bounds are in this module.
+
+    The one write primitive: push, promote and prune all commit through it. It sits above
+    :class:`~ckpt_action.hub.repo.RemoteRepo` (which only reads), so reads never import writes.
+
+    ``head``: the branch's head if the caller just read it (else it is read first).
+    ``max_commits``: commits answered OK before the write is given up.
+    ``replan_on``: a failure the writer can fix by planning again (push: a local file
+    changed while it was sent); it counts as a conflict.
+
+    >>> commit(repo, lambda head: None if done(head) else CommitPlan(ops, "Prune"), what="pruning")  # doctest: +SKIP
+    CommitOutcome(revision='9ac0…', landed=[CommitPlan(...)], last=CommitPlan(...))
+    """
     from huggingface_hub.errors import HfHubHTTPError
 
     budget = _Budget(remote, what)

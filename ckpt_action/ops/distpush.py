@@ -1,8 +1,8 @@
 """push from many ranks: each rank uploads the files of its own local dir, one commit lands.
 
-The steps, every rank in step with the others through a :class:`~ckpt_action.coordination.Session`:
+The steps, every rank in step with the others through a :class:`~ckpt_action.ops.coordination.Session`:
 
-1. each rank checks and hashes its own ``local_dir`` (push's :class:`~ckpt_action.push.LocalDir`);
+1. each rank checks and hashes its own ``local_dir`` (push's :class:`~ckpt_action.ops.push.LocalDir`);
 2. the digests are gathered: a path several ranks hold (a shared filesystem, a file every
    node writes) must have the same digest on each, else the push fails naming the path
    and the ranks; each path gets one owner (the holder with the fewest bytes so far), so a
@@ -24,13 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .coordination import Session
-from .errors import IntegrityError
-from .hubclient import call
-from .manifest import GIT_OID_LIMIT, FileDigest, digest_bytes
-from .progress import Ticker, bytes_read_since_now
-from .push import EXTRA_COMMITS, LocalDir, PushResult, ensure_repo, finish, landed_counts, planner
-from .remote import RemoteRepo
+from ckpt_action.checkpoint.manifest import GIT_OID_LIMIT, FileDigest, digest_bytes
+from ckpt_action.errors import IntegrityError
+from ckpt_action.hub.commits import commit
+from ckpt_action.hub.repo import RemoteRepo
+from ckpt_action.hub.transport import call
+from ckpt_action.ops.coordination import Session
+from ckpt_action.ops.push import EXTRA_COMMITS, LocalDir, PushResult, ensure_repo, finish, landed_counts, planner
+from ckpt_action.progress import Ticker, bytes_read_since_now
 
 PREUPLOAD_BATCH = 256
 """Files per preupload call (the Hub's own batch of ``preupload_lfs_files``)."""
@@ -152,16 +153,16 @@ def push_distributed(remote: RemoteRepo, local_dir: Path, subfolder: str, sessio
                                                                                 item.data)
     session.claim_commit()
 
-    def commit() -> PushResult:
+    def make_commit() -> PushResult:
         plan, batch_size = planner(remote, subfolder, lambda: merged, lambda _sub, rel: ops[rel], step=step,
                                    source=source, commit_message=commit_message)
-        outcome = remote.commit(plan, what=f"committing {subfolder}", branch=branch, head=head,
-                                max_commits=-(-len(merged) // batch_size) + EXTRA_COMMITS)
+        outcome = commit(remote, plan, what=f"committing {subfolder}", branch=branch, head=head,
+                         max_commits=-(-len(merged) // batch_size) + EXTRA_COMMITS)
         uploaded, deleted = landed_counts(outcome, subfolder)
         return finish(remote, subfolder, step, outcome, outcome.commits, uploaded, deleted)
 
     try:
-        result = commit()
+        result = make_commit()
     except Exception as exc:
         error = session.failed_commit(exc)
         session.post("result", error)

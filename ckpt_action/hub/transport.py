@@ -15,10 +15,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from .deadline import RequestDeadline, deadline, install
-from .errors import AuthError, CkptError, NotFoundError, RemoteError
-from .settings import Settings
-from .validate import is_public_hub
+from ckpt_action.errors import AuthError, CkptError, NotFoundError, RemoteError
+from ckpt_action.hub.deadline import RequestDeadline, deadline, install
+from ckpt_action.names import is_public_hub
+from ckpt_action.settings import Settings
 
 if TYPE_CHECKING:
     import httpx2

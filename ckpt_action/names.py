@@ -1,19 +1,18 @@
-"""Input checks that run before any network call.
+"""The name rules: repo ids, folder and ref names, endpoints, and the checks built on them.
 
 Each failure is an :class:`~ckpt_action.errors.InputError` whose message says what to
-change. Nothing here touches the network or creates a file.
+change. Nothing here touches the network or the disk: checks of a local dir live in
+:mod:`ckpt_action.disk`.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import stat
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from urllib.parse import urlsplit
 
-from .errors import InputError
-from .handle import DEFAULT_ENDPOINT, SHA_RE, step_of
+from ckpt_action.errors import InputError
+from ckpt_action.handle import DEFAULT_ENDPOINT, SHA_RE, step_of
 
 # The Hub's own rule (huggingface_hub.utils.validate_repo_id), plus a mandatory owner:
 # a bare name would resolve against whoever the token belongs to, which CI jobs
@@ -25,7 +24,7 @@ _SEGMENT_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+=@-]{0,199}")
 _REF_RE = re.compile(r"[A-Za-z0-9._/-]{1,200}")
 # What the Hub refuses in a file name, and what would confuse a log or a shell: control
 # characters (newlines included) and backslashes.
-_BAD_NAME_RE = re.compile(r"[\x00-\x1f\x7f\\]")
+BAD_NAME_RE = re.compile(r"[\x00-\x1f\x7f\\]")
 COMMIT_MESSAGE_MAX = 1000
 # The Hub's limit on files in one repo.
 MAX_PUSH_FILES = 100_000
@@ -123,7 +122,7 @@ def revision(value: str | None, flag: str = "--revision") -> str | None:
 
 def commit_message(value: str) -> str:
     """A commit title: one line, bounded, no control characters."""
-    if not value.strip() or _BAD_NAME_RE.search(value.replace("\\", "")) or len(value) > COMMIT_MESSAGE_MAX:
+    if not value.strip() or BAD_NAME_RE.search(value.replace("\\", "")) or len(value) > COMMIT_MESSAGE_MAX:
         raise InputError(f"--commit-message must be one non-empty line of at most {COMMIT_MESSAGE_MAX} characters"
                          " without control characters")
     return value
@@ -146,70 +145,6 @@ def is_public_hub(url: str) -> bool:
 def token_for_write(token: str | None, url: str) -> None:
     if not token and is_public_hub(url):
         raise InputError("writing to the Hugging Face Hub needs a token: set HF_TOKEN (or pass --token)")
-
-
-def local_dir_to_push(value: str | None, *, allow_empty: bool = False) -> Path:
-    """Check a checkpoint dir to push, before anything is sent: it exists and holds files
-    (``allow_empty``: or none, a rank of a distributed push that holds no file of the checkpoint),
-    and every entry is a regular file (or a link to one inside the dir) that can be read,
-    with a name the Hub accepts. Special files would hang the hashing (a FIFO) or cannot
-    be uploaded; finding them half-way through a push would leave it unfinished.
-    """
-    if not value:
-        raise InputError("--local-dir is required: give the checkpoint directory to push")
-    path = Path(value)
-    if not path.exists():
-        raise InputError(f"--local-dir {value} does not exist: point it at the checkpoint directory")
-    if not path.is_dir():
-        raise InputError(f"--local-dir {value} is a file: point it at the checkpoint directory")
-    root = path.resolve()
-    count = 0
-    for dirpath, dirnames, filenames in os.walk(path, onerror=_raise_walk_error):
-        for name in dirnames + filenames:
-            full = Path(dirpath) / name
-            rel = full.relative_to(path).as_posix()
-            if _BAD_NAME_RE.search(name):
-                raise InputError(f"--local-dir has a file name the Hub refuses ({rel!r}: a backslash or a control"
-                                 " character): rename it")
-            st = full.lstat()
-            if stat.S_ISLNK(st.st_mode):
-                if not full.exists():
-                    raise InputError(f"--local-dir has a dangling symlink {rel}: remove it or restore its target")
-                target = full.resolve()
-                if target != root and root not in target.parents:
-                    raise InputError(
-                        f"--local-dir has a symlink {rel} pointing outside the checkpoint: copy the file in"
-                        " or remove the link"
-                    )
-                if target.is_dir():
-                    # Never followed (a loop, or files counted twice): say so rather than skip it.
-                    raise InputError(f"--local-dir has a symlinked directory {rel}: copy it in or remove the link")
-                st = full.stat()
-            if name in filenames:
-                if not stat.S_ISREG(st.st_mode):
-                    raise InputError(f"--local-dir has {rel}, which is not a regular file (a FIFO, socket or device):"
-                                     " remove it from the checkpoint")
-                if not os.access(full, os.R_OK):
-                    raise InputError(f"--local-dir has {rel}, which cannot be read: fix its permissions")
-                count += 1
-                if count > MAX_PUSH_FILES:
-                    raise InputError(f"--local-dir holds more than {MAX_PUSH_FILES} files, more than a Hub repo takes:"
-                                     " push a smaller folder")
-    if not count and not allow_empty:
-        raise InputError(f"--local-dir {value} has no files: nothing to push")
-    return path
-
-
-def _raise_walk_error(exc: OSError) -> None:
-    raise InputError(f"--local-dir cannot be read ({exc.filename}: {exc.strerror}): fix its permissions")
-
-
-def pull_target(value: str | None, *, force: bool) -> Path:
-    """Check ``--local-dir`` for pull: new, empty, or holding an earlier pull (see
-    :mod:`ckpt_action.localdir` for the whole rule, ``--force`` included)."""
-    from .localdir import check_target  # localdir builds on this module's path checks
-
-    return check_target(value, force=force).path
 
 
 def positive(value: int | None, flag: str) -> int | None:

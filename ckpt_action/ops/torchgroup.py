@@ -12,8 +12,8 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any, cast
 
-from .coordination import Session, Store
-from .errors import InputError
+from ckpt_action.errors import InputError
+from ckpt_action.ops.coordination import Session, Store
 
 EXTRA = "pip install 'ckpt-action[distributed]'"
 ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")

@@ -16,14 +16,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .errors import InputError
-from .escaping import escape
+from ckpt_action.ci.escaping import escape
+from ckpt_action.errors import InputError
 
 if TYPE_CHECKING:
-    from .discover import CheckpointInfo, LatestResult
-    from .pull import PullResult
-    from .push import PushResult
-    from .release import PromoteResult, PrunePlan
+    from ckpt_action.ops.discover import CheckpointInfo, LatestResult
+    from ckpt_action.ops.pull import PullResult
+    from ckpt_action.ops.push import PushResult
+    from ckpt_action.ops.release import PromoteResult, PrunePlan
 
 # Written by every command (empty when they do not apply), in this order.
 CONTRACT_KEYS = ("repo", "subfolder", "revision", "step", "hub_url", "local_dir", "found")
@@ -192,7 +192,7 @@ def _code(value: object) -> str:
 
 
 def _size(value: object) -> str:
-    from .progress import human
+    from ckpt_action.progress import human
 
     return human(value) if isinstance(value, int) else ""
 
