@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import os
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -189,22 +190,40 @@ def push(
     subfolder, step = names.push_target(subfolder, step)
     settings = _settings(endpoint, token, timeout, retries)
     names.token_for_write(settings.token, settings.endpoint)
-    session = None
-    if distributed:
-        from ckpt_action.ops.torchgroup import session as group_session
-
-        session = group_session(group, settings.distributed_timeout, f"push {subfolder}")
-    elif group is not None:
+    if group is not None and not distributed:
         raise InputError("group= goes with distributed=True: add it, or drop group=")
-    if session is None:
+    res = push_on_ranks(settings, repo, os.fspath(local_dir), subfolder, step=step, private=private,
+                        commit_message=commit_message, group=group) if distributed else None
+    if res is None:
         path = local_dir_to_push(os.fspath(local_dir))
-        return _core_push(settings, repo, path, subfolder, step=step, private=private,
-                          commit_message=commit_message).handle
+        res = _core_push(settings, repo, path, subfolder, step=step, private=private, commit_message=commit_message)
+    return res.handle
+
+
+def push_on_ranks(settings: Settings, repo: str, local_dir: str, subfolder: str, *, step: int | None,
+                  private: bool, commit_message: str | None, group: Any = None) -> PushResult | None:
+    """This rank's part of a push from every rank of ``group`` (None: the job's process
+    group); None when this process is in no process group (push alone). For the doors
+    that checked their input already: :func:`push` and ``ckpt-action push --distributed``."""
+    from ckpt_action.ops.torchgroup import session as group_session
+
+    session = group_session(group, settings.distributed_timeout, f"push {subfolder}")
+    if session is None:
+        return None
     with session:
         # Checked inside the session: a bad dir on one rank fails every rank at once.
-        path = session.run("checking local_dir", lambda: local_dir_to_push(os.fspath(local_dir), allow_empty=True))
+        path = session.run("checking the local dir", lambda: local_dir_to_push(local_dir, allow_empty=True))
         return _core_push(settings, repo, path, subfolder, step=step, private=private,
-                          commit_message=commit_message, session=session).handle
+                          commit_message=commit_message, session=session)
+
+
+def joined_process_group(timeout: float, flag: str = "--distributed") -> AbstractContextManager[None]:
+    """For a process started by torchrun that has not joined its job's process group (the
+    CLI): join it from ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT`` (gloo)
+    for the duration, and leave it after. Without torch, an InputError naming the extra."""
+    from ckpt_action.ops.torchgroup import joined_from_env
+
+    return joined_from_env(timeout, flag)
 
 
 def latest(

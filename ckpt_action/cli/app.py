@@ -291,11 +291,13 @@ def cli() -> None:
 @click.option("--private/--public", default=True, show_default=True,
               help="Visibility of the repo if push creates it (an existing repo is left as it is).")
 @click.option("--commit-message", help="Commit title (default: 'Push SUBFOLDER (step N)').")
+@click.option("--distributed", is_flag=True, help="Run on every rank of a torchrun job (needs torch): each rank "
+              "uploads its own --local-dir, one commit lands; without RANK/WORLD_SIZE a push alone.")
 @wandb_options()
 @hub_options
 @command
 def push(repo: str, local_dir: str, subfolder: str | None, step: int | None, private: bool,
-         commit_message: str | None, wandb: WandbOptions, hub: HubOptions) -> None:
+         commit_message: str | None, distributed: bool, wandb: WandbOptions, hub: HubOptions) -> None:
     """Push a local checkpoint dir to REPO/SUBFOLDER and report the commit SHA that holds it complete.
 
     The subfolder ends up exactly equal to the local dir; a manifest is committed last.
@@ -305,20 +307,28 @@ def push(repo: str, local_dir: str, subfolder: str | None, step: int | None, pri
     subfolder, step = names.push_target(subfolder, step)
     from ckpt_action.disk.source import local_dir_to_push
 
-    path = local_dir_to_push(local_dir)
     if commit_message is not None:
         commit_message = names.commit_message(commit_message)
     settings = hub.settings()
     names.token_for_write(settings.token, settings.endpoint)
 
+    from ckpt_action import api
     from ckpt_action.ci.outputs import push_outputs
     from ckpt_action.hub.repo import RemoteRepo
     from ckpt_action.ops.push import push as do_push
     from ckpt_action.progress import quiet_client_bars
 
     quiet_client_bars()
-    res = do_push(RemoteRepo(settings, repo), path, subfolder, step=step, private=private,
-                  commit_message=commit_message)
+    res = None
+    if distributed:
+        with api.joined_process_group(settings.distributed_timeout):
+            res = api.push_on_ranks(settings, repo, local_dir, subfolder, step=step, private=private,
+                                    commit_message=commit_message)
+    path = Path(local_dir)
+    if res is None:
+        path = local_dir_to_push(local_dir)
+        res = do_push(RemoteRepo(settings, repo), path, subfolder, step=step, private=private,
+                      commit_message=commit_message)
     result = push_outputs(res, path)
     if wandb.project:
         result |= _log_wandb(res.handle, wandb)
