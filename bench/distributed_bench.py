@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -26,11 +25,13 @@ RANKS = 4
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
 
 
-def _shards(root: Path, size: int) -> None:
+def _shards(root: Path, size: int, one_dir: bool = False) -> None:
+    """One shard per rank dir (or all in one dir), fresh random bytes: the Hub's store
+    holds none of them already, so every byte is uploaded."""
     block = os.urandom(1 << 20)
     for rank in range(RANKS):
-        d = root / f"rank-{rank}"
-        d.mkdir(parents=True)
+        d = root if one_dir else root / f"rank-{rank}"
+        d.mkdir(parents=True, exist_ok=True)
         with open(d / f"model-{rank:05d}-of-{RANKS:05d}.safetensors", "wb") as fh:
             for i in range(size >> 20):
                 fh.write(bytes([rank, i & 255]) + block[2:])  # every MiB distinct: no dedup helps
@@ -62,13 +63,9 @@ def run_section(ctx: Context) -> Section:
     for rank, r in enumerate(ranks):
         sec.row(f"rank {rank}", f"{r['requests']} requests, {r['bytes'] / 2**20:.1f} MiB sent, "
                 f"peak RSS {r['peak_rss'] / 2**20:.0f} MiB")
-    # The baseline: one process, one dir holding every shard (and the config once).
+    # The baseline: one process, one dir holding as many bytes in as many files.
     single = root / "single"
-    single.mkdir()
-    for rank in range(RANKS):
-        for f in (root / "big" / f"rank-{rank}").iterdir():
-            if not f.name.startswith("result-"):
-                shutil.copyfile(f, single / f.name)
+    _shards(single, size, one_dir=True)
     ctx.hub.mark()
     one = run([*PY_CLI, "push", "--repo", "bench/dist-single", "--local-dir", str(single), "--step", "1", "--json"],
               ctx.env())
@@ -88,6 +85,8 @@ def run_section(ctx: Context) -> Section:
     sec.check("the ranks' requests are the Hub's", total == logged, f"{total} counted, {logged} logged")
     sec.check("each shard's bytes go up once", reqs.lfs_bytes_up == RANKS * size,
               f"{reqs.lfs_bytes_up} bytes for {RANKS * size}")
+    sec.check("the one process uploads as many bytes", one_reqs.lfs_bytes_up == RANKS * size,
+              f"{one_reqs.lfs_bytes_up} bytes for {RANKS * size}")
     sec.check("rank 0's memory does not follow the shards' bytes", big_rss - small_rss < 64 << 20,
               f"{(big_rss - small_rss) / 2**20:.0f} MiB more for {(size - small) * RANKS >> 20} MiB more data")
     sec.target(f"{RANKS} ranks no slower than one process", f"ratio {ratio(seconds, one.seconds)}",
