@@ -208,3 +208,21 @@ def test_a_commit_answered_500_after_it_landed_is_one_commit_and_one_handle(hub_
     assert len({tuple(r.get("handle", ())) for r in got.values()}) == 1 and "handle" in got[0], got
     pushes = [c for c in _commits(server) if c.title.startswith("Push")]
     assert len(pushes) == 1 and pushes[0].commit_id == got[0]["handle"][2]
+
+
+@pytest.mark.timeout(300)
+def test_an_upload_refused_on_one_rank_fails_every_rank_naming_it(hub_server, hf_client, tmp_path):
+    from tests.commit_proxy import CommitProxy
+
+    server = hub_server(token=TOKEN)
+    _shards(tmp_path / "node", range(2), b"same", b"{}\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    with CommitProxy(server.url) as proxy:
+        # Only rank 1 talks through the proxy, which refuses every LFS upload.
+        proxy.fail("PUT", r"/localhub-lfs/", status=403, times=-1)
+        env = _env(server, tmp_path, out, LOCAL_DIR=str(tmp_path / "node" / "rank-{rank}"), ENDPOINT_RANK_1=proxy.url)
+        standalone(2, [str(PUSH_SCRIPT)], env, tmp_path)
+    error = _same_error(results([out], 2), 2)
+    assert "nothing was committed: rank 1: uploading" in error["message"], error
+    assert not [c for c in _commits(server) if c.title.startswith("Push")]
