@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any, cast
 
-from ckpt_action.errors import InputError
+from ckpt_action.errors import DistributedError, InputError
 from ckpt_action.ops.coordination import Session, Store
 
 EXTRA = "pip install 'ckpt-action[distributed]'"
@@ -53,7 +53,12 @@ def joined_from_env(timeout: float, flag: str) -> Iterator[None]:
     if missing:
         raise InputError(f"{flag} joins the job from {', '.join(ENV)} (as torchrun sets them), and"
                          f" {', '.join(missing)} is not set: run it under torchrun, or drop {flag}")
-    dist.init_process_group("gloo", init_method="env://", timeout=timedelta(seconds=timeout))
+    try:
+        dist.init_process_group("gloo", init_method="env://", timeout=timedelta(seconds=timeout))
+    except Exception as exc:  # torch's own (DistStoreError, RuntimeError...), kept as the reason
+        where = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
+        raise DistributedError(f"{flag}: rank {os.environ['RANK']} could not join the job's process group at"
+                               f" {where} within {timeout:g} s (CKPT_DISTRIBUTED_TIMEOUT): {exc}") from exc
     try:
         yield
     finally:
