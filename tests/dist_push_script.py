@@ -8,7 +8,8 @@ environment (HF_ENDPOINT, HF_TOKEN, CKPT_*), as a job's would:
 - ``REPO``, ``STEP``;
 - ``RAISE_RANK``: that rank raises in the "training code" before it calls push;
 - ``ENDPOINT_RANK_<r>``: rank r talks to this endpoint instead (a proxy that can kill it);
-- ``PID_DIR``: each rank writes its pid there first.
+- ``PID_DIR``: each rank writes its pid there first;
+- ``GROUP_RANKS``: only these ranks push, with ``group=`` a group of them.
 """
 
 from __future__ import annotations
@@ -37,12 +38,17 @@ def main() -> int:
     endpoint = os.environ.get(f"ENDPOINT_RANK_{rank}")
     started = time.monotonic()
     record: dict[str, object]
+    members = [int(r) for r in os.environ["GROUP_RANKS"].split(",")] if os.environ.get("GROUP_RANKS") else None
+    group = dist.new_group(members) if members else None  # every rank takes part in making it
     try:
         if os.environ.get("RAISE_RANK") == str(rank):
             raise RuntimeError("the training step failed")
-        handle = ckpt.push(local_dir, os.environ["REPO"], step=int(os.environ["STEP"]), distributed=True,
-                           endpoint=endpoint)
-        record = {"handle": [handle.repo, handle.subfolder, handle.revision, handle.step]}
+        if members and rank not in members:
+            record = {"skipped": True}
+        else:
+            handle = ckpt.push(local_dir, os.environ["REPO"], step=int(os.environ["STEP"]), distributed=True,
+                               group=group, endpoint=endpoint)
+            record = {"handle": [handle.repo, handle.subfolder, handle.revision, handle.step]}
     except Exception as exc:  # the test reads what each rank raised
         record = {"error": type(exc).__name__, "message": str(exc), "exit_code": getattr(exc, "exit_code", None)}
     record["seconds"] = time.monotonic() - started

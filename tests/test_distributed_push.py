@@ -226,3 +226,31 @@ def test_an_upload_refused_on_one_rank_fails_every_rank_naming_it(hub_server, hf
     error = _same_error(results([out], 2), 2)
     assert "nothing was committed: rank 1: uploading" in error["message"], error
     assert not [c for c in _commits(server) if c.title.startswith("Push")]
+
+
+def test_outside_a_process_group_distributed_true_pushes_alone(local_hub, tmp_path):
+    import ckpt_action as ckpt
+
+    make_folder(tmp_path / "ckpt", {"a.bin": b"\0\1", "config.json": b"{}\n"})
+    h = ckpt.push(tmp_path / "ckpt", "org/alone", step=1, distributed=True, endpoint=local_hub.url)
+    assert ckpt.latest("org/alone", endpoint=local_hub.url) == h
+    with pytest.raises(ckpt.InputError, match="group= goes with distributed=True"):
+        ckpt.push(tmp_path / "ckpt", "org/alone", step=2, group=object(), endpoint=local_hub.url)
+
+
+@pytest.mark.timeout(300)
+def test_group_limits_the_push_to_its_ranks(hub_server, hf_client, tmp_path):
+    import ckpt_action as ckpt
+
+    server = hub_server(token=TOKEN)
+    _shards(tmp_path / "node", range(4), b"same", b"{}\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    env = _env(server, tmp_path, out, LOCAL_DIR=str(tmp_path / "node" / "rank-{rank}"), GROUP_RANKS="2,3")
+    standalone(4, [str(PUSH_SCRIPT)], env, tmp_path)
+    got = results([out], 4)
+    assert got[0]["skipped"] and got[1]["skipped"], got
+    assert got[2]["handle"] == got[3]["handle"], got
+    pulled = ckpt.pull(ckpt.latest(REPO, endpoint=server.url, token=TOKEN), tmp_path / "pulled",
+                       endpoint=server.url, token=TOKEN)
+    assert sorted(p.name for p in pulled.glob("model-*")) == ["model-00002.bin", "model-00003.bin"]
