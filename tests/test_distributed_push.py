@@ -133,7 +133,7 @@ def test_a_file_one_rank_cannot_read_fails_every_rank_with_its_exit_code(hub_ser
     env = _env(server, tmp_path, out, LOCAL_DIR=str(tmp_path / "node" / "rank-{rank}"))
     standalone(2, [str(PUSH_SCRIPT)], env, tmp_path)
     error = _same_error(results([out], 2), 2)
-    assert "rank 1: checking local_dir" in error["message"] and "dangling symlink optimizer.pt" in error["message"]
+    assert "rank 1: checking the local dir" in error["message"] and "dangling symlink optimizer.pt" in error["message"]
     assert error["exit_code"] == 2
     _no_checkpoint(server)
 
