@@ -9,6 +9,7 @@ it should follow the number of files, not their bytes.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -56,6 +57,9 @@ def run_section(ctx: Context) -> Section:
     size = (8 if ctx.quick else 256) << 20
     small = 4 << 20
     sec = Section(8, f"a {RANKS}-rank push of {RANKS} x {size >> 20} MiB shards, one commit")
+    if importlib.util.find_spec("torch") is None:
+        sec.row("not run", "torch is not installed (the [distributed] extra)")
+        return sec
     root = ctx.work / "dist"
     _shards(root / "big", size)
     seconds, ranks, reqs = _distributed(ctx, root / "big", "bench/dist", 1)
