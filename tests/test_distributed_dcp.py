@@ -36,6 +36,8 @@ def test_a_dtensor_saved_on_four_ranks_loads_on_two_from_one_commit(hub_server, 
     assert (info.subfolder, info.status, info.revision) == ("checkpoint-7", "complete", sha)
     listed = {Path(f).name for f in _files(server, sha) if f.startswith("checkpoint-7/")}
     assert listed == {".metadata", "ckpt-manifest.json", *(f"__{r}_0.distcp" for r in range(4))}
+    metadata = _read(server, sha, "checkpoint-7/.metadata")
+    assert b"ckpt-dcp-" not in metadata  # no machine's staging path travels to the Hub
     loaded = run("load", 2, REVISION=sha)
     assert all(r.get("equal") for r in loaded.values()), loaded
     # Each rank downloaded only the shards holding its rows (and the replicated tensors).
@@ -47,3 +49,10 @@ def _files(server, sha: str) -> list[str]:
     from huggingface_hub import HfApi
 
     return HfApi(endpoint=server.url, token=TOKEN).list_repo_files(REPO, revision=sha)
+
+
+def _read(server, sha: str, path: str) -> bytes:
+    import httpx
+
+    return httpx.get(f"{server.url}/{REPO}/resolve/{sha}/{path}", headers={"authorization": f"Bearer {TOKEN}"},
+                     follow_redirects=True).content

@@ -40,7 +40,7 @@ try:
     import torch
     import torch.distributed as dist
     from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
-    from torch.distributed.checkpoint.metadata import Metadata
+    from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         f"ckpt_action.integrations.dcp needs torch: pip install 'ckpt-action[distributed]' ({exc})") from exc
@@ -86,6 +86,11 @@ class HubStorageWriter(FileSystemWriter):
         if checkpoint_id:
             raise InputError("HubStorageWriter takes no checkpoint_id=: give repo= and step= to the writer")
         super().reset(None)
+
+    def storage_meta(self) -> StorageMeta | None:
+        # FileSystemWriter records its path as the checkpoint's id: that would put this
+        # machine's staging path in the .metadata on the Hub.
+        return StorageMeta(checkpoint_id=None, save_id=self.save_id)
 
     def set_up_storage_writer(self, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
         super().set_up_storage_writer(is_coordinator, *args, **kwargs)
