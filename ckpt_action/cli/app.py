@@ -307,6 +307,9 @@ def push(repo: str, local_dir: str, subfolder: str | None, step: int | None, pri
     subfolder, step = names.push_target(subfolder, step)
     from ckpt_action.disk.source import local_dir_to_push
 
+    # With --distributed each rank checks its own dir inside the push, so that a bad one
+    # fails every rank at once.
+    path = None if distributed else local_dir_to_push(local_dir)
     if commit_message is not None:
         commit_message = names.commit_message(commit_message)
     settings = hub.settings()
@@ -324,12 +327,11 @@ def push(repo: str, local_dir: str, subfolder: str | None, step: int | None, pri
         with api.joined_process_group(settings.distributed_timeout):
             res = api.push_on_ranks(settings, repo, local_dir, subfolder, step=step, private=private,
                                     commit_message=commit_message)
-    path = Path(local_dir)
     if res is None:
-        path = local_dir_to_push(local_dir)
+        path = path or local_dir_to_push(local_dir)
         res = do_push(RemoteRepo(settings, repo), path, subfolder, step=step, private=private,
                       commit_message=commit_message)
-    result = push_outputs(res, path)
+    result = push_outputs(res, path or Path(local_dir))
     if wandb.project:
         result |= _log_wandb(res.handle, wandb)
     emit("push", result, hub)
