@@ -94,6 +94,11 @@ def test_two_nodes_without_a_shared_filesystem(hub_server, hf_client, tmp_path):
     assert (info.subfolder, info.status, info.files) == ("checkpoint-5", "complete", 6)
 
 
+# The bound the fault tests wait out for a dead or absent rank: short, yet long enough that
+# a live rank's heartbeat (every second) is never missed on a loaded machine.
+SILENCE = "8"
+
+
 def _no_checkpoint(server: Any) -> None:
     import ckpt_action as ckpt
 
@@ -145,12 +150,12 @@ def test_a_rank_that_raises_before_push_fails_the_others_within_the_timeout(hub_
     out = tmp_path / "out"
     out.mkdir()
     env = _env(server, tmp_path, out, LOCAL_DIR=str(tmp_path / "node" / "rank-{rank}"), RAISE_RANK="1",
-               CKPT_DISTRIBUTED_TIMEOUT="3")
+               CKPT_DISTRIBUTED_TIMEOUT=SILENCE)
     standalone(2, [str(PUSH_SCRIPT)], env, tmp_path)
     got = results([out], 2)
     assert got[1]["message"] == "the training step failed"
     assert got[0]["error"] == "DistributedError"
-    assert "rank 1 did not join within 3 s (CKPT_DISTRIBUTED_TIMEOUT)" in got[0]["message"]
+    assert f"rank 1 did not join within {SILENCE} s (CKPT_DISTRIBUTED_TIMEOUT)" in got[0]["message"]
     assert got[0]["seconds"] < 60  # bounded by the setting, not by the process group's 30 minutes
     _no_checkpoint(server)
 
@@ -178,7 +183,7 @@ def test_a_rank_killed_mid_upload_means_no_commit_and_the_others_name_it(hub_ser
             outs.append(base / "out")
             outs[-1].mkdir()
             envs.append(_env(server, tmp_path, outs[-1], LOCAL_DIR=str(base / "rank-{rank}"), PID_DIR=str(pids),
-                             ENDPOINT_RANK_3=proxy.url, CKPT_DISTRIBUTED_TIMEOUT="3"))
+                             ENDPOINT_RANK_3=proxy.url, CKPT_DISTRIBUTED_TIMEOUT=SILENCE))
         two_nodes([str(PUSH_SCRIPT)], envs, tmp_path, done=lambda: {0, 1} <= set(results(outs, 4)))
     got = results(outs, 4)
     assert 3 not in got
