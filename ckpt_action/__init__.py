@@ -42,6 +42,7 @@ _EXPORTS: dict[str, str] = {
     "IntegrityError": "errors",
     "NoCheckpointError": "errors",
     "ConflictError": "errors",
+    "DistributedError": "errors",
     "WandbError": "wandb.sdk",
 }
 __all__ = [  # the same names as _EXPORTS (a test checks)
@@ -50,6 +51,7 @@ __all__ = [  # the same names as _EXPORTS (a test checks)
     "CheckpointInfo",
     "CkptError",
     "ConflictError",
+    "DistributedError",
     "InputError",
     "IntegrityError",
     "NoCheckpointError",
@@ -78,6 +80,7 @@ if TYPE_CHECKING:
         AuthError,
         CkptError,
         ConflictError,
+        DistributedError,
         InputError,
         IntegrityError,
         NoCheckpointError,

@@ -68,6 +68,10 @@ class Settings:
     max_files_per_commit: int = _knob(100, "CKPT_MAX_FILES_PER_COMMIT",
                                       "Files per commit (the Hub recommends under 100); bigger checkpoints go in "
                                       "several, the manifest in the last.")
+    distributed_timeout: float = _knob(
+        300.0, "CKPT_DISTRIBUTED_TIMEOUT",
+        "Seconds a push from many ranks (`distributed`) waits for a rank that has not joined it or has stopped"
+        " showing signs of life; then every rank fails, naming it.")
 
     @classmethod
     def knobs(cls) -> list[tuple[str, str, object, str]]:
@@ -118,4 +122,4 @@ class Settings:
 _PARAMS = {"timeout", "retries"}
 # Bounds where 0 would refuse everything; the others (delays, retries, waits) may be 0.
 _POSITIVE = {"timeout", "request_deadline", "min_download_rate", "max_listing_pages", "max_listing_entries",
-             "max_listing_bytes", "max_manifest_bytes"}
+             "max_listing_bytes", "max_manifest_bytes", "distributed_timeout"}

@@ -29,7 +29,7 @@ def test_bench_quick(tmp_path: Path) -> None:
     assert doc["quick"] is True
     assert doc["failed_checks"] == []
     s = doc["sections"]
-    assert set(s) == {"1", "2", "3", "4", "5", "6", "7"}
+    assert set(s) == {"1", "2", "3", "4", "5", "6", "7", "8"}
     latest = s["1"]["data"]
     assert latest["latest_requests"] == 3  # refs, top-level tree, the winner's manifest
     assert latest["latest_request_budget"] == 3
@@ -49,3 +49,7 @@ def test_bench_quick(tmp_path: Path) -> None:
     assert repull["file_bytes"]["repull"] == 0
     assert repull["file_bytes"]["next"] == repull["changed_bytes"]
     assert repull["file_bytes"]["weights_only"] == repull["weights_bytes"]
+    ranks = s["8"]["data"]
+    if "ranks" in ranks:  # torch installed: four ranks pushed one checkpoint
+        assert ranks["commits"] == 1
+        assert [r["bytes"] >= ranks["shard_bytes"] for r in ranks["ranks"]] == [True] * 4

@@ -14,8 +14,9 @@ from ckpt_action.errors import InputError, param
 from ckpt_action.names import BAD_NAME_RE, MAX_PUSH_FILES
 
 
-def local_dir_to_push(value: str | None) -> Path:
-    """Check a checkpoint dir to push, before anything is sent: it exists and holds files,
+def local_dir_to_push(value: str | None, *, allow_empty: bool = False) -> Path:
+    """Check a checkpoint dir to push, before anything is sent: it exists and holds files
+    (``allow_empty``: or none, a rank of a distributed push that holds no file of the checkpoint),
     and every entry is a regular file (or a link to one inside the dir) that can be read,
     with a name the Hub accepts. Special files would hang the hashing (a FIFO) or cannot
     be uploaded; finding them half-way through a push would leave it unfinished.
@@ -68,7 +69,7 @@ def local_dir_to_push(value: str | None) -> Path:
                     raise InputError(f"{param('local_dir')} holds more than {MAX_PUSH_FILES} files, more than"
                                      " a Hub repo takes:"
                                      " push a smaller folder")
-    if not count:
+    if not count and not allow_empty:
         raise InputError(f"{param('local_dir')} {value} has no files: nothing to push", param='local_dir')
     return path
 

@@ -28,6 +28,7 @@ from ckpt_action import api, names
 from ..errors import CkptError, InputError
 from ..handle import CheckpointHandle
 from ..settings import Settings
+from . import multinode
 from .pushqueue import Outcome, PushFailedError, PushQueue
 
 try:
@@ -41,6 +42,10 @@ __all__ = ["CheckpointCallback", "PushFailedError", "resume_from_hub"]
 
 log = logging.getLogger("ckpt_action")
 CHECKPOINT_PREFIX = "checkpoint"  # transformers.trainer_utils.PREFIX_CHECKPOINT_DIR
+PER_PROCESS_COPIES = frozenset({"trainer_state.json", "training_args.bin"})
+"""Files Trainer writes on each node's main process with fields of that process
+(``is_world_process_zero``, its own arguments): the world main's copies are the
+checkpoint's, the other nodes' are left out of a push from every process."""
 STAGING_DIR = ".ckpt-action-push"
 """Under ``output_dir``: hard-linked copies of the checkpoints waiting or being pushed."""
 
@@ -51,8 +56,9 @@ class _Job:
     staged: Path
 
 
-def _stage(src: Path, root: Path) -> Path:
-    """A copy of ``src`` under ``root`` made of hard links (a full copy where links fail).
+def _stage(src: Path, root: Path, skip: frozenset[str] = frozenset()) -> Path:
+    """A copy of ``src`` under ``root`` made of hard links (a full copy where links fail),
+    without the top-level files named in ``skip``.
 
     The push reads the copy, so Trainer may delete ``src`` (``save_total_limit``) while it
     uploads: the linked files live on until the copy is removed.
@@ -63,6 +69,8 @@ def _stage(src: Path, root: Path) -> Path:
         here = dest / Path(dirpath).relative_to(src)
         here.mkdir(exist_ok=True)
         for name in files:
+            if dirpath == str(src) and name in skip:
+                continue
             try:
                 os.link(Path(dirpath) / name, here / name)
             except OSError:  # another filesystem, or links not allowed
@@ -75,6 +83,10 @@ class CheckpointCallback(TrainerCallback):
 
     - One push runs at a time, in save order; at most one waits behind it, and a newer
       save replaces the waiting one. Only the world's main process (rank 0) pushes.
+    - In a job of many processes (several nodes with ``save_on_each_node=True``, FSDP
+      sharded state, DeepSpeed per-rank files) every process pushes its node's files of
+      each save in step with the others (``push(distributed=True)``): one commit holding
+      every rank's files, made before training goes on.
     - Each push is recorded in ``self.pushed`` (handles, pinned to 40-hex SHAs), in
       ``state.log_history`` (``{"checkpoint": "checkpoint-N", "checkpoint_revision": SHA,
       "checkpoint_hub_url": URL, "step": N}``) and, with a W&B run active, as a pointer
@@ -138,6 +150,9 @@ class CheckpointCallback(TrainerCallback):
 
     def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                 **kwargs: Any) -> None:
+        if multinode.active():
+            self._push_from_every_process(args, state)
+            return
         if not _is_main(args, state):
             return
         self._record(state)
@@ -160,7 +175,7 @@ class CheckpointCallback(TrainerCallback):
 
     def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                      **kwargs: Any) -> None:
-        if not _is_main(args, state):
+        if not _is_main(args, state) and not multinode.active():
             return
         self.wait(state)
 
@@ -183,9 +198,30 @@ class CheckpointCallback(TrainerCallback):
                 raise error
             log.warning("%s", error)
 
-    def _push(self, job: _Job) -> CheckpointHandle:
+    def _push_from_every_process(self, args: TrainingArguments, state: TrainerState) -> None:
+        """Many processes (nodes without a shared filesystem, FSDP or DeepSpeed per-rank
+        files): each pushes what its node holds of the checkpoint, one commit; the files a
+        node's processes share go up once. In step with the other processes, so before
+        training goes on (a background push could pair different saves across processes)."""
+        step = int(state.global_step)
+        name = f"{CHECKPOINT_PREFIX}-{step}"
+        multinode.wait_for_saves()
+        src = _output_dir(args) / name
+        staging = _output_dir(args) / STAGING_DIR
+        skip = frozenset() if _is_main(args, state) else PER_PROCESS_COPIES
+        job = _Job(step, _stage(src, staging, skip) if src.is_dir() else multinode.empty_dir(staging))
+        try:
+            outcome: Outcome[_Job] = Outcome(job, "pushed", handle=self._push(job, distributed=True))
+        except CkptError as exc:
+            outcome = Outcome(job, "failed", error=exc)
+        finally:
+            shutil.rmtree(job.staged, ignore_errors=True)
+        self._record_one(state, outcome, main=_is_main(args, state))
+
+    def _push(self, job: _Job, distributed: bool = False) -> CheckpointHandle:
         subfolder = f"{CHECKPOINT_PREFIX}-{job.step}"
-        return api.push(job.staged, self.repo, step=job.step, subfolder=subfolder, **self._options)
+        return api.push(job.staged, self.repo, step=job.step, subfolder=subfolder, distributed=distributed,
+                        **self._options)
 
     def _record(self, state: TrainerState | None, queue: PushQueue[_Job] | None = None) -> None:
         """Take the finished pushes (on Trainer's thread): log history, ``pushed``, W&B."""
@@ -195,7 +231,8 @@ class CheckpointCallback(TrainerCallback):
         for outcome in queue.drain():
             self._record_one(state, outcome)
 
-    def _record_one(self, state: TrainerState | None, outcome: Outcome[_Job]) -> None:
+    def _record_one(self, state: TrainerState | None, outcome: Outcome[_Job], main: bool = True) -> None:
+        """``main``: the world's main process, which alone logs history and W&B."""
         name = f"{CHECKPOINT_PREFIX}-{outcome.item.step}"
         if outcome.status == "superseded":
             log.info("%s not pushed: a newer checkpoint replaced it while another push ran", name)
@@ -208,6 +245,8 @@ class CheckpointCallback(TrainerCallback):
         assert handle is not None
         self.pushed.append(handle)
         log.info("pushed %s at %s", name, handle.revision)
+        if not main:
+            return
         if state is not None:
             entry: dict[str, Any] = {"checkpoint": handle.subfolder, "checkpoint_revision": handle.revision,
                                      "checkpoint_hub_url": handle.hub_url, "step": outcome.item.step}
@@ -249,12 +288,20 @@ def resume_from_hub(
     looks like "start from scratch". The files are verified before the folder appears;
     an existing ``output_dir/checkpoint-N`` is replaced by the verified copy.
 
-    Call it once per machine before training reads ``output_dir`` (e.g. on the main
-    process, before the others start): two processes pulling into one folder race.
+    In a job of many processes (torch.distributed initialized, as under torchrun), call it
+    on every process: world rank 0 finds the checkpoint, each node's local rank 0 pulls it
+    and the other processes wait, so every node resumes from the same one. Otherwise call
+    it once per machine before training reads ``output_dir``: two processes pulling into
+    one folder race.
 
     >>> trainer.train(resume_from_checkpoint=resume_from_hub("org/run", args.output_dir))  # doctest: +SKIP
     """
     options: dict[str, Any] = {"endpoint": endpoint, "token": token, "timeout": timeout, "retries": retries}
+    if multinode.active():
+        # Rank 0 finds it, each node's local rank 0 pulls it, the other processes wait.
+        found = multinode.once_per_node(lambda: api.latest(repo, revision=revision, **options),
+                                        lambda h: api.pull(h, Path(output_dir) / h.subfolder, force=True, **options))
+        return None if found is None else str(Path(output_dir) / found.subfolder)
     found = api.latest(repo, revision=revision, **options)
     if found is None:
         return None

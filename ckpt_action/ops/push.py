@@ -20,6 +20,7 @@ import os
 import stat
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ from ckpt_action.checkpoint.manifest import (
 )
 from ckpt_action.errors import IntegrityError, NotFoundError
 from ckpt_action.handle import CheckpointHandle
-from ckpt_action.hub.commits import CommitPlan, commit
+from ckpt_action.hub.commits import CommitOutcome, CommitPlan, commit
 from ckpt_action.hub.repo import RemoteRepo, Snapshot
 from ckpt_action.hub.transport import call
 from ckpt_action.progress import Ticker, bytes_read_since_now
@@ -173,40 +174,78 @@ def push(
     >>> push(RemoteRepo(settings, "org/run"), Path("out/checkpoint-300"), "checkpoint-300", step=300)  # doctest: +SKIP
     PushResult(handle=CheckpointHandle(repo='org/run', subfolder='checkpoint-300', revision='3f1c…', ...), ...)
     """
-    from huggingface_hub import CommitOperationAdd, CommitOperationDelete
-
     local = LocalDir(local_dir, f"push {subfolder}")
-    title = commit_message or f"Push {subfolder}" + (f" (step {step})" if step is not None else "")
-    batch_size = remote.settings.max_files_per_commit - 1  # room for the manifest
     target = None if branch == "main" else branch
+    head = ensure_repo(remote, target, private)
+
+    def digests() -> dict[str, FileDigest]:
+        local.refresh()
+        return local.digests
+
+    plan, batch_size = planner(remote, subfolder, digests, local.add, step=step, source=source,
+                               commit_message=commit_message)
+    commits = uploaded = deleted = passes = 0
+    while True:
+        passes += 1
+        outcome = commit(remote, plan, what=f"committing {subfolder}", branch=branch, head=head,
+                         max_commits=-(-len(local.digests) // batch_size) + EXTRA_COMMITS,
+                         replan_on=lambda _exc: local.moved())
+        commits += outcome.commits
+        up, down = landed_counts(outcome, subfolder)
+        uploaded, deleted = uploaded + up, deleted + down
+        changed = local.refresh(thorough=True)
+        if changed:
+            if passes > MAX_CHANGES:
+                raise local.unsettled(changed[0])
+            head = None  # a file changed after it was hashed: converge again from the head
+            continue
+        return finish(remote, subfolder, step, outcome, commits, uploaded, deleted, local_dir)
+
+
+def ensure_repo(remote: RemoteRepo, target: str | None, private: bool) -> str | None:
+    """The head of ``target`` (None: main), creating the repo if it does not exist."""
     try:
-        head = remote.resolve(target)
+        return remote.resolve(target)
     except NotFoundError:
         # Only a missing repo gets created, so an existing one keeps its visibility.
         call(remote.settings, "creating the repo", remote.api.create_repo, remote.repo, private=private,
              exist_ok=True, repo=remote.repo)
-        head = remote.resolve(target)
+        return remote.resolve(target)
+
+
+def planner(remote: RemoteRepo, subfolder: str, digests: Callable[[], dict[str, FileDigest]],
+            add: Callable[[str, str], Any], *, step: int | None, source: dict[str, str] | None,
+            commit_message: str | None) -> tuple[Callable[[str | None], CommitPlan | None], int]:
+    """The planning function :func:`~ckpt_action.hub.commits.commit` calls at each head, and the batch size.
+
+    ``digests()`` answers the checkpoint's files as they are now; ``add(subfolder, rel)``
+    the commit operation carrying one of them (read from the local dir, or uploaded
+    already by another rank of a distributed push).
+    """
+    from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+
+    title = commit_message or f"Push {subfolder}" + (f" (step {step})" if step is not None else "")
+    batch_size = remote.settings.max_files_per_commit - 1  # room for the manifest
     manifest_path = f"{subfolder}/{MANIFEST_NAME}"
     first_pending: int | None = None
 
     def plan(head: str | None) -> CommitPlan | None:
         nonlocal first_pending
-        local.refresh()
-        digests = local.digests
+        files = digests()
         state = _state(remote, head, subfolder)
         have = state.files if state else {}
-        pending = [rel for rel in sorted(digests) if not matches_remote(digests[rel], have.get(rel))]
-        stale = sorted(rel for rel in have if rel not in digests)
-        complete = Manifest(files=dict(digests), step=step, complete=True, source=source)
+        pending = [rel for rel in sorted(files) if not matches_remote(files[rel], have.get(rel))]
+        stale = sorted(rel for rel in have if rel not in files)
+        complete = Manifest(files=dict(files), step=step, complete=True, source=source)
         current = state.manifest if state else None
         if not pending and not stale and current is not None and current.content_key() == complete.content_key():
             return None
         final = len(pending) <= batch_size
-        marker = complete if final else Manifest(files=dict(digests), step=step, complete=False, created_at="",
+        marker = complete if final else Manifest(files=dict(files), step=step, complete=False, created_at="",
                                                   source=source)
         batch = pending[:batch_size]
         ops: list[Any] = [CommitOperationDelete(f"{subfolder}/{rel}") for rel in stale]
-        ops += [local.add(subfolder, rel) for rel in batch]
+        ops += [add(subfolder, rel) for rel in batch]
         ops.append(CommitOperationAdd(manifest_path, marker.to_json()))
         if first_pending is None:
             first_pending = len(pending)
@@ -214,30 +253,32 @@ def push(
         part = min(parts, max(0, first_pending - len(pending)) // batch_size + 1)
         return CommitPlan(ops, title + (f" (part {part} of {parts})" if parts > 1 else ""), final=final,
                           description="Written by ckpt-action; the manifest is committed with the last part.",
-                          progress=f"push {subfolder}: uploading", upload_bytes=sum(digests[r].size for r in batch))
+                          progress=f"push {subfolder}: uploading", upload_bytes=sum(files[r].size for r in batch))
 
-    commits = uploaded = deleted = passes = 0
-    while True:
-        passes += 1
-        outcome = commit(remote, plan, what=f"committing {subfolder}", branch=branch, head=head,
-                         max_commits=-(-len(local.digests) // batch_size) + EXTRA_COMMITS,
-                                replan_on=lambda _exc: local.moved())
-        commits += outcome.commits
-        for landed in outcome.landed:
-            ops = landed.operations
-            uploaded += sum(isinstance(op, CommitOperationAdd) and op.path_in_repo != manifest_path for op in ops)
-            deleted += sum(isinstance(op, CommitOperationDelete) for op in ops)
-        changed = local.refresh(thorough=True)
-        if changed:
-            if passes > MAX_CHANGES:
-                raise local.unsettled(changed[0])
-            head = None  # a file changed after it was hashed: converge again from the head
-            continue
-        assert outcome.revision is not None
-        if outcome.last is not None:  # else the planner's own listing at that head was the proof
-            _prove(remote, outcome.revision, subfolder, outcome.last)
-        return PushResult(CheckpointHandle(remote.repo, subfolder, outcome.revision, step, remote.settings.endpoint),
-                          commits, uploaded, deleted, local_dir)
+    return plan, batch_size
+
+
+def landed_counts(outcome: CommitOutcome, subfolder: str) -> tuple[int, int]:
+    """(files uploaded, files deleted) by the commits of ``outcome`` that landed."""
+    from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+
+    manifest_path = f"{subfolder}/{MANIFEST_NAME}"
+    uploaded = deleted = 0
+    for landed in outcome.landed:
+        ops = landed.operations
+        uploaded += sum(isinstance(op, CommitOperationAdd) and op.path_in_repo != manifest_path for op in ops)
+        deleted += sum(isinstance(op, CommitOperationDelete) for op in ops)
+    return uploaded, deleted
+
+
+def finish(remote: RemoteRepo, subfolder: str, step: int | None, outcome: CommitOutcome, commits: int,
+           uploaded: int, deleted: int, local_dir: Path | None = None) -> PushResult:
+    """Prove what landed, then the result: the handle of the SHA holding the folder complete."""
+    assert outcome.revision is not None
+    if outcome.last is not None:  # else the planner's own listing at that head was the proof
+        _prove(remote, outcome.revision, subfolder, outcome.last)
+    return PushResult(CheckpointHandle(remote.repo, subfolder, outcome.revision, step, remote.settings.endpoint),
+                      commits, uploaded, deleted, local_dir)
 
 
 def _state(remote: RemoteRepo, head: str | None, subfolder: str) -> Snapshot | None:
