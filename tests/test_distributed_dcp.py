@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.dist_helpers import ROOT, results, standalone
-from tests.localhub_fixtures import TOKEN
+from tests.localhub_fixtures import TOKEN, make_hub_env
 
 REPO = "org/dcp"
 SCRIPT = ROOT / "tests" / "dist_dcp_script.py"
@@ -22,7 +22,7 @@ def test_a_dtensor_saved_on_four_ranks_loads_on_two_from_one_commit(hub_server, 
     def run(mode: str, nproc: int, **extra: str) -> dict:
         out = tmp_path / f"out-{mode}"
         out.mkdir()
-        env = server.env(home=tmp_path / "hf_home")
+        env = make_hub_env(server.url, tmp_path / "hf_home", server.token)
         env.update(REPO=REPO, MODE=mode, OUT_DIR=str(out), CKPT_DISTRIBUTED_TIMEOUT="30", **extra)
         [(code, log)] = standalone(nproc, [str(SCRIPT)], env, tmp_path)
         got = results([out], nproc)

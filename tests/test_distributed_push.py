@@ -12,14 +12,15 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import write_checkpoint
 from tests.dist_helpers import PUSH_SCRIPT, results, standalone, two_nodes
-from tests.localhub_fixtures import TOKEN, entries, make_folder
+from tests.localhub_fixtures import TOKEN, entries, make_hub_env
 
 REPO = "org/dist"
 
 
 def _env(server: Any, tmp_path: Path, out: Path, **extra: str) -> dict[str, str]:
-    env = server.env(home=tmp_path / "hf_home")
+    env = make_hub_env(server.url, tmp_path / "hf_home", server.token)
     env.update(REPO=REPO, STEP="5", OUT_DIR=str(out), CKPT_RETRY_DELAY="0.05", CKPT_RETRY_MAX_DELAY="0.5",
                CKPT_TIMEOUT="20", CKPT_DISTRIBUTED_TIMEOUT="20")
     env.update(extra)
@@ -35,7 +36,7 @@ def _commits(server: Any) -> list[Any]:
 def _shards(root: Path, ranks: range, common: bytes, config: bytes) -> dict[int, Path]:
     dirs = {}
     for rank in ranks:
-        dirs[rank] = make_folder(root / f"rank-{rank}", {
+        dirs[rank] = write_checkpoint(root / f"rank-{rank}", {
             f"model-{rank:05d}.bin": os.urandom(4096 + rank), "common.bin": common, "config.json": config})
     return dirs
 
@@ -236,7 +237,7 @@ def test_an_upload_refused_on_one_rank_fails_every_rank_naming_it(hub_server, hf
 def test_outside_a_process_group_distributed_true_pushes_alone(local_hub, tmp_path):
     import ckpt_action as ckpt
 
-    make_folder(tmp_path / "ckpt", {"a.bin": b"\0\1", "config.json": b"{}\n"})
+    write_checkpoint(tmp_path / "ckpt", {"a.bin": b"\0\1", "config.json": b"{}\n"})
     h = ckpt.push(tmp_path / "ckpt", "org/alone", step=1, distributed=True, endpoint=local_hub.url)
     assert ckpt.latest("org/alone", endpoint=local_hub.url) == h
     with pytest.raises(ckpt.InputError, match="group= goes with distributed=True"):

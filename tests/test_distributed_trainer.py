@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.dist_helpers import ROOT, two_nodes
-from tests.localhub_fixtures import TOKEN
+from tests.localhub_fixtures import TOKEN, make_hub_env
 
 pytest.importorskip("transformers", reason="the Trainer test needs the [transformers] extra")
 REPO = "org/trainer"
@@ -26,7 +26,7 @@ def test_every_checkpoint_holds_both_nodes_files_and_a_new_job_resumes(hub_serve
     def job(mode: str) -> list[dict]:
         base = tmp_path / mode
         base.mkdir()
-        env = server.env(home=tmp_path / "hf_home")
+        env = make_hub_env(server.url, tmp_path / "hf_home", server.token)
         env.update(REPO=REPO, MODE=mode, OUT_BASE=str(base), CKPT_DISTRIBUTED_TIMEOUT="60",
                    WANDB_MODE="disabled", CKPT_RETRY_DELAY="0.05")
         launches = two_nodes([str(SCRIPT)], [env, env], tmp_path, nproc=1)
