@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="the store is torch.distributed's (the [distributed] extra)")
 
 from ckpt_action.checkpoint.manifest import FileDigest  # noqa: E402
-from ckpt_action.errors import DistributedError  # noqa: E402
+from ckpt_action.errors import DistributedError, InputError, param  # noqa: E402
 from ckpt_action.ops.coordination import Session  # noqa: E402
 from ckpt_action.ops.distpush import assign  # noqa: E402
 
@@ -67,6 +67,22 @@ def test_one_ranks_failure_is_every_ranks_error_and_no_commit_can_be_claimed() -
     assert all(isinstance(e, DistributedError) for e in got), got
     assert len({str(e) for e in got}) == 1
     assert "push x failed, nothing was committed: rank 2: hashing: [Errno 2]" in str(got[0])
+
+
+def test_a_ranks_error_names_its_parameter_as_the_door_showing_every_ranks_error_spells_it() -> None:
+    def body(session: Session) -> Any:
+        if session.rank == 1:
+            def bad() -> None:
+                raise InputError(f"{param('local_dir')} has x.bin, which cannot be read", param="local_dir")
+            session.run("checking the local dir", bad)
+        return session.gather("scan", 0)
+
+    got = _ranks(2, body)
+    assert all(isinstance(e, DistributedError) for e in got), got
+    assert all(e.exit_code == 2 for e in got)
+    assert "rank 1: checking the local dir: local_dir= has x.bin" in str(got[0])
+    assert "rank 1: checking the local dir: --local-dir has x.bin" in got[0].render("cli")
+    assert "input 'local-dir' has x.bin" in got[1].render("action")
 
 
 def test_shared_paths_must_agree_and_are_uploaded_by_one_rank_each() -> None:
