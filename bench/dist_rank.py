@@ -33,15 +33,13 @@ def main() -> int:
         sent["requests"] += 1
         sent["bytes"] += int(request.headers.get("content-length") or 0)
 
-    # Every client ckpt-action sets up is made by this factory (hub/transport.py): count there.
-    made = http.default_client_factory
-
+    # ckpt-action uses the client the factory in place makes (hub/transport.py): count there.
     def counting_client() -> Any:
-        client = made()
+        client = http.default_client_factory()
         client.event_hooks = {"request": [on_request], "response": []}
         return client
 
-    http.default_client_factory = counting_client
+    http.set_client_factory(counting_client)
     dist.barrier()  # the timing starts when every rank is up
     started = time.perf_counter()
     handle = ckpt.push(base / f"rank-{rank}", os.environ["REPO"], step=int(os.environ["STEP"]), distributed=True)

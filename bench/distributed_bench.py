@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .context import Context
-from .hubproc import REPO_ROOT
+from .hubproc import REPO_ROOT, Requests
 from .report import Section, fmt_s
 from .timing import PY_CLI, ratio, run
 
@@ -48,7 +48,7 @@ def _distributed(ctx: Context, root: Path, repo: str, step: int) -> tuple[float,
     proc = subprocess.run(cmd, env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=3600, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"torchrun exited {proc.returncode}: {proc.stdout[-2000:]}{proc.stderr[-2000:]}")
-    reqs = ctx.hub.since_mark()
+    reqs = Requests(ctx.hub.since_mark())
     ranks = [json.loads((root / f"result-{r}.json").read_text()) for r in range(RANKS)]
     return max(r["seconds"] for r in ranks), ranks, reqs
 
@@ -73,7 +73,7 @@ def run_section(ctx: Context) -> Section:
     ctx.hub.mark()
     one = run([*PY_CLI, "push", "--repo", "bench/dist-single", "--local-dir", str(single), "--step", "1", "--json"],
               ctx.env())
-    one_reqs = ctx.hub.since_mark()
+    one_reqs = Requests(ctx.hub.since_mark())
     sec.row(f"{RANKS} ranks (slowest rank's push)", fmt_s(seconds))
     sec.row("1 process, the same bytes (CLI, end to end)", fmt_s(one.seconds))
     sec.row("time ratio, ranks / one process", f"{ratio(seconds, one.seconds)}")
