@@ -23,7 +23,7 @@ from .report import Section, benchmarks_md, machine, table
 
 TITLES = {1: "latest on many checkpoints", 2: "push and pull throughput", 3: "re-push of unchanged content",
           4: "promote", 5: "CLI cold start", 6: "container image", 7: "pulls that move only what they lack",
-          8: "prune --free-storage", 9: "Xet and plain LFS"}
+          8: "prune --free-storage", 9: "Xet and plain LFS", 10: "one checkpoint from many ranks"}
 
 
 def _sections() -> dict[int, Callable[[Context], Section]]:
@@ -31,6 +31,7 @@ def _sections() -> dict[int, Callable[[Context], Section]]:
     # switches at import time.
     from . import (
         coldstart_bench,
+        distributed_bench,
         freestorage_bench,
         image_bench,
         latest_bench,
@@ -43,7 +44,8 @@ def _sections() -> dict[int, Callable[[Context], Section]]:
 
     return {1: latest_bench.run_section, 2: transfer_bench.run_section, 3: repush_bench.run_section,
             4: promote_bench.run_section, 5: coldstart_bench.run_section, 6: image_bench.run_section,
-            7: repull_bench.run_section, 8: freestorage_bench.run_section, 9: xet_bench.run_section}
+            7: repull_bench.run_section, 8: freestorage_bench.run_section, 9: xet_bench.run_section,
+            10: distributed_bench.run_section}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -44,6 +44,7 @@ _EXPORTS: dict[str, str] = {
     "ConflictError": "errors",
     "SignatureError": "checkpoint.signing",
     "LocalIOError": "errors",
+    "DistributedError": "errors",
     "WandbError": "wandb.sdk",
 }
 __all__ = [  # the same names as _EXPORTS (a test checks)
@@ -52,6 +53,7 @@ __all__ = [  # the same names as _EXPORTS (a test checks)
     "CheckpointInfo",
     "CkptError",
     "ConflictError",
+    "DistributedError",
     "InputError",
     "IntegrityError",
     "LocalIOError",
@@ -82,6 +84,7 @@ if TYPE_CHECKING:
         AuthError,
         CkptError,
         ConflictError,
+        DistributedError,
         InputError,
         IntegrityError,
         LocalIOError,

@@ -42,6 +42,7 @@ import functools
 import logging
 import os
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -273,18 +274,32 @@ def push_checkpoint(
     signing_chain: PathLike | Sequence[PathLike] | None = None,
     sign_keyless: bool = False,
     sigstore_trust_config: PathLike | None = None,
+    distributed: bool = False,
+    group: Any = None,
     endpoint: str | None = None,
     token: str | None = None,
     timeout: float | None = None,
     retries: int | None = None,
+    join_job: bool = False,
 ) -> PushResult:
     """:func:`push`, answering the full :class:`~ckpt_action.ops.push.PushResult`: the
-    handle, the commits made, the files uploaded and deleted, and who signed."""
+    handle, the commits made, the files uploaded and deleted, and who signed.
+
+    ``join_job``: for a process started by torchrun that has not joined its job's process
+    group (``ckpt-action push --distributed``): with ``distributed``, join it from
+    ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT`` (gloo) for the push and
+    leave it after; without torch, an InputError naming the ``[distributed]`` extra.
+    """
     from ckpt_action.ops.push import push as core_push
 
     repo = names.repo_id(repo)
     subfolder, step = names.push_target(subfolder, step)
-    path = local_dir_to_push(os.fspath(local_dir))
+    if group is not None and not distributed:
+        raise InputError(f"{param('group')} goes with {param('distributed')}True: add it, or drop {param('group')}",
+                         param="group")
+    # With distributed each rank checks its own dir inside the push, so that a bad one
+    # fails every rank at once.
+    path = None if distributed else local_dir_to_push(os.fspath(local_dir))
     if commit_message is not None:
         commit_message = names.commit_message(commit_message)
     settings = _settings(endpoint, token, timeout, retries)
@@ -292,8 +307,44 @@ def push_checkpoint(
     sign = signer(signing_key=signing_key, signing_certificate=signing_certificate,
                   signing_chain=signing_chain, sign_keyless=sign_keyless,
                   sigstore_trust_config=sigstore_trust_config)
-    return core_push(_remote(settings, repo), path, subfolder, step=step, private=private,
-                     commit_message=commit_message, signer=sign)
+    remote = _remote(settings, repo)
+    if distributed:
+        if sign is not None:
+            raise InputError(f"{param('distributed')} does not sign yet: sign with a promote of the pushed"
+                             f" checkpoint, or drop {param('signing_key')}/{param('sign_keyless')}",
+                             param="distributed")
+        with _joined_job(settings.distributed_timeout) if join_job else nullcontext():
+            res = _push_on_ranks(remote, os.fspath(local_dir), subfolder, step=step, private=private,
+                                 commit_message=commit_message, group=group)
+        if res is not None:
+            return res
+        path = local_dir_to_push(os.fspath(local_dir))  # in no process group: a push alone
+    assert path is not None
+    return core_push(remote, path, subfolder, step=step, private=private, commit_message=commit_message,
+                     signer=sign)
+
+
+def _push_on_ranks(remote: RemoteRepo, local_dir: str, subfolder: str, *, step: int | None, private: bool,
+                   commit_message: str | None, group: Any) -> PushResult | None:
+    """This rank's part of a push from every rank of ``group`` (None: the job's process
+    group); None when this process is in no process group (push alone)."""
+    from ckpt_action.ops.distpush import push_distributed
+    from ckpt_action.ops.torchgroup import session as group_session
+
+    session = group_session(group, remote.settings.distributed_timeout, f"push {subfolder}")
+    if session is None:
+        return None
+    with session:
+        # Checked inside the session: a bad dir on one rank fails every rank at once.
+        path = session.run("checking the local dir", lambda: local_dir_to_push(local_dir, allow_empty=True))
+        return push_distributed(remote, path, subfolder, session, step=step, private=private,
+                                commit_message=commit_message)
+
+
+def _joined_job(timeout: float) -> AbstractContextManager[None]:
+    from ckpt_action.ops.torchgroup import joined_from_env
+
+    return joined_from_env(timeout)
 
 
 @_local_errors
@@ -310,6 +361,8 @@ def push(
     signing_chain: PathLike | Sequence[PathLike] | None = None,
     sign_keyless: bool = False,
     sigstore_trust_config: PathLike | None = None,
+    distributed: bool = False,
+    group: Any = None,
     endpoint: str | None = None,
     token: str | None = None,
     timeout: float | None = None,
@@ -330,11 +383,23 @@ def push(
     CheckpointHandle(repo='org/run', subfolder='checkpoint-300', revision='...', step=300, endpoint='http://127.0.0.1:...')
     >>> ckpt.push("out/sft", repo="org/run", subfolder="sft").subfolder
     'sft'
+
+    ``distributed=True``, called on every rank of an initialized ``torch.distributed``
+    process group (or of ``group``): each rank uploads the files of its own ``local_dir``
+    (a path several ranks hold must be the same bytes on each, and is uploaded once),
+    rank 0 makes the commit, and every rank returns the same handle. If any rank fails,
+    or does not join within ``CKPT_DISTRIBUTED_TIMEOUT`` seconds, nothing is committed
+    and every rank raises the same :class:`~ckpt_action.errors.DistributedError`. A
+    process outside any process group pushes alone, as without it.
+
+    >>> ckpt.push(f"out/checkpoint-300", repo="org/run", step=300, distributed=True)  # doctest: +SKIP
+    CheckpointHandle(repo='org/run', subfolder='checkpoint-300', revision='3f1c…', step=300, ...)
     """
     return push_checkpoint(local_dir, repo, step=step, subfolder=subfolder, private=private,
                            commit_message=commit_message, signing_key=signing_key,
                            signing_certificate=signing_certificate, signing_chain=signing_chain,
                            sign_keyless=sign_keyless, sigstore_trust_config=sigstore_trust_config,
+                           distributed=distributed, group=group,
                            endpoint=endpoint, token=token, timeout=timeout, retries=retries).handle
 
 

@@ -195,6 +195,26 @@ class ConflictError(CkptError):
     """A refusal to overwrite something that exists (a tag pointing elsewhere)."""
 
 
+class DistributedError(CkptError):
+    """A push from many ranks failed: every rank raises this same error, naming the rank
+    that failed and why. It carries the exit code of that rank's own error (an
+    ``InputError`` on one rank is exit 2 on all of them)."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (str(self), self.exit_code))
+
+
+def unrendered(exc: BaseException) -> str:
+    """The message of ``exc`` with its parameter references kept, for an error passed on in
+    another one (a rank's failure, in every rank's DistributedError): the door that shows
+    the outer error spells them."""
+    return Exception.__str__(exc) if isinstance(exc, CkptError) else str(exc)
+
+
 def one_line(text: object, limit: int = 300) -> str:
     """Text from elsewhere (a server's message, an exception) as one line of at most
     ``limit`` characters, its whitespace runs made single spaces.

@@ -122,6 +122,10 @@ class Settings:
     max_files_per_commit: int = _knob(100, "CKPT_MAX_FILES_PER_COMMIT",
                                       "Files per commit (the Hub recommends under 100); bigger checkpoints go in "
                                       "several, the manifest in the last.")
+    distributed_timeout: float = _knob(
+        300.0, "CKPT_DISTRIBUTED_TIMEOUT",
+        "Seconds a push from many ranks (`distributed`) waits for a rank that has not joined it or has stopped"
+        " showing signs of life; then every rank fails, naming it.")
 
     secrets: tuple[str, ...] = field(default=(), repr=False, compare=False)
     """The token in each form it was given (as given, stripped), for scrubbing messages."""
@@ -181,4 +185,5 @@ class Settings:
 _PARAMS = {"timeout", "retries"}
 # Bounds where 0 would refuse everything; the others (delays, retries, waits) may be 0.
 _POSITIVE = {"timeout", "request_deadline", "min_download_rate", "max_attempt_seconds", "max_listing_pages",
-             "max_listing_entries", "max_listing_bytes", "max_manifest_bytes", "max_pointer_bytes"}
+             "max_listing_entries", "max_listing_bytes", "max_manifest_bytes", "max_pointer_bytes",
+             "distributed_timeout"}

@@ -50,7 +50,7 @@ def test_bench_quick(tmp_path: Path) -> None:
     assert repull["file_bytes"]["repull"] == 0
     assert repull["file_bytes"]["next"] == repull["changed_bytes"]
     assert repull["file_bytes"]["weights_only"] == repull["weights_bytes"]
-    xet = s["8"]["data"]
+    xet = s["9"]["data"]
     assert xet["n1_payload_bytes"]["hf lfs"] == xet["n1_payload_bytes"]["ckpt-action lfs"] == xet["file_bytes"]
     for tool in ("hf", "ckpt-action"):
         assert xet["n1_bytes_sent"][f"{tool} xet"] < xet["file_bytes"] * (xet["changed_fraction"] + 0.1)
@@ -58,3 +58,7 @@ def test_bench_quick(tmp_path: Path) -> None:
     assert set(xet["push_reads_per_byte"]) == set(xet["push_rchar"]) == runs
     assert all(len(counts) == xet["repetitions"] and min(counts) > 0 for counts in xet["push_rchar"].values())
     assert xet["checkpoint_bytes"] > xet["file_bytes"] > GIT_OID_LIMIT  # the one-read path, even in quick mode
+    ranks = s["10"]["data"]
+    if "ranks" in ranks:  # torch installed: four ranks pushed one checkpoint
+        assert ranks["commits"] == 1
+        assert [r["bytes"] >= ranks["shard_bytes"] for r in ranks["ranks"]] == [True] * 4

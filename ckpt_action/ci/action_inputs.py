@@ -106,6 +106,7 @@ NOT_INPUTS = {
     "--dotenv": "for GitLab CI; the action writes step outputs",
     "--latest": "pull without subfolder, pointer or from-wandb pulls the latest",
     "--public": "the off side of the private input",
+    "--distributed": "for a step run on every rank of a torchrun job; an action step is one process",
 }
 
 

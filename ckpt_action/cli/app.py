@@ -99,11 +99,14 @@ def cli() -> None:
               help="Visibility of the repo if push creates it (an existing repo is left as it is).")
 @click.option("--commit-message", help="Commit title (default: 'Push SUBFOLDER (step N)').")
 @signing_options
+@click.option("--distributed", is_flag=True, help="Run on every rank of a torchrun job (needs torch): each rank "
+              "uploads its own --local-dir, one commit lands; without RANK/WORLD_SIZE a push alone.")
 @wandb_options()
 @hub_options
 @command
 def push(repo: str, local_dir: str, subfolder: str | None, step: int | None, private: bool,
-         commit_message: str | None, signing: SigningOptions, wandb: WandbOptions, hub: HubOptions) -> None:
+         commit_message: str | None, signing: SigningOptions, distributed: bool, wandb: WandbOptions,
+         hub: HubOptions) -> None:
     """Push a local checkpoint dir to REPO/SUBFOLDER and report the commit SHA that holds it complete.
 
     The subfolder ends up exactly equal to the local dir; a manifest is committed last.
@@ -112,7 +115,8 @@ def push(repo: str, local_dir: str, subfolder: str | None, step: int | None, pri
     from ckpt_action.ci.outputs import push_outputs
 
     res = api.push_checkpoint(local_dir, repo, step=step, subfolder=subfolder, private=private,
-                              commit_message=commit_message, **signing.keywords, **hub.hub())
+                              commit_message=commit_message, distributed=distributed,
+                              join_job=distributed, **signing.keywords, **hub.hub())
     result = push_outputs(res)
     if wandb.project:
         result |= _log_wandb(res.handle, wandb)

@@ -15,8 +15,9 @@ from ckpt_action.handle import step_of
 from ckpt_action.names import reserved_in_target
 
 
-def local_dir_to_push(value: str | None) -> Path:
-    """Check a checkpoint dir to push, before anything is sent: it exists and holds files,
+def local_dir_to_push(value: str | None, *, allow_empty: bool = False) -> Path:
+    """Check a checkpoint dir to push, before anything is sent: it exists and holds files
+    (``allow_empty``: or none, a rank of a distributed push that holds no file of the checkpoint),
     and every entry is a regular file (or a link to one inside the dir) that can be read,
     with a name the Hub and ckpt-action's readers accept, no ``.git`` and no deeper
     nesting than the walk allows (:func:`~ckpt_action.checkpoint.localfiles.local_files`,
@@ -40,7 +41,7 @@ def local_dir_to_push(value: str | None) -> Path:
             raise InputError(f"{param('local_dir')} has {rel!r}, a name reserved for what a pull writes beside"
                              " the checkpoint (its record, lock and staging dirs): rename it", param="local_dir")
     count = len(files)
-    if not count:
+    if not count and not allow_empty:
         raise InputError(f"{param('local_dir')} {value} has no files: nothing to push", param='local_dir')
     return path
 

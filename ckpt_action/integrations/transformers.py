@@ -33,6 +33,7 @@ from ..errors import CkptError, InputError
 from ..handle import CheckpointHandle
 from ..progress import human, interactive, no_progress_lines
 from ..settings import Settings
+from . import multinode
 from .pushqueue import Outcome, PushFailedError, PushQueue
 
 try:
@@ -47,6 +48,10 @@ __all__ = ["CheckpointCallback", "PushFailedError", "resume_from_hub"]
 
 log = logging.getLogger("ckpt_action")
 CHECKPOINT_PREFIX = "checkpoint"  # transformers.trainer_utils.PREFIX_CHECKPOINT_DIR
+PER_PROCESS_COPIES = frozenset({"trainer_state.json", "training_args.bin"})
+"""Files Trainer writes on each node's main process with fields of that process
+(``is_world_process_zero``, its own arguments): the world main's copies are the
+checkpoint's, the other nodes' are left out of a push from every process."""
 STAGING_DIR = ".ckpt-action-push"
 """Under ``output_dir``: hard-linked copies of the checkpoints waiting or being pushed."""
 
@@ -57,8 +62,9 @@ class _Job:
     staged: Path
 
 
-def _stage(src: Path, root: Path) -> Path:
-    """A copy of ``src`` under ``root`` made of hard links (a full copy where links fail).
+def _stage(src: Path, root: Path, skip: frozenset[str] = frozenset()) -> Path:
+    """A copy of ``src`` under ``root`` made of hard links (a full copy where links fail),
+    without the top-level files named in ``skip``.
 
     The push reads the copy, so Trainer may delete ``src`` (``save_total_limit``) while it
     uploads: the linked files live on until the copy is removed. A symlink is staged as a
@@ -75,6 +81,8 @@ def _stage(src: Path, root: Path) -> Path:
         here.mkdir(exist_ok=True)
         for name in dirs + files:
             path = Path(dirpath) / name
+            if dirpath == str(src) and name in skip:
+                continue
             if path.is_symlink():
                 os.symlink(_inside_relative(os.readlink(path), Path(dirpath), real_src), here / name)
             elif name in files:
@@ -107,6 +115,10 @@ class CheckpointCallback(TrainerCallback):
       wait in ``on_save`` until the oldest one starts. Each waiting save is a copy of hard
       links under ``output_dir/.ckpt-action-push/`` (no space on the same file system; a
       full copy where links fail). Only the world's main process (rank 0) pushes.
+    - In a job of many processes (several nodes with ``save_on_each_node=True``, FSDP
+      sharded state, DeepSpeed per-rank files) every process pushes its node's files of
+      each save in step with the others (``push(distributed=True)``): one commit holding
+      every rank's files, made before training goes on.
     - Transfer progress is one line per push on stderr (``pushed checkpoint-N at SHA:
       size in s``); huggingface_hub's bars show only when stderr is a terminal. In a log,
       the callback turns huggingface_hub's bars off from ``on_train_begin`` to the end of
@@ -202,6 +214,9 @@ class CheckpointCallback(TrainerCallback):
 
     def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                 **kwargs: Any) -> None:
+        if multinode.active():
+            self._push_from_every_process(args, state)
+            return
         if not _is_main(args, state):
             return
         self._record(state)
@@ -226,7 +241,7 @@ class CheckpointCallback(TrainerCallback):
 
     def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                      **kwargs: Any) -> None:
-        if not _is_main(args, state):
+        if not _is_main(args, state) and not multinode.active():
             return
         self.wait(state)
 
@@ -254,12 +269,33 @@ class CheckpointCallback(TrainerCallback):
                 raise error
             log.warning("%s", error)
 
-    def _push(self, job: _Job) -> CheckpointHandle:
+    def _push_from_every_process(self, args: TrainingArguments, state: TrainerState) -> None:
+        """Many processes (nodes without a shared filesystem, FSDP or DeepSpeed per-rank
+        files): each pushes what its node holds of the checkpoint, one commit; the files a
+        node's processes share go up once. In step with the other processes, so before
+        training goes on (a background push could pair different saves across processes)."""
+        step = int(state.global_step)
+        name = f"{CHECKPOINT_PREFIX}-{step}"
+        multinode.wait_for_saves()
+        src = _output_dir(args) / name
+        staging = _output_dir(args) / STAGING_DIR
+        skip = frozenset() if _is_main(args, state) else PER_PROCESS_COPIES
+        job = _Job(step, _stage(src, staging, skip) if src.is_dir() else multinode.empty_dir(staging))
+        try:
+            outcome: Outcome[_Job] = Outcome(job, "pushed", handle=self._push(job, distributed=True))
+        except CkptError as exc:
+            outcome = Outcome(job, "failed", error=exc)
+        finally:
+            shutil.rmtree(job.staged, ignore_errors=True)
+        self._record_one(state, outcome, main=_is_main(args, state))
+
+    def _push(self, job: _Job, distributed: bool = False) -> CheckpointHandle:
         subfolder = f"{CHECKPOINT_PREFIX}-{job.step}"
         started = time.monotonic()
         size = sum(p.stat().st_size for p in job.staged.rglob("*") if p.is_file())
         with no_progress_lines():  # this thread's pushes: the one line below instead
-            handle = api.push(job.staged, self.repo, step=job.step, subfolder=subfolder, **self._options)
+            handle = api.push(job.staged, self.repo, step=job.step, subfolder=subfolder, distributed=distributed,
+                              **self._options)
         print(f"ckpt-action: pushed {subfolder} at {handle.revision}: {human(size)} in"
               f" {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
         return handle
@@ -304,7 +340,8 @@ class CheckpointCallback(TrainerCallback):
         for outcome in queue.drain():
             self._record_one(state, outcome)
 
-    def _record_one(self, state: TrainerState | None, outcome: Outcome[_Job]) -> None:
+    def _record_one(self, state: TrainerState | None, outcome: Outcome[_Job], main: bool = True) -> None:
+        """``main``: the world's main process, which alone logs history and W&B."""
         name = f"{CHECKPOINT_PREFIX}-{outcome.item.step}"
         if outcome.status == "superseded":
             self.skipped.append(name)
@@ -319,6 +356,8 @@ class CheckpointCallback(TrainerCallback):
         assert handle is not None
         self.pushed.append(handle)
         log.info("pushed %s at %s", name, handle.revision)
+        if not main:
+            return
         if state is not None:
             entry: dict[str, Any] = {"checkpoint": handle.subfolder, "checkpoint_revision": handle.revision,
                                      "checkpoint_hub_url": handle.hub_url, "step": outcome.item.step}
@@ -360,8 +399,11 @@ def resume_from_hub(
     looks like "start from scratch". The files are verified before the folder appears;
     an existing ``output_dir/checkpoint-N`` is replaced by the verified copy.
 
-    Call it once per machine before training reads ``output_dir`` (e.g. on the main
-    process, before the others start): two processes pulling into one folder race.
+    In a job of many processes (torch.distributed initialized, as under torchrun), call it
+    on every process: world rank 0 finds the checkpoint, each node's local rank 0 pulls it
+    and the other processes wait, so every node resumes from the same one. Otherwise call
+    it once per machine before training reads ``output_dir``: two processes pulling into
+    one folder race.
 
     >>> resume_from_hub("org/run", "output") == str(scratch / "output" / "checkpoint-300")
     True
@@ -371,6 +413,11 @@ def resume_from_hub(
     then ``trainer.train(resume_from_checkpoint=resume_from_hub("org/run", args.output_dir))``.
     """
     options: dict[str, Any] = {"endpoint": endpoint, "token": token, "timeout": timeout, "retries": retries}
+    if multinode.active():
+        # Rank 0 finds it, each node's local rank 0 pulls it, the other processes wait.
+        found = multinode.once_per_node(lambda: api.latest(repo, revision=revision, **options),
+                                        lambda h: api.pull(h, Path(output_dir) / h.subfolder, force=True, **options))
+        return None if found is None else str(Path(output_dir) / found.subfolder)
     found = api.latest(repo, revision=revision, **options)
     if found is None:
         return None

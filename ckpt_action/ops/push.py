@@ -20,6 +20,7 @@ import os
 import stat
 import time
 from collections import Counter
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,7 @@ from ckpt_action.checkpoint.sealing import model_name, seal, with_provenance
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME, LoadedSigner
 from ckpt_action.errors import IntegrityError, NotFoundError
 from ckpt_action.handle import CheckpointHandle
-from ckpt_action.hub.commits import CommitPlan, commit
+from ckpt_action.hub.commits import CommitOutcome, CommitPlan, commit
 from ckpt_action.hub.repo import RemoteRepo, Snapshot
 from ckpt_action.hub.transport import call
 from ckpt_action.progress import Ticker, bytes_read_since_now
@@ -266,56 +267,110 @@ def push(
     >>> push(RemoteRepo(settings, "org/run"), Path("out/sft"), "sft").commits  # identical content: no commit
     0
     """
-    from huggingface_hub import CommitOperationAdd, CommitOperationDelete
-
     local = LocalDir(local_dir, f"push {subfolder}")
-    title = commit_message or f"Push {subfolder}" + (f" (step {step})" if step is not None else "")
-    batch_size = remote.settings.max_files_per_commit - 1  # room for the manifest
     target = None if branch == "main" else branch
+    head = ensure_repo(remote, target, private)
+    provenance = (Provenance.here(remote.repo, subfolder, step, os.environ, promoted_from=promoted_from)
+                  if signer is not None else None)
+
+    def digests(have: dict[str, RemoteFile]) -> dict[str, FileDigest]:
+        local.unpin()  # the last batch's commit is over
+        local.refresh()
+        local.settle(remote, subfolder, have, branch)  # big files hashed by their upload (Xet)
+        return local.digests
+
+    planned = planner(remote, subfolder, digests, local.add, step=step, source=source,
+                      commit_message=commit_message, signer=signer, provenance=provenance, sent=local.sent)
     try:
-        head = remote.resolve(target)
+        commits = uploaded = deleted = passes = 0
+        while True:
+            passes += 1
+            outcome = commit(remote, planned.plan, what=f"committing {subfolder}", branch=branch, head=head,
+                             max_commits=-(-len(local.paths) // planned.batch_size) + EXTRA_COMMITS,
+                             replan_on=lambda _exc: local.moved())
+            commits += outcome.commits
+            up, down = landed_counts(outcome, subfolder)
+            uploaded, deleted = uploaded + up, deleted + down
+            changed = local.refresh(thorough=True)
+            if changed:
+                if passes > MAX_CHANGES:
+                    raise local.unsettled(changed[0])
+                head = None  # a file changed after it was hashed: converge again from the head
+                continue
+            return finish(remote, subfolder, step, outcome, commits, uploaded, deleted, local_dir,
+                          planned.signed_by)
+    finally:
+        local.unpin()  # the files held open for the client
+
+
+def ensure_repo(remote: RemoteRepo, target: str | None, private: bool) -> str | None:
+    """The head of ``target`` (None: main), creating the repo if it does not exist."""
+    try:
+        return remote.resolve(target)
     except NotFoundError:
         # Only a missing repo gets created, so an existing one keeps its visibility.
         call(remote.settings, "creating the repo", remote.api.create_repo, remote.repo, private=private,
              exist_ok=True, repo=remote.repo)
-        head = remote.resolve(target)
+        return remote.resolve(target)
+
+
+@dataclass
+class Planned:
+    """What :func:`planner` answers: the planning function, the batch size, and who signed
+    the folder once its last commit was planned."""
+
+    plan: Callable[[str | None], CommitPlan | None]
+    batch_size: int
+    signed_by: str | None = None
+
+
+def planner(remote: RemoteRepo, subfolder: str, digests: Callable[[dict[str, RemoteFile]], dict[str, FileDigest]],
+            add: Callable[[str, str], Any], *, step: int | None, source: dict[str, str] | None,
+            commit_message: str | None, signer: LoadedSigner | None = None, provenance: Provenance | None = None,
+            sent: Container[str] = ()) -> Planned:
+    """The planning function :func:`~ckpt_action.hub.commits.commit` calls at each head, and the batch size.
+
+    ``digests(have)`` answers the checkpoint's files as they are now (``have``: what the
+    folder holds at the head); ``add(subfolder, rel)`` the commit operation carrying one of
+    them (read from the local dir, or uploaded already, by the push itself or by another rank
+    of a distributed push: those named in ``sent`` count no bytes in the progress lines).
+    With ``signer``, the last commit writes ``provenance``'s statement, the manifest and
+    ``model.sig`` together.
+    """
+    from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+
+    title = commit_message or f"Push {subfolder}" + (f" (step {step})" if step is not None else "")
+    batch_size = remote.settings.max_files_per_commit - 1  # room for the manifest
     manifest_path = f"{subfolder}/{MANIFEST_NAME}"
-    written = {manifest_path, f"{subfolder}/{PROVENANCE_NAME}", f"{subfolder}/{SIGNATURE_NAME}"}
-    provenance = (Provenance.here(remote.repo, subfolder, step, os.environ, promoted_from=promoted_from)
-                  if signer is not None else None)
     first_pending: int | None = None
-    signed_by = signer.identity if signer is not None else None
+    planned = Planned(lambda head: None, batch_size, signer.identity if signer is not None else None)
 
     def plan(head: str | None) -> CommitPlan | None:
-        nonlocal first_pending, signed_by
-        local.unpin()
-        local.refresh()
+        nonlocal first_pending
         state = _state(remote, head, subfolder)
         have = state.files if state else {}
-        local.settle(remote, subfolder, have, branch)
-        digests, statement = dict(local.digests), b""
+        files, statement = dict(digests(have)), b""
         if provenance is not None:
-            digests, statement = with_provenance(digests, provenance)
-        pending = [rel for rel in sorted(digests) if not matches_remote(digests[rel], have.get(rel))]
-        # The statement goes with the manifest and the signature, in the last commit.
-        files = [rel for rel in pending if rel != PROVENANCE_NAME]
-        stale = sorted(rel for rel in have if rel not in digests and not (signer and rel == SIGNATURE_NAME))
-        complete = Manifest(files=dict(digests), step=step, complete=True, source=source)
+            files, statement = with_provenance(files, provenance)
+        pending = [rel for rel in sorted(files) if not matches_remote(files[rel], have.get(rel))]
+        stale = sorted(rel for rel in have if rel not in files and not (signer and rel == SIGNATURE_NAME))
+        complete = Manifest(files=dict(files), step=step, complete=True, source=source)
         current = state.manifest if state else None
         unsigned = signer is not None and SIGNATURE_NAME not in have
         if (not pending and not stale and not unsigned and current is not None
                 and current.content_key() == complete.content_key()):
             return None
-        pending = files
+        # The statement goes with the manifest and the signature, in the last commit.
+        pending = [rel for rel in pending if rel != PROVENANCE_NAME]
         final = len(pending) <= batch_size
-        marker = complete if final else Manifest(files=dict(digests), step=step, complete=False, created_at="",
+        marker = complete if final else Manifest(files=dict(files), step=step, complete=False, created_at="",
                                                   source=source)
         batch = pending[:batch_size]
         ops: list[Any] = [CommitOperationDelete(f"{subfolder}/{rel}") for rel in stale]
-        ops += [local.add(subfolder, rel) for rel in batch]
+        ops += [add(subfolder, rel) for rel in batch]
         if final and signer is not None:
             sealed = seal(signer, complete, statement, model_name(remote.repo, subfolder))
-            signed_by = sealed.signer
+            planned.signed_by = sealed.signer
             ops += [CommitOperationAdd(f"{subfolder}/{PROVENANCE_NAME}", sealed.provenance),
                     CommitOperationAdd(manifest_path, sealed.manifest),
                     CommitOperationAdd(f"{subfolder}/{SIGNATURE_NAME}", sealed.signature)]
@@ -328,33 +383,34 @@ def push(
         return CommitPlan(ops, title + (f" (part {part} of {parts})" if parts > 1 else ""), final=final,
                           description="Written by ckpt-action; the manifest is committed with the last part.",
                           progress=f"push {subfolder}: uploading",
-                          upload_bytes=sum(digests[r].size for r in batch if r not in local.sent))
+                          upload_bytes=sum(files[r].size for r in batch if r not in sent))
 
-    try:
-        commits = uploaded = deleted = passes = 0
-        while True:
-            passes += 1
-            outcome = commit(remote, plan, what=f"committing {subfolder}", branch=branch, head=head,
-                             max_commits=-(-len(local.paths) // batch_size) + EXTRA_COMMITS,
-                             replan_on=lambda _exc: local.moved())
-            commits += outcome.commits
-            for landed in outcome.landed:
-                ops = landed.operations
-                uploaded += sum(isinstance(op, CommitOperationAdd) and op.path_in_repo not in written for op in ops)
-                deleted += sum(isinstance(op, CommitOperationDelete) for op in ops)
-            changed = local.refresh(thorough=True)
-            if changed:
-                if passes > MAX_CHANGES:
-                    raise local.unsettled(changed[0])
-                head = None  # a file changed after it was hashed: converge again from the head
-                continue
-            assert outcome.revision is not None
-            if outcome.last is not None:  # else the planner's own listing at that head was the proof
-                _prove(remote, outcome.revision, subfolder, outcome.last)
-            handle = CheckpointHandle(remote.repo, subfolder, outcome.revision, step, remote.settings.endpoint)
-            return PushResult(handle, commits, uploaded, deleted, local_dir, signed_by)
-    finally:
-        local.unpin()  # the files held open for the client
+    planned.plan = plan
+    return planned
+
+
+def landed_counts(outcome: CommitOutcome, subfolder: str) -> tuple[int, int]:
+    """(files uploaded, files deleted) by the commits of ``outcome`` that landed; the files
+    push writes itself (the manifest, a signed folder's statement and ``model.sig``) do not count."""
+    from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+
+    written = {f"{subfolder}/{name}" for name in (MANIFEST_NAME, PROVENANCE_NAME, SIGNATURE_NAME)}
+    uploaded = deleted = 0
+    for landed in outcome.landed:
+        ops = landed.operations
+        uploaded += sum(isinstance(op, CommitOperationAdd) and op.path_in_repo not in written for op in ops)
+        deleted += sum(isinstance(op, CommitOperationDelete) for op in ops)
+    return uploaded, deleted
+
+
+def finish(remote: RemoteRepo, subfolder: str, step: int | None, outcome: CommitOutcome, commits: int,
+           uploaded: int, deleted: int, local_dir: Path | None = None, signer: str | None = None) -> PushResult:
+    """Prove what landed, then the result: the handle of the SHA holding the folder complete."""
+    assert outcome.revision is not None
+    if outcome.last is not None:  # else the planner's own listing at that head was the proof
+        _prove(remote, outcome.revision, subfolder, outcome.last)
+    return PushResult(CheckpointHandle(remote.repo, subfolder, outcome.revision, step, remote.settings.endpoint),
+                      commits, uploaded, deleted, local_dir, signer)
 
 
 def _state(remote: RemoteRepo, head: str | None, subfolder: str) -> Snapshot | None:

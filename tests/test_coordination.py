@@ -1,0 +1,94 @@
+"""The ranks' agreement (ops/coordination.py) and the owners of shared paths (ops/distpush.py),
+with ranks as threads over one in-memory store: the bounds and the one decision, fast."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the store is torch.distributed's (the [distributed] extra)")
+
+from ckpt_action.checkpoint.manifest import FileDigest  # noqa: E402
+from ckpt_action.errors import DistributedError, InputError, param  # noqa: E402
+from ckpt_action.ops.coordination import Session  # noqa: E402
+from ckpt_action.ops.distpush import assign  # noqa: E402
+
+
+def _ranks(world: int, body: Any, timeout: float = 1.0) -> list[Any]:
+    """Run ``body(session)`` on ``world`` threads; each one's result or exception."""
+    store = torch.distributed.HashStore()
+    out: list[Any] = [None] * world
+
+    def one(rank: int) -> None:
+        try:
+            with Session(store, rank, world, name="t", timeout=timeout, what="push x") as session:
+                out[rank] = body(session)
+        except Exception as exc:  # the test compares what each rank raised
+            out[rank] = exc
+
+    threads = [threading.Thread(target=one, args=(r,)) for r in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return out
+
+
+def test_a_slow_rank_that_shows_signs_of_life_is_waited_for() -> None:
+    def body(session: Session) -> Any:
+        if session.rank == 1:
+            time.sleep(4.0)  # four times the timeout, heartbeats going on
+        return session.gather("scan", session.rank * 10)
+
+    assert _ranks(2, body) == [[0, 10], [0, 10]]
+
+
+def test_a_rank_that_never_joins_fails_every_other_rank_naming_it() -> None:
+    store = torch.distributed.HashStore()
+    started = time.monotonic()
+    with pytest.raises(DistributedError, match=r"rank 1 did not join within 1 s \(CKPT_DISTRIBUTED_TIMEOUT\)"), \
+            Session(store, 0, 2, name="t", timeout=1.0, what="push x") as session:
+        session.gather("scan", 0)
+    assert time.monotonic() - started < 30
+
+
+def test_one_ranks_failure_is_every_ranks_error_and_no_commit_can_be_claimed() -> None:
+    def body(session: Session) -> Any:
+        if session.rank == 2:
+            session.run("hashing", lambda: open("/nonexistent/x"))
+        session.gather("scan", 0)
+        session.claim_commit()
+        return "committed"
+
+    got = _ranks(3, body)
+    assert all(isinstance(e, DistributedError) for e in got), got
+    assert len({str(e) for e in got}) == 1
+    assert "push x failed, nothing was committed: rank 2: hashing: [Errno 2]" in str(got[0])
+
+
+def test_a_ranks_error_names_its_parameter_as_the_door_showing_every_ranks_error_spells_it() -> None:
+    def body(session: Session) -> Any:
+        if session.rank == 1:
+            def bad() -> None:
+                raise InputError(f"{param('local_dir')} has x.bin, which cannot be read", param="local_dir")
+            session.run("checking the local dir", bad)
+        return session.gather("scan", 0)
+
+    got = _ranks(2, body)
+    assert all(isinstance(e, DistributedError) for e in got), got
+    assert all(e.exit_code == 2 for e in got)
+    assert "rank 1: checking the local dir: local_dir= has x.bin" in str(got[0])
+    assert "rank 1: checking the local dir: --local-dir has x.bin" in got[0].render("cli")
+    assert "input 'local-dir' has x.bin" in got[1].render("action")
+
+
+def test_shared_paths_must_agree_and_are_uploaded_by_one_rank_each() -> None:
+    big, small = FileDigest(100, "a" * 64), FileDigest(10, "b" * 64)
+    merged, owners, problem = assign([{"s0": big, "cfg": small}, {"s1": big, "cfg": small}, {"cfg": small}])
+    assert problem is None and set(merged) == {"s0", "s1", "cfg"}
+    assert owners == {"s0": 0, "s1": 1, "cfg": 2}  # the rank with the fewest bytes so far
+    _merged, _owners, problem = assign([{"cfg": small}, {"cfg": FileDigest(10, "c" * 64)}])
+    assert problem is not None and problem.startswith("cfg differs between ranks 0 and 1")
