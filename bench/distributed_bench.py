@@ -1,4 +1,4 @@
-"""Section 8: one checkpoint from four ranks (one torchrun node, gloo), one commit.
+"""Section 10: one checkpoint from four ranks (one torchrun node, gloo), one commit.
 
 Each rank holds one shard (plus a config every rank has); the same shards pushed by one
 process from one dir are the baseline, in the same run. Requests and bytes per rank are
@@ -56,7 +56,7 @@ def _distributed(ctx: Context, root: Path, repo: str, step: int) -> tuple[float,
 def run_section(ctx: Context) -> Section:
     size = (8 if ctx.quick else 256) << 20
     small = 4 << 20
-    sec = Section(8, f"a {RANKS}-rank push of {RANKS} x {size >> 20} MiB shards, one commit")
+    sec = Section(10, f"a {RANKS}-rank push of {RANKS} x {size >> 20} MiB shards, one commit")
     if importlib.util.find_spec("torch") is None:
         sec.row("not run", "torch is not installed (the [distributed] extra)")
         return sec

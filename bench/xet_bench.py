@@ -1,4 +1,4 @@
-"""Section 8: Xet against plain LFS, with the hf CLI on both paths of the same local Hub.
+"""Section 9: Xet against plain LFS, with the hf CLI on both paths of the same local Hub.
 
 Dedupe: ``hf upload`` (and ``ckpt-action push``, as the next checkpoint) of a checkpoint
 folder (a big file and two small ones) N, then of N+1 (the same bytes with a contiguous
@@ -75,7 +75,7 @@ def run_section(ctx: Context) -> Section:
     n, n1 = base / "n.bin", base / "n1.bin"
     _write(n, size)
     _n_plus_1(n, n1, size)
-    sec = Section(8, f"Xet and plain LFS: an N+1 push with {CHANGED:.0%} of a {size >> 20} MiB file changed, "
+    sec = Section(9, f"Xet and plain LFS: an N+1 push with {CHANGED:.0%} of a {size >> 20} MiB file changed, "
                   "and throughput (hf CLI and ckpt-action)")
     sent: dict[str, int] = {}
     payload: dict[str, int] = {}

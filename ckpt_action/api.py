@@ -392,8 +392,10 @@ def push(
     and every rank raises the same :class:`~ckpt_action.errors.DistributedError`. A
     process outside any process group pushes alone, as without it.
 
-    >>> ckpt.push(f"out/checkpoint-300", repo="org/run", step=300, distributed=True)  # doctest: +SKIP
-    CheckpointHandle(repo='org/run', subfolder='checkpoint-300', revision='3f1c…', step=300, ...)
+    On every rank of a ``torchrun`` job (a process group is needed, so this example is not run here)::
+
+        ckpt.push(f"out/checkpoint-300", repo="org/run", step=300, distributed=True)
+        # -> CheckpointHandle(repo='org/run', subfolder='checkpoint-300', revision='3f1c…', step=300, ...)
     """
     return push_checkpoint(local_dir, repo, step=step, subfolder=subfolder, private=private,
                            commit_message=commit_message, signing_key=signing_key,
@@ -627,8 +629,10 @@ def pulled_checkpoint(local_dir: PathLike) -> tuple[str, str, str] | None:
     """(repo, subfolder, revision) of the checkpoint a pull left in ``local_dir`` (its
     record, ``.ckpt-pull.json``), or None when there is none or it cannot be trusted.
 
-    >>> ckpt.api.pulled_checkpoint("resume/checkpoint-300")  # doctest: +SKIP
-    ('org/run', 'checkpoint-300', '3f1c…')
+    After a pull into ``resume/checkpoint-300`` (not run here: it needs a pulled dir)::
+
+        ckpt.api.pulled_checkpoint("resume/checkpoint-300")
+        # -> ('org/run', 'checkpoint-300', '3f1c…')
     """
     from ckpt_action.disk.target import read_record
 

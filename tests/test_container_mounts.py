@@ -72,7 +72,8 @@ def test_key_and_trust_files_are_mounted_alone_and_read_only(tmp_path: Path) -> 
     for name in ("signing.pem", "cert.pem", "chain.pem", "trust.json"):
         (keys / name).write_text("-")
     (keys / "other-secret").write_text("not for the container")
-    args = _run_container_sh(tmp_path, work, INPUT_MODE="push", INPUT_SIGNING_KEY=str(keys / "signing.pem"),
+    args = _run_container_sh(tmp_path, work, INPUT_MODE="push", INPUT_REPO="o/r",
+                             INPUT_SIGNING_KEY=str(keys / "signing.pem"),
                              INPUT_SIGNING_CERTIFICATE=str(keys / "cert.pem"),
                              INPUT_SIGNING_CHAIN=str(keys / "chain.pem"),
                              INPUT_SIGSTORE_TRUST_CONFIG=str(keys / "trust.json"), INPUT_LOCAL_DIR="ckpt")
@@ -85,8 +86,9 @@ def test_the_oidc_request_variables_reach_the_container_only_for_keyless_signing
     work = tmp_path / "work"
     work.mkdir()
     names = ["ACTIONS_ID_TOKEN_REQUEST_URL", "ACTIONS_ID_TOKEN_REQUEST_TOKEN"]
-    signed = _run_container_sh(tmp_path, work, INPUT_MODE="push", INPUT_SIGN_KEYLESS="True", INPUT_LOCAL_DIR="c")
+    signed = _run_container_sh(tmp_path, work, INPUT_MODE="push", INPUT_REPO="o/r", INPUT_SIGN_KEYLESS="True",
+                               INPUT_LOCAL_DIR="c")
     envs = {signed[i + 1] for i, a in enumerate(signed) if a == "--env"}
     assert set(names) <= envs
-    unsigned = _run_container_sh(tmp_path, work, INPUT_MODE="push", INPUT_LOCAL_DIR="c")
+    unsigned = _run_container_sh(tmp_path, work, INPUT_MODE="push", INPUT_REPO="o/r", INPUT_LOCAL_DIR="c")
     assert not set(names) & {unsigned[i + 1] for i, a in enumerate(unsigned) if a == "--env"}

@@ -285,21 +285,23 @@ def test_the_python_api_takes_the_same_signing_keywords(local_hub, tmp_path, key
         monkeypatch.delenv(name, raising=False)
     src = write_checkpoint(tmp_path / "src", FILES)
     h = ckpt.push(src, repo="o/r", step=3, signing_key=key.private, endpoint=local_hub.url)
-    assert ckpt.pull(h, tmp_path / "ok", verify_key=key.public).joinpath(SIGNATURE_NAME).exists()
+    # A handle names its Hub; the API trusts it with the token only when told so (endpoint=).
+    hub = {"endpoint": local_hub.url}
+    assert ckpt.pull(h, tmp_path / "ok", verify_key=key.public, **hub).joinpath(SIGNATURE_NAME).exists()
     other = make_key(tmp_path, "other")
     with pytest.raises(ckpt.SignatureError, match=r"does not verify against the key other\.pub\.pem"):
-        ckpt.pull(h, tmp_path / "no", verify_key=other.public)
+        ckpt.pull(h, tmp_path / "no", verify_key=other.public, endpoint=local_hub.url)
     assert not (tmp_path / "no").exists()
     ckpt.push(write_checkpoint(tmp_path / "src4", FILES | {"config.json": b"4"}), repo="o/r", step=4,
               endpoint=local_hub.url)
     found = ckpt.latest("o/r", verify_key=key.public, endpoint=local_hub.url)
     assert found is not None and found.subfolder == "checkpoint-3"
     rel = ckpt.promote(found, "release", signing_key=key.private, endpoint=local_hub.url)
-    assert ckpt.pull(rel, tmp_path / "rel", verify_key=key.public).joinpath(PROVENANCE).exists()
+    assert ckpt.pull(rel, tmp_path / "rel", verify_key=key.public, **hub).joinpath(PROVENANCE).exists()
     with pytest.raises(ckpt.InputError, match="signing_certificate= needs signing_key="):
         ckpt.push(src, repo="o/r", step=5, signing_certificate=key.public, endpoint=local_hub.url)
     with pytest.raises(ckpt.InputError, match="verify_identity= needs verify_issuer="):
-        ckpt.pull(h, tmp_path / "x", verify_identity="https://github.com/o/r")
+        ckpt.pull(h, tmp_path / "x", verify_identity="https://github.com/o/r", endpoint=local_hub.url)
 
 
 def test_keyless_verification_through_the_cli_with_an_explicit_trust_config(hub, env, cli, tmp_path):

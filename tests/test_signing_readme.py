@@ -43,7 +43,7 @@ def test_the_signed_release_flow_runs_as_written_and_refuses_the_tampered_releas
 def test_the_keyless_workflow_uses_inputs_the_action_has_and_asks_for_the_id_token() -> None:
     workflow = yaml.safe_load(re.search(r"```yaml\n(.*?)```", SECTION, re.S).group(1))  # type: ignore[union-attr]
     known = {spec.name for spec in INPUTS} | {"mode", "token"}
-    steps = [s for job in workflow["jobs"].values() for s in job["steps"] if "with" in s]
+    steps = [s for job in workflow["jobs"].values() for s in job["steps"] if "ckpt-action@" in s.get("uses", "")]
     for step in steps:
         assert set(step["with"]) <= known, set(step["with"]) - known
     assert workflow["jobs"]["release"]["permissions"]["id-token"] == "write"

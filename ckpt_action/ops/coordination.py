@@ -52,8 +52,10 @@ class Session:
     Every rank opens a session for each operation in the same order; the n-th session of
     each rank is the same operation (each rank counts its own in the store).
 
-    >>> with Session(store, rank, world, name="ckpt/0", timeout=300, what="push ckpt-5") as s:  # doctest: +SKIP
-    ...     everyone = s.gather("scan", my_digests)
+    On every rank, over the job's store (a process group is needed, so this example is not run here)::
+
+        with Session(store, rank, world, name="ckpt/0", timeout=300, what="push ckpt-5") as s:
+            everyone = s.gather("scan", my_digests)
     """
 
     def __init__(self, store: Store, rank: int, world: int, *, name: str, timeout: float, what: str) -> None:

@@ -114,9 +114,11 @@ def push_distributed(remote: RemoteRepo, local_dir: Path, subfolder: str, sessio
                      branch: str = "main", source: dict[str, str] | None = None) -> PushResult:
     """Called on every rank of ``session``; every rank returns the same result or raises the same error.
 
-    >>> with Session(store, rank, world, name="ckpt/0", timeout=300, what="push ckpt-8") as s:  # doctest: +SKIP
-    ...     push_distributed(RemoteRepo(settings, "org/run"), Path("out/checkpoint-8"), "checkpoint-8", s, step=8)
-    PushResult(handle=CheckpointHandle(repo='org/run', subfolder='checkpoint-8', revision='3f1c…', ...), ...)
+    On every rank (a process group is needed, so this example is not run here)::
+
+        with Session(store, rank, world, name="ckpt/0", timeout=300, what="push ckpt-8") as s:
+            push_distributed(RemoteRepo(settings, "org/run"), Path("out/checkpoint-8"), "checkpoint-8", s, step=8)
+        # -> PushResult(handle=CheckpointHandle(repo='org/run', subfolder='checkpoint-8', revision='3f1c…', ...), ...)
     """
     from huggingface_hub import CommitOperationAdd
 
