@@ -33,7 +33,7 @@ MARKERS = {
     "settings": ("<!-- settings:start -->", "<!-- settings:end -->"),
 }
 WORKFLOWS = ROOT / ".github" / "workflows"
-# The runnable workflows the README shows (act runs them in tests/test_action_act.py).
+# The runnable workflows the README shows (act runs them in tests/e2e/test_action_act.py).
 EXAMPLES = ("example-resume.yml", "example-signed-release.yml")
 # In this repository the examples use the action in the checkout; a user's workflow names it.
 SELF_USES = re.compile(r"^(\s*(?:- )?)uses: \./(?: #.*)?$", re.M)

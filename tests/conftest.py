@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["tests.localhub_fixtures", "tests.xet_fixtures"]
+pytest_plugins = ["tests.helpers.localhub_fixtures", "tests.helpers.xet_fixtures"]
 
 ROOT = Path(__file__).resolve().parent.parent
 ENTRYPOINT = ROOT / "entrypoint.py"
@@ -98,7 +98,7 @@ def cli_in_process(tmp_path, monkeypatch):
 @pytest.fixture
 def seeded(hub_server, hf_client, tmp_path):
     """A local Hub holding o/r with one complete checkpoint-1 (for proxies and faults in front of it)."""
-    from tests.chaos_helpers import ckpt, seed
+    from tests.helpers.chaos_helpers import ckpt, seed
 
     hub = hub_server()
     seed(hub.url, "o/r", "checkpoint-1", ckpt(1), tmp_path / "seed", step=1)
@@ -108,7 +108,7 @@ def seeded(hub_server, hf_client, tmp_path):
 @pytest.fixture
 def wandb_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """W&B in offline mode for an in-process run, under tmp; yields the W&B dir to decode."""
-    from tests.test_wandb_pointer import offline_env
+    from tests.integration.test_wandb_pointer import offline_env
 
     for name in list(os.environ):
         if name.startswith("WANDB_"):

@@ -1,7 +1,7 @@
 """The one forwarding handler the test proxies share: read a request whole, send it to the
 upstream (the local Hub) unchanged but for hop-by-hop headers, hand back what it answered.
 
-``CommitProxy`` (tests/commit_proxy.py) and ``HostileProxy`` (tests/hostile_proxy.py) each
+``CommitProxy`` (tests/helpers/commit_proxy.py) and ``HostileProxy`` (tests/helpers/hostile_proxy.py) each
 subclass :class:`ForwardingHandler` with their own ``serve`` (their rules), and start it
 with :func:`start`.
 """

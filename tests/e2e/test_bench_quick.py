@@ -1,0 +1,64 @@
+"""``python -m bench --quick`` runs, passes its own deterministic checks, and writes its JSON.
+
+The bench asserts counts and bytes itself (exit 1 on a failed check); this test runs it
+in a subprocess, as .ci/run does, and pins the numbers the issue cares about.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.fixtures import SMALL_FILES
+from ckpt_action.checkpoint.manifest import GIT_OID_LIMIT
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.timeout(300)
+def test_bench_quick(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "CKPT_", "WANDB_"))}
+    proc = subprocess.run([sys.executable, "-m", "bench", "--quick", "--out", str(tmp_path)], cwd=REPO_ROOT,
+                          env=env, capture_output=True, text=True, timeout=280, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert doc["quick"] is True
+    assert doc["failed_checks"] == []
+    s = doc["sections"]
+    assert set(s) == {str(n) for n in range(1, 11)}
+    latest = s["1"]["data"]
+    assert latest["latest_requests"] == 3  # refs, top-level tree, the winner's manifest
+    assert latest["latest_request_budget"] == 3
+    assert latest["process_requests"]["ckpt-action latest"] == latest["latest_requests"]
+    assert latest["process_telemetry_requests"]["ckpt-action latest"] == 0
+    # every file and folder listed, 1000 a page, then repo_info
+    assert latest["call_requests"]["seed baseline"] == latest["baseline_expected_requests"] == 4
+    repush = s["3"]["data"]["ckpt_action_push"]
+    assert repush["commits"] == 0 and repush["lfs_bytes"] == 0
+    promote = s["4"]["data"]["promote"]
+    assert promote["lfs_bytes"] == 0 and promote["commits"] == 1
+    transfer = s["2"]["data"]
+    assert set(transfer["lfs_bytes_uploaded"].values()) == {transfer["bytes"] - sum(map(len, SMALL_FILES.values()))}
+    assert all(not mods for mods in s["5"]["data"]["wandb_modules"].values())
+    repull = s["7"]["data"]
+    assert repull["file_bytes"]["first"] == repull["bytes"]
+    assert repull["file_bytes"]["repull"] == 0
+    assert repull["file_bytes"]["next"] == repull["changed_bytes"]
+    assert repull["file_bytes"]["weights_only"] == repull["weights_bytes"]
+    xet = s["9"]["data"]
+    assert xet["n1_payload_bytes"]["hf lfs"] == xet["n1_payload_bytes"]["ckpt-action lfs"] == xet["file_bytes"]
+    for tool in ("hf", "ckpt-action"):
+        assert xet["n1_bytes_sent"][f"{tool} xet"] < xet["file_bytes"] * (xet["changed_fraction"] + 0.1)
+    runs = {f"{tool} {path}" for tool in ("hf", "ckpt-action") for path in ("xet", "lfs")}
+    assert set(xet["push_reads_per_byte"]) == set(xet["push_rchar"]) == runs
+    assert all(len(counts) == xet["repetitions"] and min(counts) > 0 for counts in xet["push_rchar"].values())
+    assert xet["checkpoint_bytes"] > xet["file_bytes"] > GIT_OID_LIMIT  # the one-read path, even in quick mode
+    ranks = s["10"]["data"]
+    if "ranks" in ranks:  # torch installed: four ranks pushed one checkpoint
+        assert ranks["commits"] == 1
+        assert [r["bytes"] >= ranks["shard_bytes"] for r in ranks["ranks"]] == [True] * 4

@@ -1,0 +1,63 @@
+"""One rank of a distributed push, as a torchrun worker runs it (tests/helpers/dist_helpers.py launches it).
+
+Every rank records what it got in ``OUT_DIR/rank-R.json``: the handle, or the error's
+type, message and exit code, and how long the push took. Settings come from the
+environment (HF_ENDPOINT, HF_TOKEN, CKPT_*), as a job's would:
+
+- ``LOCAL_DIR``: the rank's dir, ``{rank}`` and ``{node}`` filled in;
+- ``REPO``, ``STEP``;
+- ``RAISE_RANK``: that rank raises in the "training code" before it calls push;
+- ``ENDPOINT_RANK_<r>``: rank r talks to this endpoint instead (a proxy that can kill it);
+- ``PID_DIR``: each rank writes its pid there first;
+- ``GROUP_RANKS``: only these ranks push, with ``group=`` a group of them.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch.distributed as dist
+
+import ckpt_action as ckpt
+
+
+def main() -> int:
+    if os.environ.get("DUMP_AFTER"):  # debugging a hung job: every thread's stack, to stderr
+        faulthandler.dump_traceback_later(float(os.environ["DUMP_AFTER"]))
+    dist.init_process_group("gloo")
+    rank, node = dist.get_rank(), int(os.environ.get("GROUP_RANK", "0"))
+    out = Path(os.environ["OUT_DIR"]) / f"rank-{rank}.json"
+    if os.environ.get("PID_DIR"):
+        Path(os.environ["PID_DIR"], f"rank-{rank}.pid").write_text(str(os.getpid()))
+    local_dir = os.environ["LOCAL_DIR"].format(rank=rank, node=node)
+    endpoint = os.environ.get(f"ENDPOINT_RANK_{rank}")
+    started = time.monotonic()
+    record: dict[str, object]
+    members = [int(r) for r in os.environ["GROUP_RANKS"].split(",")] if os.environ.get("GROUP_RANKS") else None
+    group = dist.new_group(members) if members else None  # every rank takes part in making it
+    try:
+        if os.environ.get("RAISE_RANK") == str(rank):
+            raise RuntimeError("the training step failed")
+        if members and rank not in members:
+            record = {"skipped": True}
+        else:
+            handle = ckpt.push(local_dir, os.environ["REPO"], step=int(os.environ["STEP"]), distributed=True,
+                               group=group, endpoint=endpoint)
+            record = {"handle": [handle.repo, handle.subfolder, handle.revision, handle.step]}
+    except Exception as exc:  # the test reads what each rank raised
+        record = {"error": type(exc).__name__, "message": str(exc), "exit_code": getattr(exc, "exit_code", None)}
+    record["seconds"] = time.monotonic() - started
+    out.write_text(json.dumps(record))
+    # Exit 0 whatever happened: torchrun kills the other ranks as soon as one fails, and
+    # the test wants to see what each of them raised.
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,144 @@
+"""Pytest fixtures that run the local Hub for tests that drive the real huggingface_hub client.
+
+Use them with ``pytest_plugins = ["tests.helpers.localhub_fixtures"]`` (conftest) or
+``from tests.helpers.localhub_fixtures import *``.
+
+- ``hub_server``: factory; ``hub_server(token=None, faults=None, extra_args=())`` starts
+  ``python -m ckpt_action.localhub`` as a subprocess on a free port and returns a
+  :class:`HubProcess` (``.url``, ``.port``, ``.data_dir``, ``.access_log``, ``.faults_path``,
+  ``.token``, ``.set_faults(list)``, ``.log_entries()``, ``.stop()``, ``.restart()``; the class is
+  :class:`ckpt_action.localhub.process.HubProcess`, which the benchmarks use too).
+  Every server started is stopped at teardown.
+- ``hub_env``: ``hub_env(server, token=...)`` -> env dict for a client subprocess (``hf ...``).
+- ``local_hub``: an in-process :class:`~ckpt_action.localhub.LocalHub` (fast; no faults file).
+- ``hf_client``: configures the in-process huggingface_hub for a local Hub (no Xet, no
+  telemetry, cache and token files under tmp) and returns the cache dir to pass as ``cache_dir``.
+- ``served``: a subprocess Hub (no token) holding ``REPO`` with an LFS and a regular file;
+  returns ``(server, api, weights)``.
+
+Access-log lines of a request are written before its response's last byte leaves, so a
+test may read the log as soon as the client has an answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ckpt_action.localhub import LocalHub
+from ckpt_action.localhub.process import HubProcess
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TOKEN = "hf_local_test_token"
+REPO = "local-user/ckpts"
+__all__ = ["REPO", "TOKEN", "HubProcess", "entries", "hf_client", "hub_env", "hub_server", "local_hub",
+           "make_hub_env", "served", "sha256_file"]
+
+
+def sha256_file(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def read_log(path: Path | None) -> list[dict[str, Any]]:
+    if path is None or not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def entries(server: HubProcess | LocalHub, method: str | None = None, contains: str = "",
+            listener: str | None = None) -> list[dict[str, Any]]:
+    """Access-log lines of a Hub, filtered by method, a substring of the path, and listener."""
+    return [e for e in read_log(server.access_log)
+            if (method is None or e["method"] == method) and contains in e["path"]
+            and (listener is None or e["listener"] == listener)]
+
+
+def make_hub_env(url: str, home: Path, token: str | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE_"))}
+    env.update(
+        HF_ENDPOINT=url,
+        HF_HUB_DISABLE_XET="1",
+        HF_HUB_DISABLE_TELEMETRY="1",
+        HF_HUB_DISABLE_PROGRESS_BARS="1",
+        HF_HUB_DISABLE_UPDATE_CHECK="1",
+        HF_HOME=str(home),
+        PYTHONPATH=os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p),
+    )
+    if token is not None:
+        env["HF_TOKEN"] = token
+    return env
+
+
+@pytest.fixture
+def hub_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., HubProcess]]:
+    started: list[HubProcess] = []
+
+    def start(token: str | None = None, faults: list[dict[str, Any]] | None = None,
+              extra_args: tuple[str, ...] = ()) -> HubProcess:
+        server = HubProcess(tmp_path_factory.mktemp("hub"), token=token, faults=faults, extra_args=extra_args)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def hub_env(tmp_path: Path) -> Callable[..., dict[str, str]]:
+    def build(server: HubProcess | LocalHub, token: str | None = None) -> dict[str, str]:
+        if token is None and isinstance(server, HubProcess):
+            token = server.token
+        return make_hub_env(server.url, tmp_path / "hf_home", token)
+
+    return build
+
+
+@pytest.fixture
+def hf_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point the in-process huggingface_hub at tmp dirs and plain LFS; returns the cache dir."""
+    from huggingface_hub import constants
+
+    cache = tmp_path / "hf_cache"
+    for name in ("HF_TOKEN", "HF_ENDPOINT", "HUGGING_FACE_HUB_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
+    # These are read once at import, so configure the module too.
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True, raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "hf_home" / "token"))
+    monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(tmp_path / "hf_home" / "stored_tokens"))
+    return cache
+
+
+@pytest.fixture
+def local_hub(tmp_path: Path, hf_client: Path) -> Iterator[LocalHub]:
+    with LocalHub(tmp_path / "hub_data", access_log=tmp_path / "hub_access.log") as hub:
+        yield hub
+
+
+@pytest.fixture
+def served(hub_server: Callable[..., HubProcess], hf_client: Path) -> tuple[HubProcess, Any, bytes]:
+    """A subprocess hub (no token) with one repo holding a regular and an LFS file."""
+    from huggingface_hub import CommitOperationAdd, HfApi
+
+    server = hub_server()
+    api = HfApi(endpoint=server.url, token=False)
+    api.create_repo(REPO)
+    weights = os.urandom(5000)
+    api.create_commit(REPO, [CommitOperationAdd("model/weights.bin", weights),
+                             CommitOperationAdd("model/config.json", b'{"a": 1}')], commit_message="first")
+    return server, api, weights

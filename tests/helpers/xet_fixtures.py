@@ -1,0 +1,67 @@
+"""Fixtures for tests that drive the real hf_xet client against the local Hub's Xet path.
+
+- ``xet_client``: configures the in-process huggingface_hub for a local Hub with Xet
+  enabled (``HF_HUB_DISABLE_XET`` unset; cache, Xet cache and token files under tmp) and
+  returns the download cache dir.
+- ``xet_hub``: an in-process :class:`~ckpt_action.localhub.LocalHub` with Xet on and an
+  access log.
+- ``xet_env(url, home)``: the environment for an ``hf`` subprocess on the Xet path, each
+  ``home`` with its own Xet cache, so a second push can only dedupe through the server.
+- ``run_hf(args, env)``: runs the real ``hf`` CLI.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ckpt_action.localhub import LocalHub
+from tests.helpers.localhub_fixtures import entries, make_hub_env
+
+HF = str(Path(sys.executable).with_name("hf"))
+
+
+def xet_env(url: str, home: Path, token: str | None = None) -> dict[str, str]:
+    env = make_hub_env(url, home, token)
+    env.pop("HF_HUB_DISABLE_XET", None)
+    env["HF_XET_CACHE"] = str(home / "xet")
+    return env
+
+
+def run_hf(args: list[str], env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([HF, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done
+
+
+def cas_bytes_in(hub: LocalHub, method: str, contains: str) -> int:
+    """Bytes the CAS listener received on matching requests (from the access log)."""
+    return sum(e["bytes_in"] for e in entries(hub, method, contains, listener="cas"))
+
+
+@pytest.fixture
+def xet_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    from huggingface_hub import constants
+
+    cache = tmp_path / "hf_cache"
+    for name in ("HF_TOKEN", "HF_ENDPOINT", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_DISABLE_XET"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
+    monkeypatch.setenv("HF_XET_CACHE", str(tmp_path / "xet_cache"))
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", False)
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True, raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "hf_home" / "token"))
+    monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(tmp_path / "hf_home" / "stored_tokens"))
+    return cache
+
+
+@pytest.fixture
+def xet_hub(tmp_path: Path, xet_client: Path) -> Iterator[LocalHub]:
+    with LocalHub(tmp_path / "hub_data", access_log=tmp_path / "hub_access.log") as hub:
+        yield hub

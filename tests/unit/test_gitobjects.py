@@ -1,0 +1,171 @@
+"""Git and Hub object facts, checked against git itself where git has an opinion."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ckpt_action.checkpoint import gitobjects
+from ckpt_action.checkpoint.gitobjects import (
+    DEFAULT_ATTRIBUTES,
+    DEFAULT_GITATTRIBUTES,
+    GitAttributes,
+    GitIgnore,
+    TreeItem,
+    blob_hasher,
+    blob_oid,
+    is_lfs,
+    lfs_pointer,
+    lfs_pointer_oid,
+    tree_oid,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def git(cwd: Path, *args: str, stdin: str | None = None) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
+                          input=stdin).stdout
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    git(tmp_path, "init", "-q")
+    return tmp_path
+
+
+# Paths whose LFS fate under a .gitattributes is decided by git's pattern rules.
+PATHS = [
+    "model.safetensors", "sub/dir/model.safetensors", "saved_model/README.txt", "saved_model/a/b/c.txt",
+    "x/saved_model/README.txt", "saved_model", "events.out.tfevents.1.host", "deep/run/events.out.tfevents.2",
+    "a.tar.gz", "a.tar", "archive.lfs.json", "config.json", "README.md", "dir.bin/config.json",
+    "data/x.dat", "x.dat", "data/sub/y.dat", "logs/a/b/trace.log", "trace.log", "Model.BIN", "model.bin",
+    "[x].txt", "n1.txt", "n12.txt", "one/two", "one/three/two", "odd name.txt", "sub/odd name.txt",
+]
+CUSTOM = (
+    "*.dat filter=lfs diff=lfs merge=lfs -text\n"
+    "data/sub/*.dat -filter\n"
+    "/logs/**/*.log filter=lfs\n"
+    "model.bin !filter\n"
+    "n?.txt filter=lfs\n"
+    "\\[x\\].txt filter=lfs\n"
+    "one/**/two filter=lfs\n"
+    "[attr]big filter=lfs diff=lfs merge=lfs -text\n"
+    "config.json big\n"
+    '"odd name.txt" filter=lfs\n'
+    "!negated.bin -filter\n"
+)
+
+
+def _git_lfs_paths(repo: Path, attributes: bytes, paths: list[str]) -> set[str]:
+    (repo / ".gitattributes").write_bytes(attributes)
+    out = git(repo, "check-attr", "--stdin", "-z", "filter", stdin="\0".join(paths) + "\0")
+    fields = out.split("\0")
+    return {fields[i] for i in range(0, len(fields) - 2, 3) if fields[i + 2] == "lfs"}
+
+
+@pytest.mark.parametrize("attributes", [DEFAULT_GITATTRIBUTES, DEFAULT_GITATTRIBUTES + CUSTOM.encode()],
+                         ids=["hub-default", "hub-default-plus-custom"])
+def test_lfs_tracking_agrees_with_git_check_attr(repo, attributes):
+    expected = _git_lfs_paths(repo, attributes, PATHS)
+    parsed = GitAttributes.parse(attributes)
+    got = {p for p in PATHS if parsed.tracks_lfs(p)}
+    assert got == expected
+    assert "saved_model/README.txt" in got  # the case that drifted between the manifest and the local Hub
+
+
+def test_default_attributes_are_the_hub_file():
+    assert DEFAULT_GITATTRIBUTES.splitlines()[0] == b"*.7z filter=lfs diff=lfs merge=lfs -text"
+    assert len(DEFAULT_GITATTRIBUTES.splitlines()) == len(gitobjects.HUB_LFS_PATTERNS) == 35
+    assert DEFAULT_ATTRIBUTES.tracks_lfs("x/y.safetensors") and not DEFAULT_ATTRIBUTES.tracks_lfs("x/y.json")
+
+
+@pytest.mark.parametrize(("path", "size", "sample", "lfs"), [
+    ("config.json", 100, b'{"a": 1}', False),
+    ("data.raw", 100, b"ab\x00cd", True),
+    ("late-nul.raw", 1000, b"a" * 512 + b"\x00", False),  # only the first 512 bytes count
+    ("big.txt", 10 * 1024 * 1024, b"text", True),
+    ("almost.txt", 10 * 1024 * 1024 - 1, b"text", False),
+    ("saved_model/README.txt", 5, b"text", True),
+    ("empty.bin", 0, b"", False),
+])
+def test_is_lfs_with_the_default_attributes(path, size, sample, lfs):
+    assert is_lfs(path, size, sample) is lfs
+
+
+def test_is_lfs_uses_the_given_attributes():
+    custom = GitAttributes.parse(b"*.dat filter=lfs\n*.bin -filter\n")
+    assert is_lfs("x.dat", 3, b"abc", custom) and not is_lfs("x.dat", 3, b"abc")
+    assert not is_lfs("w.bin", 3, b"abc", custom) and is_lfs("w.bin", 3, b"abc")
+
+
+def test_object_ids_are_gits(repo):
+    data = b"hello\x00world" * 100
+    (repo / "f").write_bytes(data)
+    assert blob_oid(data) == git(repo, "hash-object", "f").strip()
+    incremental = blob_hasher(len(data))
+    for i in range(0, len(data), 7):
+        incremental.update(data[i:i + 7])
+    assert incremental.hexdigest() == blob_oid(data)
+    sha = hashlib.sha256(data).hexdigest()
+    assert lfs_pointer(sha, len(data)).startswith(b"version https://git-lfs.github.com/spec/v1\noid sha256:")
+    assert lfs_pointer_oid(sha, len(data)) == blob_oid(lfs_pointer(sha, len(data)))
+    # Sorting: a file "a.b", a directory "a" (sorted as "a/") and a file "a-c".
+    (repo / "a").mkdir()
+    (repo / "a" / "x").write_bytes(b"x")
+    (repo / "a.b").write_bytes(b"ab")
+    (repo / "a-c").write_bytes(b"ac")
+    (repo / "f").unlink()
+    git(repo, "add", "-A")
+    expected = git(repo, "write-tree").strip()
+    inner = tree_oid([TreeItem("x", blob_oid(b"x"))])
+    assert tree_oid([TreeItem("a.b", blob_oid(b"ab")), TreeItem("a", inner, is_dir=True),
+                     TreeItem("a-c", blob_oid(b"ac"))]) == expected
+    assert tree_oid([]) == gitobjects.EMPTY_TREE_OID
+
+
+GITIGNORE = "nested/*\n*.log\n!keep.log\nbuild/\n/top.txt\n# comment\n\\#literal\n"
+IGNORE_PATHS = ["nested/file.bin", "nested/deeper/x", "a/nested/file.bin", "x.log", "sub/keep.log", "keep.log",
+                "build/out.o", "src/build/out.o", "top.txt", "sub/top.txt", "#literal", "ok.txt"]
+
+
+def test_gitignore_agrees_with_git_check_ignore(repo):
+    (repo / ".gitignore").write_text(GITIGNORE)
+    proc = subprocess.run(["git", "check-ignore", "--no-index", "--stdin"], cwd=repo, capture_output=True,
+                          text=True, input="\n".join(IGNORE_PATHS) + "\n")
+    expected = set(proc.stdout.split())
+    rules = GitIgnore.parse(GITIGNORE)
+    assert {p for p in IGNORE_PATHS if rules.ignores(p)} == expected
+    assert "nested/file.bin" in expected and "sub/keep.log" not in expected
+
+
+def _ckpt_imports(path: Path) -> set[str]:
+    """Modules of ckpt_action a source file imports, as dotted names."""
+    import ast
+
+    package = "ckpt_action." + ".".join(path.relative_to(ROOT / "ckpt_action").with_suffix("").parts[:-1])
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rstrip(".").split(".")
+                base = base[: len(base) - node.level + 1]
+                found.add(".".join([*base, *(node.module.split(".") if node.module else [])]))
+            elif node.module and node.module.startswith("ckpt_action"):
+                found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("ckpt_action")}
+    return found
+
+
+def test_the_local_hub_takes_only_git_facts_from_the_core():
+    # The git/LFS facts and the one file lock, neither of which imports anything of ckpt-action.
+    shared = {"ckpt_action.checkpoint.gitobjects", "ckpt_action.filelock"}
+    for module in shared:
+        assert _ckpt_imports(ROOT / (module.replace(".", "/") + ".py")) == set(), module
+    for path in sorted((ROOT / "ckpt_action/localhub").rglob("*.py")):
+        outside = {m for m in _ckpt_imports(path) if not m.startswith("ckpt_action.localhub")}
+        assert outside <= shared, f"{path.name} imports {outside}"
