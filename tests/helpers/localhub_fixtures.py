@@ -37,8 +37,8 @@ from ckpt_action.localhub.process import HubProcess
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "hf_local_test_token"
 REPO = "local-user/ckpts"
-__all__ = ["REPO", "TOKEN", "HubProcess", "entries", "hf_client", "hub_env", "hub_server", "local_hub",
-           "make_hub_env", "served", "sha256_file"]
+__all__ = ["REPO", "TOKEN", "HubProcess", "configure_client", "entries", "hf_client", "hub_env", "hub_server",
+           "local_hub", "make_hub_env", "served", "sha256_file"]
 
 
 def sha256_file(path: str | Path) -> str:
@@ -104,24 +104,33 @@ def hub_env(tmp_path: Path) -> Callable[..., dict[str, str]]:
     return build
 
 
-@pytest.fixture
-def hf_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Point the in-process huggingface_hub at tmp dirs and plain LFS; returns the cache dir."""
+def configure_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, xet: bool) -> Path:
+    """Point the in-process huggingface_hub at tmp dirs, on the Xet path or plain LFS;
+    returns the cache dir. The one builder behind ``hf_client`` and ``xet_client``."""
     from huggingface_hub import constants
 
     cache = tmp_path / "hf_cache"
-    for name in ("HF_TOKEN", "HF_ENDPOINT", "HUGGING_FACE_HUB_TOKEN"):
+    for name in ("HF_TOKEN", "HF_ENDPOINT", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_DISABLE_XET"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+    if xet:
+        monkeypatch.setenv("HF_XET_CACHE", str(tmp_path / "xet_cache"))
+    else:
+        monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
     monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
     # These are read once at import, so configure the module too.
-    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", not xet)
     monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True, raising=False)
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
     monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "hf_home" / "token"))
     monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(tmp_path / "hf_home" / "stored_tokens"))
     return cache
+
+
+@pytest.fixture
+def hf_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point the in-process huggingface_hub at tmp dirs and plain LFS; returns the cache dir."""
+    return configure_client(tmp_path, monkeypatch, xet=False)
 
 
 @pytest.fixture

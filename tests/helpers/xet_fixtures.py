@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from ckpt_action.localhub import LocalHub
-from tests.helpers.localhub_fixtures import entries, make_hub_env
+from tests.helpers.localhub_fixtures import configure_client, entries, make_hub_env
 
 HF = str(Path(sys.executable).with_name("hf"))
 
@@ -45,20 +45,8 @@ def cas_bytes_in(hub: LocalHub, method: str, contains: str) -> int:
 
 @pytest.fixture
 def xet_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    from huggingface_hub import constants
-
-    cache = tmp_path / "hf_cache"
-    for name in ("HF_TOKEN", "HF_ENDPOINT", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_DISABLE_XET"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
-    monkeypatch.setenv("HF_XET_CACHE", str(tmp_path / "xet_cache"))
-    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", False)
-    monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True, raising=False)
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
-    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "hf_home" / "token"))
-    monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(tmp_path / "hf_home" / "stored_tokens"))
-    return cache
+    """The in-process huggingface_hub on the Xet path, under tmp; returns the cache dir."""
+    return configure_client(tmp_path, monkeypatch, xet=True)
 
 
 @pytest.fixture
