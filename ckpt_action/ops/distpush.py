@@ -123,7 +123,7 @@ def push_distributed(remote: RemoteRepo, local_dir: Path, subfolder: str, sessio
     from huggingface_hub import CommitOperationAdd
 
     rank = session.rank
-    local = session.run(f"hashing {local_dir}", lambda: LocalDir(local_dir, f"push {subfolder}"))
+    local = session.run(f"hashing {local_dir}", lambda: LocalDir(local_dir, f"push {subfolder}").hash_all())
     scans = session.gather("scan", dict(local.digests))
     assert scans is not None
     merged, owners, problem = assign(scans)

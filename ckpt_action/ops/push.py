@@ -130,6 +130,17 @@ class LocalDir:
         self.digests.update(digests)
         self.unhashed = (self.unhashed - set(now)) | later
 
+    def hash_all(self) -> LocalDir:
+        """Hash the big files too, now: for a push that must know every digest before it
+        uploads anything (the ranks of a distributed push agree on them first)."""
+        if self.unhashed:
+            todo = {rel: self.paths[rel] for rel in sorted(self.unhashed)}
+            with Ticker(f"{self.label}: hashing", sum(self.stamps[rel][0][0] for rel in todo),
+                        bytes_read_since_now()):
+                self.digests.update(digest_files(todo))
+            self.unhashed.clear()
+        return self
+
     def settle(self, remote: RemoteRepo, subfolder: str, have: dict[str, RemoteFile], branch: str) -> None:
         """Give every file a digest, uploading the big ones ``have`` (the folder on the Hub)
         cannot already hold. The stat of each was taken before this read, so a file that

@@ -260,3 +260,27 @@ def test_group_limits_the_push_to_its_ranks(hub_server, hf_client, tmp_path):
     pulled = ckpt.pull(ckpt.latest(REPO, endpoint=server.url, token=TOKEN), tmp_path / "pulled",
                        endpoint=server.url, token=TOKEN)
     assert sorted(p.name for p in pulled.glob("model-*")) == ["model-00002.bin", "model-00003.bin"]
+
+
+@pytest.mark.timeout(300)
+def test_a_file_above_the_git_id_limit_is_in_the_distributed_commit(hub_server, hf_client, tmp_path):
+    # Push reads a big file once on the Xet path by letting its upload hash it; the ranks of a
+    # distributed push must agree on every digest before anything is uploaded, so they hash
+    # big files up front: none may be left out of the manifest.
+    import ckpt_action as ckpt
+    from ckpt_action.checkpoint.manifest import GIT_OID_LIMIT
+
+    server = hub_server(token=TOKEN)
+    big = os.urandom(GIT_OID_LIMIT + 1)
+    write_checkpoint(tmp_path / "node" / "rank-0", {"model-00000.bin": big, "config.json": b"{}"})
+    write_checkpoint(tmp_path / "node" / "rank-1", {"model-00001.bin": b"small", "config.json": b"{}"})
+    out = tmp_path / "out"
+    out.mkdir()
+    env = _env(server, tmp_path, out, LOCAL_DIR=str(tmp_path / "node" / "rank-{rank}"))
+    [(code, log)] = standalone(2, [str(PUSH_SCRIPT)], env, tmp_path)
+    assert code == 0, log
+    found = ckpt.latest(REPO, endpoint=server.url, token=TOKEN)
+    assert found is not None, log
+    pulled = ckpt.pull(found, tmp_path / "pulled", endpoint=server.url, token=TOKEN)
+    assert (pulled / "model-00000.bin").read_bytes() == big
+    assert (pulled / "model-00001.bin").read_bytes() == b"small"
