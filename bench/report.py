@@ -145,7 +145,7 @@ def benchmarks_md(sections: list[Section], info: dict[str, str], seconds: float)
         "```",
         "",
         "Each measured client is its own process with a fresh `HF_HOME` (no warm cache), talking to a",
-        "local Hub process with `HF_HUB_DISABLE_XET=1` (plain LFS), except section 8, which runs the Xet",
+        "local Hub process with `HF_HUB_DISABLE_XET=1` (plain LFS), except section 9, which runs the Xet",
         "path (`hf_xet`, the local Hub's CAS listener) and plain LFS side by side. The `hf` client",
         "fetches `GET /api/agent-harnesses` once a day; with a fresh `HF_HOME` that is once per process,",
         "so it is counted apart and excluded from request counts.",
