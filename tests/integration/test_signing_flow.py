@@ -331,3 +331,12 @@ def test_a_signed_promote_into_another_repo_signs_the_copy(hub, env, cli, tmp_pa
     prov = res.json["provenance"]
     assert (prov["repo"], prov["subfolder"], prov["promoted_from"]) == (
         "o/prod", "release", f"o/r/checkpoint-900@{out['revision']}")
+
+
+def test_a_distributed_push_refuses_a_signer_rather_than_pushing_unsigned(tmp_path, key):
+    import ckpt_action as ckpt
+
+    src = write_checkpoint(tmp_path / "src", FILES)
+    # No request is made: the port is closed, and the refusal comes first.
+    with pytest.raises(ckpt.InputError, match=r"distributed=.*does not sign yet"):
+        ckpt.push(src, repo="o/r", step=1, distributed=True, signing_key=key.private, endpoint="http://127.0.0.1:9")
