@@ -133,13 +133,16 @@ class LocalDir:
     def hash_all(self) -> LocalDir:
         """Hash the big files too, now: for a push that must know every digest before it
         uploads anything (the ranks of a distributed push agree on them first)."""
-        if self.unhashed:
-            todo = {rel: self.paths[rel] for rel in sorted(self.unhashed)}
-            with Ticker(f"{self.label}: hashing", sum(self.stamps[rel][0][0] for rel in todo),
-                        bytes_read_since_now()):
-                self.digests.update(digest_files(todo))
-            self.unhashed.clear()
+        self._hash_now(sorted(self.unhashed))
+        self.unhashed.clear()
         return self
+
+    def _hash_now(self, rels: list[str]) -> None:
+        """Hash these files (of those whose digest waited) now, with a progress line."""
+        if rels:
+            with Ticker(f"{self.label}: hashing", sum(self.stamps[rel][0][0] for rel in rels),
+                        bytes_read_since_now()):
+                self.digests.update(digest_files({rel: self.paths[rel] for rel in rels}))
 
     def settle(self, remote: RemoteRepo, subfolder: str, have: dict[str, RemoteFile], branch: str) -> None:
         """Give every file a digest, uploading the big ones ``have`` (the folder on the Hub)
@@ -148,11 +151,8 @@ class LocalDir:
         if not self.unhashed:
             return
         size = {rel: self.stamps[rel][0][0] for rel in self.unhashed}
-        same = {rel: self.paths[rel] for rel in sorted(self.unhashed)
-                if (got := have.get(rel)) is not None and got.size == size[rel]}
-        if same:
-            with Ticker(f"{self.label}: hashing", sum(size[rel] for rel in same), bytes_read_since_now()):
-                self.digests.update(digest_files(same))
+        same = [rel for rel in sorted(self.unhashed) if (got := have.get(rel)) is not None and got.size == size[rel]]
+        self._hash_now(same)
         ops = {rel: self._op(subfolder, rel) for rel in sorted(self.unhashed - set(same))}
         if ops:
             with Ticker(f"{self.label}: uploading", sum(size[rel] for rel in ops), bytes_read_since_now()):
