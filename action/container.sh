@@ -80,13 +80,22 @@ else
   # "create|mount|readonly<TAB>PATH" a line; a dir to create is made here first, or nothing
   # would be mounted and what is written there would stay in the container; a readonly one
   # is a single file (a key).
-  set +e
+  rc=0  # `||`, not `set +e`: the ERR trap would add a second error line to the tool's own
   listing="$(docker run --rm --network none --user "$(id -u):$(id -g)" --workdir "$PWD" --volume "$PWD:$PWD" \
-    "${envs[@]}" "$image" from-action --print-mounts)"
-  rc=$?
-  set -e
+    "${envs[@]}" "$image" from-action --print-mounts)" || rc=$?
   if [ "$rc" -ne 0 ]; then exit "$rc"; fi
   [ -n "$listing" ] || err "the ckpt-action image listed no mounts" 1
+  # Then the command's own checks (the real run's, up to its first request), with what
+  # exists of those paths mounted and no network: a step that will exit 2 exits here too,
+  # before any dir is created.
+  check=(run --rm --network none --user "$(id -u):$(id -g)" --workdir "$PWD" "${envs[@]}")
+  while IFS=$'\t' read -r how path; do
+    if [ -z "$path" ] || [ ! -e "$path" ]; then continue; fi
+    if [ "$how" = readonly ]; then check+=(--volume "$path:$path:ro"); else check+=(--volume "$path:$path"); fi
+  done <<<"$listing"
+  rc=0
+  docker "${check[@]}" "$image" from-action --check || rc=$?
+  if [ "$rc" -ne 0 ]; then exit "$rc"; fi
   while IFS=$'\t' read -r how path; do
     if [ "$how" = create ]; then mkdir -p -- "$path"; fi
     if [ -z "$path" ] || [ ! -e "$path" ]; then continue; fi
