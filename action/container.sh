@@ -85,12 +85,21 @@ else
     "${envs[@]}" "$image" from-action --print-mounts)" || rc=$?
   if [ "$rc" -ne 0 ]; then exit "$rc"; fi
   [ -n "$listing" ] || err "the ckpt-action image listed no mounts" 1
-  # Then the command's own checks (the real run's, up to its first request), with what
-  # exists of those paths mounted and no network: a step that will exit 2 exits here too,
-  # before any dir is created.
+  # Then the command's own checks (the real run's, up to its first request), with no
+  # network and those paths mounted as they are now: a dir still to be created is seen
+  # through its nearest existing parent, so the checks find what the run will (missing,
+  # writable or not). A step that will exit 2 exits here too, before any dir is created.
   check=(run --rm --network none --user "$(id -u):$(id -g)" --workdir "$PWD" "${envs[@]}")
+  seen=$'\n'
   while IFS=$'\t' read -r how path; do
-    if [ -z "$path" ] || [ ! -e "$path" ]; then continue; fi
+    [ -n "$path" ] || continue
+    if [ ! -e "$path" ]; then
+      [ "$how" = create ] || continue
+      while [ ! -e "$path" ]; do path="$(dirname -- "$path")"; done
+      [ "$path" != / ] || continue
+    fi
+    case "$seen" in *$'\n'"$path"$'\n'*) continue ;; esac
+    seen+="$path"$'\n'
     if [ "$how" = readonly ]; then check+=(--volume "$path:$path:ro"); else check+=(--volume "$path:$path"); fi
   done <<<"$listing"
   rc=0

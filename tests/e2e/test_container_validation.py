@@ -95,6 +95,9 @@ def test_good_inputs_mount_the_local_dir_parent_and_the_cache(tmp_path):
     assert len(final) == 1, calls
     assert f"--volume {target.parent}:{target.parent}" in final[0]
     assert f"--volume {cache}:{cache}" in final[0]
+    # The checks ran first, seeing the dirs still to create through their nearest parent.
+    (check,) = [c for c in calls if c.endswith(" from-action --check")]
+    assert check.count(f"--volume {tmp_path}:{tmp_path} ") == 1, check
 
 
 # Inputs the command refuses (exit 2) that only the command's own checks know: a bound that
