@@ -80,13 +80,31 @@ else
   # "create|mount|readonly<TAB>PATH" a line; a dir to create is made here first, or nothing
   # would be mounted and what is written there would stay in the container; a readonly one
   # is a single file (a key).
-  set +e
+  rc=0  # `||`, not `set +e`: the ERR trap would add a second error line to the tool's own
   listing="$(docker run --rm --network none --user "$(id -u):$(id -g)" --workdir "$PWD" --volume "$PWD:$PWD" \
-    "${envs[@]}" "$image" from-action --print-mounts)"
-  rc=$?
-  set -e
+    "${envs[@]}" "$image" from-action --print-mounts)" || rc=$?
   if [ "$rc" -ne 0 ]; then exit "$rc"; fi
   [ -n "$listing" ] || err "the ckpt-action image listed no mounts" 1
+  # Then the command's own checks (the real run's, up to its first request), with no
+  # network and those paths mounted as they are now: a dir still to be created is seen
+  # through its nearest existing parent, so the checks find what the run will (missing,
+  # writable or not). A step that will exit 2 exits here too, before any dir is created.
+  check=(run --rm --network none --user "$(id -u):$(id -g)" --workdir "$PWD" "${envs[@]}")
+  seen=$'\n'
+  while IFS=$'\t' read -r how path; do
+    [ -n "$path" ] || continue
+    if [ ! -e "$path" ]; then
+      [ "$how" = create ] || continue
+      while [ ! -e "$path" ]; do path="$(dirname -- "$path")"; done
+      [ "$path" != / ] || continue
+    fi
+    case "$seen" in *$'\n'"$path"$'\n'*) continue ;; esac
+    seen+="$path"$'\n'
+    if [ "$how" = readonly ]; then check+=(--volume "$path:$path:ro"); else check+=(--volume "$path:$path"); fi
+  done <<<"$listing"
+  rc=0
+  docker "${check[@]}" "$image" from-action --check || rc=$?
+  if [ "$rc" -ne 0 ]; then exit "$rc"; fi
   while IFS=$'\t' read -r how path; do
     if [ "$how" = create ]; then mkdir -p -- "$path"; fi
     if [ -z "$path" ] || [ ! -e "$path" ]; then continue; fi

@@ -41,8 +41,9 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -149,11 +150,40 @@ class ListResult:
 # --------------------------------------------------------------------------- shared steps
 
 
+_CHECKS_ONLY: ContextVar[bool] = ContextVar("ckpt_action_checks_only", default=False)
+
+
+class InputsChecked(BaseException):
+    """Raised in place of a command's first request (to the Hub or W&B) under
+    :func:`checks_only`: every check of its inputs passed. A BaseException, so no handler
+    for errors takes it for one."""
+
+
+@contextmanager
+def checks_only() -> Iterator[None]:
+    """Run a command's steps only up to its first request: every check it makes of its
+    inputs (names, bounds, settings, the local dir, key files) runs as in the real run, and
+    :class:`InputsChecked` is raised where it would first reach the network or write. The
+    action's container runtime validates the step this way before creating any dir."""
+    token = _CHECKS_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _CHECKS_ONLY.reset(token)
+
+
+def _first_request() -> None:
+    """Where a command leaves its checks for the network: the end of a checks-only run."""
+    if _CHECKS_ONLY.get():
+        raise InputsChecked
+
+
 def _settings(endpoint: str | None, token: str | None, timeout: float | None, retries: int | None) -> Settings:
     return Settings.from_env(endpoint=endpoint, token=token or None, timeout=timeout, retries=retries)
 
 
 def _remote(settings: Settings, repo: str, api: Any = None) -> RemoteRepo:
+    _first_request()
     from ckpt_action.hub.repo import RemoteRepo
 
     return RemoteRepo(settings, repo, api=api)
@@ -481,7 +511,8 @@ def _pointed(pointer: PathLike | Mapping[str, Any] | None, from_wandb: str | Non
     if from_wandb is not None:
         from ckpt_action.wandb import sdk
 
-        return sdk.fetch_pointer(str(from_wandb), timeout=settings.timeout, max_bytes=settings.max_pointer_bytes)
+        return sdk.fetch_pointer(str(from_wandb), timeout=settings.timeout, max_bytes=settings.max_pointer_bytes,
+                                 before_request=_first_request)
     if isinstance(pointer, Mapping):
         return pointer_format.parse_pointer(dict(pointer))
     assert pointer is not None

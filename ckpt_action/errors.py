@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from typing import Literal
+from typing import Any, Literal
 
 Door = Literal["api", "cli", "action"]
 # A parameter reference inside a message: control characters, which no quoted value
@@ -168,6 +168,15 @@ class NotFoundError(RemoteError):
 class IntegrityError(CkptError):
     """Downloaded or remote content does not match what it claims to be, or the Hub
     answered something malformed (a commit id that is not 40 hex, a broken listing)."""
+
+
+class LandedError(CkptError):
+    """A push failed after a commit of its own had landed: the message names that commit
+    (``revision``) and what went wrong after it, never "nothing was sent". Exit code 1."""
+
+    def __init__(self, *args: object, revision: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.revision = revision
 
 
 class UnreadableManifest(IntegrityError):

@@ -11,7 +11,12 @@ from .errors import IntegrityError, quoted
 # \A...\Z, not ^...$: "$" also matches before a trailing newline. [0-9], not \d: \d takes
 # any Unicode digit, which int() then reads as a step.
 SHA_RE = re.compile(r"\A[0-9a-f]{40}\Z")
-CHECKPOINT_RE = re.compile(r"\Acheckpoint-([0-9]{1,18})\Z")
+# The biggest step: 18 digits, so it fits a signed 64-bit int wherever a step goes (JSON
+# readers, W&B, the outputs). One bound for every writer and reader: the pattern that
+# finds checkpoint-N folders stops at it, push refuses past it, and a manifest, pointer or
+# handle naming more is refused, so nothing pushed is invisible to latest, list or prune.
+MAX_STEP = 10**18 - 1
+CHECKPOINT_RE = re.compile(rf"\Acheckpoint-([0-9]{{1,{len(str(MAX_STEP))}}})\Z")
 # A file's sha256 as the manifest, the Hub's listing, the pull record and the cache spell it.
 SHA256_RE = re.compile(r"\A[0-9a-f]{64}\Z")
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -33,6 +38,15 @@ def commit_id(value: object, what: str) -> str:
 def is_whole(value: object) -> TypeGuard[int]:
     """An int >= 0, as steps and sizes are (a bool is not one, though Python calls it an int)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def is_step(value: object) -> TypeGuard[int]:
+    """A step as every reader takes it: a whole number no bigger than :data:`MAX_STEP`.
+
+    >>> is_step(1200), is_step(MAX_STEP + 1), is_step(-1)
+    (True, False, False)
+    """
+    return is_whole(value) and value <= MAX_STEP
 
 
 def step_of(subfolder: str) -> int | None:
@@ -64,8 +78,9 @@ class CheckpointHandle:
         # The last gate before outputs: whatever path built this handle, the revision
         # printed, written to GITHUB_OUTPUT and pinned is a commit id, the step a number.
         commit_id(self.revision, f"{self.repo}/{self.subfolder}")
-        if self.step is not None and not is_whole(self.step):
-            raise IntegrityError(f"the step of {self.subfolder} is not a whole number >= 0 ({quoted(self.step, 40)})")
+        if self.step is not None and not is_step(self.step):
+            raise IntegrityError(f"the step of {self.subfolder} is not a whole number from 0 to {MAX_STEP}"
+                                 f" ({quoted(self.step, 40)})")
 
     @property
     def hub_url(self) -> str:

@@ -12,7 +12,7 @@ from pathlib import PurePosixPath
 from urllib.parse import urlsplit
 
 from ckpt_action.errors import InputError, param, quoted
-from ckpt_action.handle import DEFAULT_ENDPOINT, SHA_RE, step_of
+from ckpt_action.handle import DEFAULT_ENDPOINT, MAX_STEP, SHA_RE, step_of
 
 # The Hub's own rule (huggingface_hub.utils.validate_repo_id), plus a mandatory owner:
 # a bare name would resolve against whoever the token belongs to, which CI jobs
@@ -22,6 +22,9 @@ from ckpt_action.handle import DEFAULT_ENDPOINT, SHA_RE, step_of
 _REPO_PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
 _REPO_RE = re.compile(rf"\A{_REPO_PART}/{_REPO_PART}\Z")
 _SEGMENT_RE = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9._+=@-]{0,199}\Z")
+# A checkpoint-N name whatever N's length: one past MAX_STEP is refused, not pushed as a
+# folder the checkpoint readers pass over.
+_CHECKPOINT_LIKE_RE = re.compile(r"\Acheckpoint-[0-9]+\Z")
 _REF_RE = re.compile(r"\A[A-Za-z0-9._/-]{1,200}\Z")
 # What push refuses in a file name as its own policy, although the Hub takes both: control
 # characters (newlines included) would confuse a log or a shell, and a backslash is a folder
@@ -122,6 +125,9 @@ def step(value: int | None) -> int | None:
     if value is not None and value < 0:
         raise InputError(f"{param('step')} {value} is negative: give the training step as a whole number >="
                          " 0", param='step')
+    if value is not None and value > MAX_STEP:
+        raise InputError(f"{param('step')} {value} is too big: a step has at most {len(str(MAX_STEP))} digits"
+                         f" (at most {MAX_STEP})", param='step')
     return value
 
 
@@ -141,6 +147,9 @@ def push_target(sub: str | None, stp: int | None) -> tuple[str, int | None]:
         return f"checkpoint-{stp}", stp
     sub = subfolder(sub)
     implied = step_of(sub)
+    if implied is None and _CHECKPOINT_LIKE_RE.fullmatch(sub):
+        raise InputError(f"{param('subfolder')} {sub} names a step bigger than {MAX_STEP}, which latest, list and"
+                         " prune would not see as a checkpoint: give a smaller step", param="subfolder")
     if implied is not None and stp is not None and implied != stp:
         raise InputError(
             f"{param('step')} {stp} disagrees with {param('subfolder')} {sub}: drop one, or make them name the"

@@ -47,6 +47,13 @@ MAX_TOKEN_FILE_BYTES = 4096
 """A saved token is about 40 characters; a bigger file is not one (and is not read whole)."""
 
 
+def hf_home(env: Mapping[str, str]) -> str:
+    """The user's Hugging Face dir, as huggingface_hub finds it (``HF_HOME``, else
+    ``$XDG_CACHE_HOME/huggingface``, else ``~/.cache/huggingface``), ``~`` expanded."""
+    return os.path.expanduser(env.get("HF_HOME")
+                              or os.path.join(env.get("XDG_CACHE_HOME") or os.path.join("~", ".cache"), "huggingface"))
+
+
 def saved_token(env: Mapping[str, str]) -> str | None:
     """The token ``hf auth login`` saved, where huggingface_hub looks for it (``HF_TOKEN_PATH``,
     else ``HF_HOME/token``, else ``~/.cache/huggingface/token``), or None.
@@ -54,8 +61,7 @@ def saved_token(env: Mapping[str, str]) -> str | None:
     Read here without importing huggingface_hub, whose import must wait until the endpoint
     is known; huggingface_hub would send the same token when none is given.
     """
-    home = env.get("HF_HOME") or os.path.join(env.get("XDG_CACHE_HOME") or os.path.join("~", ".cache"), "huggingface")
-    path = os.path.expanduser(env.get("HF_TOKEN_PATH") or os.path.join(home, "token"))
+    path = os.path.expanduser(env.get("HF_TOKEN_PATH") or os.path.join(hf_home(env), "token"))
     try:
         with open(path, "rb") as fh:
             data = fh.read(MAX_TOKEN_FILE_BYTES + 1)

@@ -24,7 +24,7 @@ from ckpt_action.checkpoint.localfiles import local_files, open_regular
 from ckpt_action.checkpoint.provenance import PROVENANCE_NAME
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME
 from ckpt_action.errors import InputError, UnreadableManifest, quoted
-from ckpt_action.handle import SHA256_RE, SHA_RE, is_whole
+from ckpt_action.handle import MAX_STEP, SHA256_RE, SHA_RE, is_step, is_whole
 from ckpt_action.names import safe_relative
 from ckpt_action.version import __version__
 
@@ -217,8 +217,8 @@ class Manifest:
                 raise ValueError("files is not an object")
             files = {_path(p): _digest(p, d) for p, d in raw_files.items()}
             step = doc.get("step")
-            if step is not None and not is_whole(step):
-                raise ValueError(f"step {quoted(step, 40)} is not a whole number >= 0")
+            if step is not None and not is_step(step):
+                raise ValueError(f"step {quoted(step, 40)} is not a whole number from 0 to {MAX_STEP}")
             if not isinstance(doc.get("complete"), bool):
                 raise ValueError("complete is not true or false")
             tool = doc.get("tool", "")

@@ -11,11 +11,10 @@ needs is reachable from some input.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from ckpt_action import names
 from ckpt_action.errors import InputError
 
 MODES = ("push", "latest", "pull", "promote", "list", "prune")
@@ -184,9 +183,9 @@ def mounts(env: Mapping[str, str] | None = None, cwd: str | None = None) -> list
     and the step output and summary files. ``how``: ``mount``; ``create``, make the dir
     first; ``readonly``, one file, mounted read-only.
 
-    The inputs are checked first (the same :func:`argv`, and the name rules the command
-    applies before anything else), so a step that will exit 2 is refused here, before
-    ``action/container.sh`` creates or mounts anything.
+    The inputs are parsed first (the same :func:`argv`), and each path must be one a
+    ``--volume`` can carry (no ':', not '/'). The command's own checks of its inputs run
+    after this, before ``action/container.sh`` creates anything: ``from-action --check``.
 
     >>> mounts({"INPUT_MODE": "pull", "INPUT_REPO": "o/r", "INPUT_LOCAL_DIR": "/data/run/ckpt",
     ...         "INPUT_CACHE_DIR": "cache", "INPUT_VERIFY_KEY": "/tmp/keys/pub.pem"}, cwd="/w")
@@ -197,7 +196,6 @@ def mounts(env: Mapping[str, str] | None = None, cwd: str | None = None) -> list
     env = os.environ if env is None else env
     args = argv(env, cwd)
     mode = args[0]
-    _check_names({opt: args[i + 1] for i, opt in enumerate(args[:-1]) if opt.startswith("--")})
     work = os.path.abspath(cwd or os.getcwd())
     base = _base(env, cwd)
     out: list[tuple[str, MountHow]] = [(work, "mount")]
@@ -212,30 +210,29 @@ def mounts(env: Mapping[str, str] | None = None, cwd: str | None = None) -> list
             continue  # under the work dir, which is mounted whole
         parent = os.path.dirname(path)
         create = mode in spec.created_in
+        mount: tuple[str, MountHow]
         if spec.mount == "parent":
-            out.append((path if parent == "/" else parent, "create" if create else "mount"))
+            mount = (path if parent == "/" else parent, "create" if create else "mount")
         elif spec.mount == "dir":
-            out.append((path, "create" if create else "mount"))
+            mount = (path, "create" if create else "mount")
         elif spec.mount == "file":
-            out.append((path, "readonly"))
+            mount = (path, "readonly")
         else:
-            out.append((parent, "mount"))
-    out += [(env[var], "mount") for var in ("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY") if env.get(var)]
+            mount = (parent, "mount")
+        out.append((_volume_path(mount[0], f"input '{spec.name}' {value!r}"), mount[1]))
+    out += [(_volume_path(env[var], var), "mount") for var in ("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY")
+            if env.get(var)]
     return out
 
 
-def _check_names(given: Mapping[str, str]) -> None:
-    """The name rules of the options the command checks first (the same functions); each
-    error names its parameter, which the action door spells as its input."""
-    checks: dict[str, Callable[[str], object]] = {
-        "--repo": names.repo_id,
-        "--subfolder": names.subfolder,
-        "--to-repo": lambda v: names.repo_id(v, "to_repo"),
-        "--to": lambda v: names.subfolder(v, name="to"),
-        "--revision": names.revision,
-        "--tag": lambda v: names.revision(v, "tag"),
-        "--branch": lambda v: names.revision(v, "branch"),
-    }
-    for option, check in checks.items():
-        if option in given:
-            check(given[option])
+def _volume_path(path: str, given: str) -> str:
+    """A host path a container's ``--volume PATH:PATH`` can carry as it is: ':' separates the
+    fields of that option, a newline the lines of the listing, and '/' would hand the whole
+    host to the container (it is what a local dir of '/', or one right under it, mounts)."""
+    if path == "/":
+        raise InputError(f"{given} would mount the host's root '/' into the container: give a path inside"
+                         " a dedicated directory")
+    if ":" in path or not path.isprintable():
+        raise InputError(f"{given} holds ':' or a control character, which a container's --volume cannot"
+                         " mount: use another path (or runtime: native)")
+    return path

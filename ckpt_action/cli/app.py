@@ -36,6 +36,7 @@ from ckpt_action.cli.options import (
 )
 from ckpt_action.cli.render import (
     DOOR_KEY,
+    EXIT_FAIL,
     EXIT_INPUT,
     command,
     door,
@@ -309,14 +310,19 @@ def click_error(exc: click.ClickException) -> InputError:
 @cli.command("from-action", hidden=True)
 @click.option("--print-mounts", is_flag=True, help="Only check the inputs, then print the host paths a container"
               " run must mount, one 'create|mount|readonly<TAB>PATH' a line, and exit.")
+@click.option("--check", "check_only", is_flag=True, help="Only run the command's own checks of its inputs, all"
+              " it makes before its first request, and exit (0: the command would start).")
 @click.pass_context
-def from_action(ctx: click.Context, print_mounts: bool) -> None:
+def from_action(ctx: click.Context, print_mounts: bool, check_only: bool) -> None:
     """Run the command the GitHub Action's INPUT_* environment describes (see action_inputs).
 
     Errors name the action's inputs (``input 'tag'``), also those Click finds while
-    parsing (a ``step`` that is not a whole number). With ``--print-mounts`` the inputs are
-    checked as the run will check them, so action/container.sh creates and mounts nothing
-    for a step that will exit 2.
+    parsing (a ``step`` that is not a whole number). ``--print-mounts`` checks the inputs
+    and that each mount can be given to ``--volume``; ``--check`` runs the command itself up
+    to its first request (:func:`ckpt_action.api.checks_only`: the very checks of the real
+    run, once, not a copy of them). action/container.sh runs both, the second with the
+    listed paths mounted, before it creates any dir, so a step that will exit 2 creates
+    nothing.
     """
     from ckpt_action.ci.action_inputs import argv, mounts
 
@@ -335,6 +341,13 @@ def from_action(ctx: click.Context, print_mounts: bool) -> None:
         for path, how in planned:
             click.echo(f"{how}\t{path}")
         return
+    if check_only:
+        try:
+            with sub_ctx, api.checks_only():
+                sub.invoke(sub_ctx)
+        except api.InputsChecked:
+            return
+        fail(f"{name} ran to its end without a request: nothing to check it against", EXIT_FAIL)
     echo(f"ckpt-action {name} " + " ".join(args), err=True)
     with sub_ctx:
         sub.invoke(sub_ctx)

@@ -22,12 +22,22 @@ user's:
   parent of the cwd (when not empty): refused, ``--force`` or not.
 
 The record is read from disk and so is not trusted: its size is bounded and every field
-checked; a record that fails the checks means "not a pull".
+checked; a record that fails the checks means "not a pull". And it vouches for a file's
+bytes by its stat only if the tool wrote it: each record carries ``mac``, an HMAC-SHA256
+of the rest of it under a key kept outside every target (``record-key`` in the ckpt-action
+dir of the user's Hugging Face home, made on first use, readable by the user only). A
+record whose mark does not verify (rewritten by hand, written before the mark, or on
+another machine) still says which files are the tool's, but proves nothing about their
+bytes: each is hashed, as a file whose stat changed is. Where no key can be kept (a home
+that cannot be written), records carry no mark and re-pulls hash every kept file.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import hashlib
+import hmac
 import json
 import os
 import re
@@ -44,6 +54,7 @@ from ckpt_action.errors import CkptError, InputError, param
 from ckpt_action.filelock import try_lock
 from ckpt_action.handle import SHA256_RE, SHA_RE
 from ckpt_action.names import safe_relative
+from ckpt_action.settings import hf_home
 
 RECORD_FORMAT = "ckpt-action/pull/v1"
 MAX_RECORD_BYTES = 64 * 1024 * 1024
@@ -63,15 +74,18 @@ class RecordedFile:
     git_oid: str | None
     mtime_ns: int
     ino: int
+    vouched: bool = True
+    """Its record carries the tool's verified mark: only then may its stat stand for its bytes."""
 
     @property
     def digest(self) -> FileDigest:
         return FileDigest(self.size, self.sha256, self.git_oid)
 
     def unchanged(self, st: os.stat_result) -> bool:
-        """The file on disk is still the one recorded (same inode, size and mtime)."""
-        return (stat.S_ISREG(st.st_mode) and st.st_size == self.size and st.st_mtime_ns == self.mtime_ns
-                and st.st_ino == self.ino)
+        """The file on disk is still the one the tool recorded (same inode, size and mtime, in
+        a record the tool wrote); False means "hash it"."""
+        return (self.vouched and stat.S_ISREG(st.st_mode) and st.st_size == self.size
+                and st.st_mtime_ns == self.mtime_ns and st.st_ino == self.ino)
 
     @classmethod
     def of(cls, digest: FileDigest, st: os.stat_result) -> RecordedFile:
@@ -91,7 +105,14 @@ class PullRecord:
     exclude: tuple[str, ...] = ()
 
     def to_json(self) -> bytes:
-        doc = {
+        doc = self._doc()
+        key = record_key(create=True)
+        if key is not None:
+            doc["mac"] = _mac(key, doc)
+        return (json.dumps(doc, indent=1) + "\n").encode()
+
+    def _doc(self) -> dict[str, object]:
+        return {
             "format": RECORD_FORMAT,
             "repo": self.repo,
             "subfolder": self.subfolder,
@@ -102,7 +123,6 @@ class PullRecord:
             "files": {rel: {"size": f.size, "sha256": f.sha256, "git_oid": f.git_oid, "mtime_ns": f.mtime_ns,
                             "ino": f.ino} for rel, f in sorted(self.files.items())},
         }
-        return (json.dumps(doc, indent=1) + "\n").encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> PullRecord | None:
@@ -133,10 +153,67 @@ class PullRecord:
                 return None
             if not all(isinstance(p, list) and all(isinstance(x, str) for x in p) for p in patterns):
                 return None
-            return cls(doc["repo"], doc["subfolder"], doc["revision"], doc["partial"], files,
-                       tuple(patterns[0]), tuple(patterns[1]))
+            record = cls(doc["repo"], doc["subfolder"], doc["revision"], doc["partial"], files,
+                         tuple(patterns[0]), tuple(patterns[1]))
+            if record._vouched_by(doc.get("mac")):
+                return record
+            return dataclasses.replace(record, files={rel: dataclasses.replace(f, vouched=False)
+                                                      for rel, f in files.items()})
         except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
             return None
+
+
+    def _vouched_by(self, mark: object) -> bool:
+        """``mark`` is the tool's HMAC of this very record (as re-serialized from its checked
+        fields, so nothing unchecked can ride along)."""
+        key = record_key(create=False)
+        return (key is not None and isinstance(mark, str)
+                and hmac.compare_digest(mark.encode("ascii", "replace"), _mac(key, self._doc()).encode()))
+
+
+_KEY_DIR = "ckpt-action"
+_KEY_NAME = "record-key"
+_KEY_BYTES = 32
+
+
+def _mac(key: bytes, doc: dict[str, object]) -> str:
+    body = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+    return "hmac-sha256:" + hmac.new(key, body, hashlib.sha256).hexdigest()
+
+
+def record_key(*, create: bool) -> bytes | None:
+    """The key that marks the records this user's pulls write, kept in the user's Hugging
+    Face home (never in a target), made with ``create`` on first use (mode 0600); None
+    when there is none and none can be kept there, so records are written unmarked."""
+    path = Path(hf_home(os.environ)) / _KEY_DIR / _KEY_NAME
+    for _attempt in range(2):
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        except FileNotFoundError:
+            if not create:
+                return None
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                made = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+            except FileExistsError:
+                continue  # another pull made it just now: read that one
+            except OSError:
+                return None
+            with os.fdopen(made, "wb") as fh:
+                fh.write(secrets.token_hex(_KEY_BYTES).encode())
+            continue
+        except OSError:
+            return None
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            data = fh.read(4 * _KEY_BYTES + 1) if stat.S_ISREG(st.st_mode) else b""
+        key = data.strip()
+        # A key someone else could read or write marks nothing: then records are unmarked.
+        if len(key) != 2 * _KEY_BYTES or (hasattr(os, "getuid") and (st.st_uid != os.getuid()
+                                                                    or st.st_mode & 0o077)):
+            return None
+        return key
+    return None
 
 
 def read_record(target: Path) -> PullRecord | None:

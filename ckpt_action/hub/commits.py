@@ -118,7 +118,8 @@ class _Budget:
 
 def commit(remote: RemoteRepo, plan: Callable[[str | None], CommitPlan | None], *, what: str,
            branch: str = "main", head: str | None = None, max_commits: int = 1,
-           replan_on: Callable[[BaseException], bool] | None = None) -> CommitOutcome:
+           replan_on: Callable[[BaseException], bool] | None = None,
+           on_landed: Callable[[str, CommitPlan], None] | None = None) -> CommitOutcome:
     """Commit what ``plan(head)`` asks for, each commit pinned to the head it was planned
     at, until it answers None or a final commit lands; after a 412 or an ambiguous
     failure, read the head again and re-plan. The bounds are in this module.
@@ -130,6 +131,8 @@ def commit(remote: RemoteRepo, plan: Callable[[str | None], CommitPlan | None], 
     ``max_commits``: commits answered OK before the write is given up.
     ``replan_on``: a failure the writer can fix by planning again (push: a local file
     changed while it was sent); it counts as a conflict.
+    ``on_landed(oid, plan)``: told of each commit answered OK as it lands, so a caller whose
+    later planning fails still knows which commit of its own exists.
 
     >>> from huggingface_hub import CommitOperationAdd
     >>> from ckpt_action.hub.repo import RemoteRepo
@@ -184,6 +187,8 @@ def commit(remote: RemoteRepo, plan: Callable[[str | None], CommitPlan | None], 
         made += 1
         landed.append(wanted)
         head = oid
+        if on_landed is not None:
+            on_landed(oid, wanted)
         if wanted.final:
             return CommitOutcome(head, landed + _found(remote, head, unsure), wanted)
 

@@ -21,7 +21,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit
 
-from ckpt_action.errors import AuthError, CkptError, NotFoundError, RemoteError, one_line, param, scrub_chain
+from ckpt_action.errors import (
+    AuthError,
+    CkptError,
+    NotFoundError,
+    RemoteError,
+    one_line,
+    param,
+    quoted,
+    scrub_chain,
+)
 from ckpt_action.hub.deadline import RequestDeadline, deadline, install, stall
 from ckpt_action.names import is_public_hub
 from ckpt_action.settings import Settings
@@ -116,11 +125,37 @@ def announced_wait(exc: BaseException) -> float | None:
     return wait if wait is not None and math.isfinite(wait) and wait >= 0 else None
 
 
+# How hf_xet reports a CAS answer that was not a success: reqwest's status error, the status
+# and reason in parentheses, then the URL ("domain: ..."). Its exception (a ConnectionError,
+# whatever the status) carries nothing of the answer's body.
+_XET_STATUS_RE = re.compile(r"HTTP status (?:client|server) error \(([0-9]{3})([^)]{0,80})\)(?:, domain: (\S+))?")
+
+
+def cas_refusal(exc: BaseException) -> tuple[int, str, str | None] | None:
+    """(status, reason, URL) of a CAS answer hf_xet reports as refused (4xx but for 408 and
+    429, which are worth a retry), found in ``exc`` or its chain; None for anything else."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(seen) < 20:
+        seen.add(id(current))
+        m = _XET_STATUS_RE.search(str(current))
+        if m:
+            status = int(m.group(1))
+            if 400 <= status < 500 and status not in TRANSIENT_STATUS:
+                return status, m.group(2).strip(), m.group(3)
+            return None
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def is_transient(exc: BaseException) -> bool:
-    """Worth retrying: rate limits, server errors, timeouts, dropped connections."""
+    """Worth retrying: rate limits, server errors, timeouts, dropped connections; not a
+    refusal from the Xet storage, which hf_xet raises as a ConnectionError."""
     import httpx2
     from huggingface_hub.errors import LocalEntryNotFoundError
 
+    if cas_refusal(exc) is not None:
+        return False
     if isinstance(exc, (httpx2.TimeoutException, httpx2.NetworkError, httpx2.RemoteProtocolError)):
         return True
     if isinstance(exc, LocalEntryNotFoundError):
@@ -217,12 +252,31 @@ def _translate(exc: BaseException, what: str, settings: Settings, repo: str | No
         detail = one_line(getattr(exc, "server_message", None) or (str(exc).splitlines() or [""])[0], 200)
         hint = "try again later" if status in TRANSIENT_STATUS else "see the message"
         return RemoteError(f"{what}: the Hub answered {status} ({detail}): {hint}")
+    refused = cas_refusal(exc)
+    if refused is not None:
+        return _cas_error(what, *refused)
     if is_transient(exc):
         return RemoteError(
             f"{what}: cannot reach {settings.endpoint} ({type(exc).__name__}: {one_line(str(exc), 160)}):"
             f" check {param('endpoint')} and the network"
         )
     return RemoteError(f"{what}: {type(exc).__name__}: {one_line(str(exc))}")
+
+
+def _cas_error(what: str, status: int, reason: str, url: str | None) -> CkptError:
+    """What the Hub's Xet storage refused, in its client's words: the route and the status.
+    The URL is the CAS's (any host the Hub's token answer named), shown quoted and bounded;
+    the token is scrubbed by :func:`translate` like everything else."""
+    parts = urlsplit(url or "")
+    where = f" at {quoted(f'{parts.scheme}://{parts.netloc}', 100)[1:-1]}" if parts.scheme and parts.netloc else ""
+    route = quoted(parts.path + (f"?{parts.query}" if parts.query else ""), 160) if parts.path else "a request"
+    refusal = f"{status} {quoted(reason, 60)[1:-1]}".strip()
+    if status in (401, 403):
+        return AuthError(f"{what}: the Hub's Xet storage (CAS){where} refused the token on {route} ({refusal}):"
+                         f" check HF_TOKEN / {param('token')} (write access to the repo)")
+    return RemoteError(f"{what}: the Hub's Xet storage (CAS){where} refused {route} with {refusal} (a refusal, not"
+                       " the network: not retried); if pushing again is refused the same way, report it with this"
+                       " line")
 
 
 def backoff(settings: Settings, attempt: int) -> float:

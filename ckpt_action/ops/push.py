@@ -42,7 +42,7 @@ from ckpt_action.checkpoint.manifest import (
 from ckpt_action.checkpoint.provenance import PROVENANCE_NAME, Provenance
 from ckpt_action.checkpoint.sealing import model_name, seal, with_provenance
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME, LoadedSigner
-from ckpt_action.errors import IntegrityError, NotFoundError
+from ckpt_action.errors import InputError, IntegrityError, LandedError, NotFoundError
 from ckpt_action.handle import CheckpointHandle
 from ckpt_action.hub.commits import CommitOutcome, CommitPlan, commit
 from ckpt_action.hub.repo import RemoteRepo, Snapshot
@@ -292,13 +292,15 @@ def push(
 
     planned = planner(remote, subfolder, digests, local.add, step=step, source=source,
                       commit_message=commit_message, signer=signer, provenance=provenance, sent=local.sent)
+    made: list[tuple[str, bool]] = []  # (oid, whether final) of each commit of ours that landed
     try:
         commits = uploaded = deleted = passes = 0
         while True:
             passes += 1
             outcome = commit(remote, planned.plan, what=f"committing {subfolder}", branch=branch, head=head,
                              max_commits=-(-len(local.paths) // planned.batch_size) + EXTRA_COMMITS,
-                             replan_on=lambda _exc: local.moved())
+                             replan_on=lambda _exc: local.moved(),
+                             on_landed=lambda oid, plan: made.append((oid, plan.final)))
             commits += outcome.commits
             up, down = landed_counts(outcome, subfolder)
             uploaded, deleted = uploaded + up, deleted + down
@@ -310,8 +312,22 @@ def push(
                 continue
             return finish(remote, subfolder, step, outcome, commits, uploaded, deleted, local_dir,
                           planned.signed_by)
+    except InputError as exc:
+        if not made:
+            raise
+        raise after_landing(remote, subfolder, *made[-1], exc) from exc
     finally:
         local.unpin()  # the files held open for the client
+
+
+def after_landing(remote: RemoteRepo, subfolder: str, oid: str, final: bool, exc: InputError) -> LandedError:
+    """The local dir refused after a commit of this push landed (a link that appeared while
+    the commit was in flight): not "bad input, nothing sent" (exit 2) but a failure naming
+    the commit that exists, and what it holds, so nobody takes the repo as untouched."""
+    holds = (f"{subfolder}/ complete, as its files were read before the change" if final else
+             f"{subfolder}/ unfinished (its manifest marked incomplete, which latest passes over)")
+    return LandedError(f"commit {oid} landed in {remote.repo} holding {holds}; then {exc.args[0]}",
+                       revision=oid, param=exc.param)
 
 
 def ensure_repo(remote: RemoteRepo, target: str | None, private: bool) -> str | None:

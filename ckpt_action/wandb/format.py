@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from ckpt_action import names
 from ckpt_action.errors import InputError, one_line, param
-from ckpt_action.handle import CHECKPOINT_RE, DEFAULT_ENDPOINT, SHA_RE, CheckpointHandle, step_of
+from ckpt_action.handle import CHECKPOINT_RE, DEFAULT_ENDPOINT, MAX_STEP, SHA_RE, CheckpointHandle, is_step, step_of
 from ckpt_action.settings import Settings
 
 ARTIFACT_TYPE = "model-pointer"
@@ -265,8 +265,8 @@ def parse_pointer(data: object, where: str = "pointer") -> CheckpointHandle:
         raise _bad(p, "revision must be a 40-hex commit SHA")
     subfolder = _check_subfolder(p, data.get("subfolder"))
     step = data.get("step")
-    if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
-        raise _bad(p, "step must be a non-negative integer or null")
+    if step is not None and not is_step(step):
+        raise _bad(p, f"step must be a whole number from 0 to {MAX_STEP}, or null")
     implied = step_of(subfolder)
     if step is None:
         step = implied

@@ -18,7 +18,7 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -311,13 +311,17 @@ def log_pointer(
 # --------------------------------------------------------------------------- W&B reads and links
 
 
-def fetch_pointer(ref: str, *, timeout: float, max_bytes: int | None = None) -> CheckpointHandle:
+def fetch_pointer(ref: str, *, timeout: float, max_bytes: int | None = None,
+                  before_request: Callable[[], None] | None = None) -> CheckpointHandle:
     """Resolve ``ENTITY/PROJECT/NAME:ALIAS`` on W&B, download its ``checkpoint.json``, read it.
 
     Online only: with WANDB_MODE offline/disabled raises :class:`WandbError` at once.
+    ``before_request``: called once the ref is checked, before anything reaches W&B.
     """
     if not names.WANDB_REF_RE.fullmatch(ref):
         raise InputError(f"W&B pointer ref must look like ENTITY/PROJECT/NAME:ALIAS, got {ref!r}")
+    if before_request is not None:
+        before_request()
     _require_online("fetching a W&B pointer")
     wandb = _import_wandb()
     with _quiet():

@@ -55,6 +55,12 @@ def _run(tmp_path: Path, **inputs: str) -> tuple[subprocess.CompletedProcess[str
     return proc, log.read_text().splitlines() if log.exists() else []
 
 
+def _ran_the_command(calls: list[str]) -> bool:
+    """Whether the step got past validating (a ``from-action`` run that only lists mounts or
+    checks inputs is validation)."""
+    return any(c.endswith(" from-action") for c in calls)
+
+
 @pytest.mark.parametrize("inputs", [
     {"mode": "pull", "repo": "not a repo", "subfolder": "checkpoint-1"},
     {"mode": "pull", "repo": "o/r", "subfolder": "../up"},
@@ -67,7 +73,7 @@ def test_a_step_that_will_exit_2_creates_nothing(inputs, tmp_path):
     proc, calls = _run(tmp_path, local_dir=str(target), cache_dir=str(cache), **inputs)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert not (tmp_path / "outside").exists() and not (tmp_path / "cache").exists(), "created before validating"
-    assert not any(" from-action" in c and "--print-mounts" not in c for c in calls), "ran the command itself"
+    assert not _ran_the_command(calls), "ran the command itself"
 
 
 def test_a_push_of_a_missing_dir_creates_no_parent(tmp_path):
@@ -89,3 +95,52 @@ def test_good_inputs_mount_the_local_dir_parent_and_the_cache(tmp_path):
     assert len(final) == 1, calls
     assert f"--volume {target.parent}:{target.parent}" in final[0]
     assert f"--volume {cache}:{cache}" in final[0]
+    # The checks ran first, seeing the dirs still to create through their nearest parent.
+    (check,) = [c for c in calls if c.endswith(" from-action --check")]
+    assert check.count(f"--volume {tmp_path}:{tmp_path} ") == 1, check
+
+
+# Inputs the command refuses (exit 2) that only the command's own checks know: a bound that
+# bounds nothing, a token the Hub would never take, two sources for one pull, a step past
+# the bound, a commit message on two lines.
+@pytest.mark.parametrize("inputs", [
+    {"mode": "pull", "repo": "o/r", "subfolder": "checkpoint-1", "timeout": "nan"},
+    {"mode": "pull", "repo": "o/r", "subfolder": "checkpoint-1", "token": "hf_abc def"},
+    {"mode": "pull", "repo": "o/r", "subfolder": "checkpoint-1", "from-wandb": "e/p/a:latest"},
+    {"mode": "pull", "repo": "o/r", "subfolder": "checkpoint-1", "verify-identity": "https://github.com/o/r"},
+], ids=["timeout-nan", "token-space", "two-sources", "identity-alone"])
+def test_a_pull_the_command_would_refuse_creates_nothing(inputs, tmp_path):
+    target = tmp_path / "outside" / "deep" / "ckpt"
+    cache = tmp_path / "cache" / "ckpt"
+    proc, calls = _run(tmp_path, local_dir=str(target), cache_dir=str(cache),
+                       **{k.replace("-", "_"): v for k, v in inputs.items()})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert (proc.stdout + proc.stderr).strip().splitlines()[-1].startswith("error: "), proc.stdout + proc.stderr
+    assert not (tmp_path / "outside").exists() and not (tmp_path / "cache").exists(), "created before validating"
+    assert not _ran_the_command(calls), calls
+
+
+@pytest.mark.parametrize("inputs", [
+    {"mode": "push", "repo": "o/r", "step": "10000000000000000000"},
+    {"mode": "push", "repo": "o/r", "step": "1", "commit-message": "two\nlines"},
+], ids=["step-too-big", "message-two-lines"])
+def test_a_push_the_command_would_refuse_runs_nothing(inputs, tmp_path):
+    src = tmp_path / "outside" / "ckpt"
+    src.mkdir(parents=True)
+    (src / "w.bin").write_bytes(b"w")
+    proc, calls = _run(tmp_path, local_dir=str(src), **{k.replace("-", "_"): v for k, v in inputs.items()})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert not _ran_the_command(calls), calls
+
+
+@pytest.mark.parametrize(("name", "value"), [("local_dir", "/"), ("local_dir", "{tmp}/out:x/ckpt"),
+                                            ("cache_dir", "{tmp}/out:x")], ids=["root", "colon-parent", "colon-dir"])
+def test_a_mount_a_volume_cannot_express_is_refused_before_anything(name, value, tmp_path):
+    inputs = {"local_dir": str(tmp_path / "work" / "ckpt"), name: value.format(tmp=tmp_path)}
+    proc, calls = _run(tmp_path, mode="pull", repo="o/r", subfolder="checkpoint-1", **inputs)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out
+    assert out.strip().splitlines()[-1].startswith(f"error: input '{name.replace('_', '-')}'"), out
+    assert not (tmp_path / "out:x").exists(), "created before validating"
+    assert not any("--volume /:/" in c or "out:x" in c for c in calls), calls
+    assert not _ran_the_command(calls), calls

@@ -37,3 +37,34 @@ def test_a_pull_into_a_dir_nobody_may_write_raises_a_ckpt_error(local_hub, tmp_p
         ckpt.pull(handle, target, endpoint=local_hub.url)
     assert not isinstance(err.value, OSError)
     assert not target.exists()
+
+
+@pytest.mark.parametrize("raised", [ValueError, RuntimeError, KeyError], ids=["value", "runtime", "key"])
+def test_any_error_while_a_pull_stages_its_files_is_a_ckpt_error_and_the_target_is_untouched(
+        raised: type[Exception], local_hub, tmp_path: Path, monkeypatch) -> None:
+    """Not only an OSError: whatever a library raises while the files are staged leaves the
+    API as a CkptError, the earlier pull's files as they were and no staging dir behind."""
+    from ckpt_action.ops import pull as pull_module
+
+    first = {"a.bin": b"a" * 100, "b.bin": b"b" * 100}
+    handle1 = ckpt.push(write_checkpoint(tmp_path / "one", first), "o/r", step=1, endpoint=local_hub.url)
+    handle2 = ckpt.push(write_checkpoint(tmp_path / "two", {"a.bin": b"A" * 100, "b.bin": b"B" * 100}), "o/r",
+                        step=2, endpoint=local_hub.url)
+    target = tmp_path / "target"
+    ckpt.pull(handle1, target, endpoint=local_hub.url)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    real = pull_module.fetch_file
+
+    def failing(remote, revision, path, dest, *args, **kwargs):
+        if path.endswith("b.bin"):
+            Path(dest).write_bytes(b"half")  # a half-written download, as a failure mid-body leaves
+            raise raised("the client library failed in an unexpected way")
+        return real(remote, revision, path, dest, *args, **kwargs)
+
+    monkeypatch.setattr(pull_module, "fetch_file", failing)
+    with pytest.raises(ckpt.CkptError) as err:
+        ckpt.pull(handle2, target, endpoint=local_hub.url, retries=0)
+    assert not isinstance(err.value, raised) and "unexpected way" in str(err.value), repr(err.value)
+    assert {p.name: p.read_bytes() for p in target.iterdir() if p.suffix == ".bin"} == first
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert [p.name for p in target.iterdir() if p.name.startswith(".") and p.name != ".ckpt-pull.json"] == []

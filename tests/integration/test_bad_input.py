@@ -45,6 +45,8 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
     ("promote-to-dotdot", ["promote", "--repo", "o/r", "--subfolder", "checkpoint-1", "--to", "../x"], {}, ["--to"]),
     # steps
     ("step-negative", ["push", "--repo", "o/r", "--local-dir", "{good}", "--step", "-1"], {}, ["negative"]),
+    ("step-too-big", ["push", "--repo", "o/r", "--local-dir", "{good}", "--step", "10000000000000000000"], {},
+     ["--step", "too big"]),
     ("step-float", ["push", "--repo", "o/r", "--local-dir", "{good}", "--step", "1.5"], {}, ["--step"]),
     ("step-word", ["push", "--repo", "o/r", "--local-dir", "{good}", "--step", "abc"], {}, ["--step"]),
     ("step-disagrees", ["push", "--repo", "o/r", "--local-dir", "{good}", "--step", "5", "--subfolder",

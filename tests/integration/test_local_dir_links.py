@@ -15,6 +15,7 @@ from tests.helpers.chaos_helpers import ckpt, env_for, one_line_error, seed
 from tests.helpers.hostile_proxy import hostile_fixture  # noqa: F401
 
 PREUPLOAD = r"/preupload/"
+COMMIT = r"/api/models/[^/]+/[^/]+/commit/"
 SECRET = b"-----BEGIN OPENSSH PRIVATE KEY----- not for the Hub"
 
 
@@ -51,6 +52,39 @@ def test_a_link_appearing_during_the_push_is_refused_not_uploaded(how, hub_serve
     run = cli("push", "--repo", "o/r", "--local-dir", str(src), "--step", "1", env=env_for(proxy, tmp_path))
     assert run.code != 0, run.stdout + run.stderr
     assert "symlink" in one_line_error(run.stderr), run.stderr
+    assert not _hub_holds(hub, SECRET), "a link's target reached the Hub"
+
+
+@pytest.mark.parametrize("how", ["new-link", "file-becomes-link"])
+def test_a_link_appearing_while_the_commit_is_in_flight_reports_the_commit_that_landed(how, hub_server, hostile, cli,
+                                                                                      tmp_path):
+    """The link appears after the files were read and sent, just before the commit request:
+    the commit lands with the files as they were read. Push then fails (exit 1, not 2: a
+    commit was created), naming the SHA that landed and the link, and no link's target is on
+    the Hub."""
+    from huggingface_hub import HfApi
+
+    hub = hub_server()
+    secret = tmp_path / "home" / "id_rsa"
+    secret.parent.mkdir()
+    secret.write_bytes(SECRET)
+    src = write_checkpoint(tmp_path / "src", ckpt(1))
+
+    def plant() -> None:
+        if how == "new-link":
+            if not (src / "leak.txt").is_symlink():
+                os.symlink(secret, src / "leak.txt")
+        elif not (src / "config.json").is_symlink():
+            (src / "config.json").unlink()
+            os.symlink(secret, src / "config.json")
+
+    proxy = hostile(hub)
+    proxy.before("POST", COMMIT, plant)
+    run = cli("push", "--repo", "o/r", "--local-dir", str(src), "--step", "1", env=env_for(proxy, tmp_path))
+    line = one_line_error(run.stderr)
+    head = HfApi(endpoint=hub.url).list_repo_refs("o/r").branches[0].target_commit
+    assert run.code == 1, run.stdout + run.stderr
+    assert head in line and "symlink" in line and "nothing" not in line, line
     assert not _hub_holds(hub, SECRET), "a link's target reached the Hub"
 
 

@@ -428,3 +428,47 @@ def test_a_pulled_file_whose_stat_changed_but_bytes_did_not_is_still_the_tools(p
     os.utime(dest / "model.safetensors", ns=(1, 1))  # touched (or copied without -p)
     again = puller("checkpoint-1", dest)
     assert again.code == 0 and again.gets == {}, again.stderr
+
+
+# --- issue 27, item 23: the record vouches only for bytes the tool saw written ---------------
+
+def test_a_record_rewritten_to_an_edited_files_stat_vouches_for_nothing(puller, tmp_path):
+    """Someone edits a pulled file (same size) and rewrites the record's entry to the edited
+    file's new stat: the stat shortcut would keep the wrong bytes and report them verified.
+    The record the tool did not write proves nothing: the file is hashed, found edited, and
+    the pull refuses it (exit 2) or, with --force, replaces it with the checkpoint's bytes."""
+    files = ckpt(1, big=BIG)
+    puller.seed("checkpoint-1", files, step=1)
+    dest = tmp_path / "dest"
+    assert puller("checkpoint-1", dest).code == 0
+    path = dest / "config.json"
+    path.write_bytes(files["config.json"][::-1])
+    doc = record(dest)
+    st = path.stat()
+    doc["files"]["config.json"].update(size=st.st_size, mtime_ns=st.st_mtime_ns, ino=st.st_ino)
+    (dest / RECORD).write_text(json.dumps(doc))
+
+    refused = puller("checkpoint-1", dest)
+    assert refused.code == 2, refused.stdout + refused.stderr
+    assert "config.json" in one_line_error(refused.stderr) and "--force" in refused.stderr
+    assert path.read_bytes() == files["config.json"][::-1], "the user's edit was touched"
+    forced = puller("checkpoint-1", dest, "--force")
+    assert forced.code == 0, forced.stderr
+    assert pulled(dest) == files and forced.json["verified_by"] == "manifest"
+    again = puller("checkpoint-1", dest)  # the record the tool wrote again vouches: nothing fetched
+    assert again.code == 0 and again.gets == {}, again.stderr
+
+
+def test_a_record_without_the_tools_mark_has_every_kept_file_hashed_not_trusted(puller, tmp_path):
+    """A record from before the mark (or copied from another machine) still names the
+    tool's files, which are kept if their bytes match: hashed, never taken on their stat."""
+    files = ckpt(1, big=BIG)
+    puller.seed("checkpoint-1", files, step=1)
+    dest = tmp_path / "dest"
+    assert puller("checkpoint-1", dest).code == 0
+    doc = record(dest)
+    assert doc.pop("mac", None) is not None, "the record carries no mark of the tool"
+    (dest / RECORD).write_text(json.dumps(doc))
+    again = puller("checkpoint-1", dest)
+    assert again.code == 0 and again.gets == {}, again.stderr
+    assert pulled(dest) == files

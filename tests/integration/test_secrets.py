@@ -196,6 +196,45 @@ def test_an_error_made_from_a_call_holding_the_token_is_scrubbed_of_every_form()
         assert "***" in str(err)
 
 
+def _raise_with_the_token_inside(*args: object, **kwargs: object) -> object:
+    """A client failure whose outermost error holds no token, its cause and context do: the
+    chain a client builds when it wraps the error that echoed a header."""
+    try:
+        try:
+            raise ValueError(f"Illegal header value b'Bearer {TOKEN}\\n'")
+        except ValueError as inner:
+            raise ConnectionError("the proxy dropped the connection") from inner
+    except ConnectionError:
+        raise RuntimeError("reading refs failed")  # noqa: B904 - the context is the point
+
+
+def test_a_token_only_in_the_chain_of_an_error_never_reaches_the_error_or_the_output(cli_in_process, monkeypatch,
+                                                                                     tmp_path):
+    """The token sits in the ``__cause__`` of the ``__context__`` of what the call raised,
+    never in the outermost error: the API's error, its repr and its whole traceback carry
+    none of it, and neither does what the CLI prints."""
+    import traceback
+
+    import ckpt_action as ckpt_api
+    from ckpt_action.hub import repo as repo_module
+
+    monkeypatch.setattr(repo_module, "get_bounded", _raise_with_the_token_inside)
+    with pytest.raises(ckpt_api.CkptError) as err:
+        ckpt_api.latest("o/r", endpoint="http://127.0.0.1:9", token=TOKEN, retries=0)
+    chain, current = [], err.value
+    while current is not None:  # the chain is really there: the test would miss nothing
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    assert len(chain) >= 4 and "Illegal header value" in str(chain[-1]), [repr(e) for e in chain]
+    _scan_text(_full_report(err.value), TOKEN, "the API's error and its chain")
+    for link in chain:
+        _scan_text("".join(traceback.format_exception_only(link)), TOKEN, f"the chained {type(link).__name__}")
+    run = cli_in_process("latest", "--repo", "o/r", HF_TOKEN=TOKEN, HF_ENDPOINT="http://127.0.0.1:9",
+                         CKPT_RETRIES="0")
+    assert run.code == 1, run.stderr
+    _scan_text(run.stdout + run.stderr, TOKEN, "the CLI's output")
+
+
 def test_an_echoed_authorization_header_never_reaches_an_api_error(seeded, hostile, hf_client, tmp_path):
     """The server (or a proxy) echoes the Authorization header in its error: the API's
     exception carries none of it, not in its text, its repr or its chain."""
