@@ -9,17 +9,30 @@ All digests come from the manifest being written: nothing is read again.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from ckpt_action.checkpoint.manifest import MANIFEST_NAME, PULL_RECORD_NAME, FileDigest, Manifest, digest_bytes
 from ckpt_action.checkpoint.provenance import PROVENANCE_NAME, Provenance
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME, LoadedSigner, SignatureError
 from ckpt_action.checkpoint.verifying import Verified, Verifier
+from ckpt_action.errors import InputError, param
 
 WRITTEN = (SIGNATURE_NAME, PROVENANCE_NAME)
 """Files a signed push writes itself: never taken from the dir being pushed (a pulled,
 signed checkpoint pushed again gets fresh ones, or none when unsigned)."""
+
+
+def refuse_written_folders(local_dir: Path) -> None:
+    """A signed push writes ``model.sig`` and the provenance statement beside the files: a
+    folder of ``local_dir`` with one of those names would collide with them only at the last
+    commit, after the repo was made and the files uploaded. Refused before any request."""
+    for name in WRITTEN:
+        if os.path.isdir(local_dir / name):
+            raise InputError(f"{param('local_dir')} has a folder {name!r}, the name of a file a signed push writes"
+                             f" ({param('signing_key')}/{param('sign_keyless')}): rename it", param="local_dir")
 
 
 @dataclass(frozen=True)
