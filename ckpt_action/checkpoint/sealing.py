@@ -18,7 +18,7 @@ from ckpt_action.checkpoint.manifest import MANIFEST_NAME, PULL_RECORD_NAME, Fil
 from ckpt_action.checkpoint.provenance import PROVENANCE_NAME, Provenance
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME, LoadedSigner, SignatureError
 from ckpt_action.checkpoint.verifying import Verified, Verifier
-from ckpt_action.errors import InputError, param
+from ckpt_action.errors import InputError, param, param_on
 
 WRITTEN = (SIGNATURE_NAME, PROVENANCE_NAME)
 """Files a signed push writes itself: never taken from the dir being pushed (a pulled,
@@ -99,6 +99,29 @@ def check_provenance(verified: Verified, data: bytes | None, repo: str, subfolde
     provenance = Provenance.from_json(data)
     provenance.check(repo, subfolder, step)
     return provenance
+
+
+class BelowMinimumStep(SignatureError):
+    """A checkpoint whose signed step is below ``verify_min_step``: an older signed
+    checkpoint put back (a rollback). ``latest`` refuses it rather than passing over it."""
+
+
+def check_policy(verifier: Verifier, where: str, manifest: Manifest | None, provenance: Provenance | None) -> None:
+    """What the user asked of a verified checkpoint beyond its signature: a signed
+    provenance statement (``verify_require_provenance``), a signed step of at least
+    ``verify_min_step`` (the manifest's, which the signature covers, else the statement's)."""
+    config = verifier.config
+    if config.require_provenance and provenance is None:
+        raise SignatureError(f"{where} has no signed {PROVENANCE_NAME} (it was signed by another tool, or not for a"
+                             f" place): {param_on('verify_require_provenance')} refuses it")
+    if config.min_step is None:
+        return
+    step = manifest.step if manifest is not None else provenance.step if provenance is not None else None
+    if step is None:
+        raise BelowMinimumStep(f"{where} has no signed step: {param('verify_min_step')} {config.min_step} refuses it")
+    if step < config.min_step:
+        raise BelowMinimumStep(f"{where} holds step {step}; {param('verify_min_step')} asks for {config.min_step}"
+                               " or later: an older signed checkpoint (a rollback?) is refused")
 
 
 def sha256_of(digests: Mapping[str, FileDigest]) -> dict[str, str]:

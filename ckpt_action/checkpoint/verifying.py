@@ -9,6 +9,7 @@ named. Nothing here reads the checkpoint's files.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Mapping
@@ -43,15 +44,42 @@ class VerifyConfig:
     issuer: str | None = None
     trust_config: Path | None = None
     """A Sigstore ClientTrustConfig JSON (identity only); None means Sigstore's public instance."""
+    min_step: int | None = None
+    """Refuse a checkpoint whose signed step is below this (a signed older release copied
+    back verifies: a signature does not prove it is the newest)."""
+    require_provenance: bool = False
+    """Refuse a checkpoint without a signed provenance statement (one signed by another
+    tool verifies wherever it is copied)."""
 
     @classmethod
     def from_options(cls, *, verify_key: str | os.PathLike[str] | None = None,
                      verify_certificate_chain: str | os.PathLike[str] | None = None,
                      verify_identity: str | None = None, verify_issuer: str | None = None,
-                     trust_config: str | os.PathLike[str] | None = None,
+                     trust_config: str | os.PathLike[str] | None = None, verify_min_step: int | None = None,
+                     verify_require_provenance: bool = False,
                      names: Names = _api_name) -> VerifyConfig | None:
         """What the options ask to verify with (None: no signature check), checked before
         any request."""
+        given = [bool(verify_key), bool(verify_certificate_chain), bool(verify_identity or verify_issuer)]
+        for name, value in (("verify_min_step", verify_min_step is not None),
+                            ("verify_require_provenance", verify_require_provenance)):
+            if value and not any(given):
+                raise InputError(f"{names(name)} needs {names('verify_key')}, {names('verify_certificate_chain')} "
+                                 f"or {names('verify_identity')}: it checks what the signature vouches for")
+        if verify_min_step is not None and (not isinstance(verify_min_step, int) or isinstance(verify_min_step, bool)
+                                            or verify_min_step < 0):
+            raise InputError(f"{names('verify_min_step')} must be a step, 0 or more")
+        config = cls._which(verify_key=verify_key, verify_certificate_chain=verify_certificate_chain,
+                            verify_identity=verify_identity, verify_issuer=verify_issuer, trust_config=trust_config,
+                            names=names)
+        return config and dataclasses.replace(config, min_step=verify_min_step,
+                                              require_provenance=verify_require_provenance)
+
+    @classmethod
+    def _which(cls, *, verify_key: str | os.PathLike[str] | None,
+               verify_certificate_chain: str | os.PathLike[str] | None, verify_identity: str | None,
+               verify_issuer: str | None, trust_config: str | os.PathLike[str] | None,
+               names: Names) -> VerifyConfig | None:
         given = [bool(verify_key), bool(verify_certificate_chain), bool(verify_identity or verify_issuer)]
         if sum(given) > 1:
             raise InputError(f"give one of {names('verify_key')}, {names('verify_certificate_chain')} or "

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import base64
+import datetime
 import json
 import re
 import subprocess
@@ -18,8 +19,6 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from ckpt_action.checkpoint.signing import PASSWORD_ENV, SIGNATURE_NAME, SignatureError, SigningConfig
 from ckpt_action.checkpoint.verifying import VerifyConfig
 from ckpt_action.errors import InputError
-import datetime
-
 from tests.helpers.signing_helpers import SERVER_AUTH, dir_digests, make_key, make_model, make_pki
 
 
