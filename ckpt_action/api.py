@@ -313,10 +313,10 @@ def push_checkpoint(
     sign = signer(signing_key=signing_key, signing_certificate=signing_certificate,
                   signing_chain=signing_chain, sign_keyless=sign_keyless,
                   sigstore_trust_config=sigstore_trust_config)
-    if sign is not None and path is not None:
+    if path is not None:
         from ckpt_action.checkpoint.sealing import refuse_written_folders
 
-        refuse_written_folders(path)
+        refuse_written_folders(path, signed=sign is not None)
     remote = _remote(settings, repo)
     if distributed:
         if sign is not None:

@@ -25,14 +25,17 @@ WRITTEN = (SIGNATURE_NAME, PROVENANCE_NAME)
 signed checkpoint pushed again gets fresh ones, or none when unsigned)."""
 
 
-def refuse_written_folders(local_dir: Path) -> None:
-    """A signed push writes ``model.sig`` and the provenance statement beside the files: a
-    folder of ``local_dir`` with one of those names would collide with them only at the last
-    commit, after the repo was made and the files uploaded. Refused before any request."""
-    for name in WRITTEN:
+def refuse_written_folders(local_dir: Path, *, signed: bool) -> None:
+    """A push writes the manifest beside the files, a signed push also ``model.sig`` and the
+    provenance statement: a folder of ``local_dir`` with one of those names would collide
+    with them only at the last commit, after the repo was made and the files uploaded.
+    Refused before any request."""
+    for name in (MANIFEST_NAME, *WRITTEN) if signed else (MANIFEST_NAME,):
         if os.path.isdir(local_dir / name):
-            raise InputError(f"{param('local_dir')} has a folder {name!r}, the name of a file a signed push writes"
-                             f" ({param('signing_key')}/{param('sign_keyless')}): rename it", param="local_dir")
+            who = (f"a signed push writes ({param('signing_key')}/{param('sign_keyless')})" if name in WRITTEN
+                   else "every push writes")
+            raise InputError(f"{param('local_dir')} has a folder {name!r}, the name of a file {who}: rename it",
+                             param="local_dir")
 
 
 @dataclass(frozen=True)
