@@ -218,17 +218,23 @@ def signer(*, signing_key: PathLike | None = None, signing_certificate: PathLike
 
 def verifier(*, verify_key: PathLike | None = None, verify_certificate_chain: PathLike | None = None,
              verify_identity: str | None = None, verify_issuer: str | None = None,
-             sigstore_trust_config: PathLike | None = None) -> Verifier | None:
+             sigstore_trust_config: PathLike | None = None, verify_min_step: int | None = None,
+             verify_require_provenance: bool = False) -> Verifier | None:
     """The check pull and latest apply to ``model.sig`` (None: none), loaded before any
     request: a public key, a CA certificate chain, or a Sigstore identity and issuer
-    (``https://github.com/ORG/REPO`` alone accepts any workflow of that repo)."""
-    if not (verify_key or verify_certificate_chain or verify_identity or verify_issuer):
+    (``https://github.com/ORG/REPO`` alone accepts any workflow of that repo). A signature
+    proves who signed which bytes for which repo, folder and step, not that they are the
+    newest: ``verify_min_step`` refuses a signed step below it (a rollback),
+    ``verify_require_provenance`` a folder without a signed provenance statement."""
+    if not (verify_key or verify_certificate_chain or verify_identity or verify_issuer
+            or verify_min_step is not None or verify_require_provenance):
         return None
     from ckpt_action.checkpoint.verifying import VerifyConfig
 
     config = VerifyConfig.from_options(verify_key=verify_key, verify_certificate_chain=verify_certificate_chain,
                                        verify_identity=verify_identity, verify_issuer=verify_issuer,
-                                       trust_config=sigstore_trust_config, names=param)
+                                       trust_config=sigstore_trust_config, verify_min_step=verify_min_step,
+                                       verify_require_provenance=verify_require_provenance, names=param)
     return config.load(names=param) if config is not None else None
 
 
@@ -337,6 +343,10 @@ def push_checkpoint(
     sign = signer(signing_key=signing_key, signing_certificate=signing_certificate,
                   signing_chain=signing_chain, sign_keyless=sign_keyless,
                   sigstore_trust_config=sigstore_trust_config)
+    if path is not None:
+        from ckpt_action.checkpoint.sealing import refuse_written_folders
+
+        refuse_written_folders(path, signed=sign is not None)
     remote = _remote(settings, repo)
     if distributed:
         if sign is not None:
@@ -444,6 +454,8 @@ def find_latest(
     verify_identity: str | None = None,
     verify_issuer: str | None = None,
     sigstore_trust_config: PathLike | None = None,
+    verify_min_step: int | None = None,
+    verify_require_provenance: bool = False,
     endpoint: str | None = None,
     token: str | None = None,
     timeout: float | None = None,
@@ -457,7 +469,8 @@ def find_latest(
     revision = names.revision(revision)
     check = verifier(verify_key=verify_key, verify_certificate_chain=verify_certificate_chain,
                      verify_identity=verify_identity, verify_issuer=verify_issuer,
-                     sigstore_trust_config=sigstore_trust_config)
+                     sigstore_trust_config=sigstore_trust_config, verify_min_step=verify_min_step,
+                     verify_require_provenance=verify_require_provenance)
     return _latest(_remote(_settings(endpoint, token, timeout, retries), repo), revision, warn, check)
 
 
@@ -472,6 +485,8 @@ def latest(
     verify_identity: str | None = None,
     verify_issuer: str | None = None,
     sigstore_trust_config: PathLike | None = None,
+    verify_min_step: int | None = None,
+    verify_require_provenance: bool = False,
     endpoint: str | None = None,
     token: str | None = None,
     timeout: float | None = None,
@@ -484,15 +499,17 @@ def latest(
     ``revision``) raises. ``require=True`` raises
     :class:`~ckpt_action.errors.NoCheckpointError` instead of returning None. With
     ``verify_key=`` (or ``verify_certificate_chain=``, ``verify_identity=``/``verify_issuer=``)
-    a folder whose signature does not verify is passed over (a warning names it).
+    a folder whose signature does not verify is passed over (a warning names it);
+    ``verify_min_step=`` refuses (raises) when the newest that verifies has a lower step.
 
     >>> ckpt.latest("org/run")  # doctest: +ELLIPSIS
     CheckpointHandle(repo='org/run', subfolder='checkpoint-300', revision='...', step=300, endpoint='http://127.0.0.1:...')
     """
     res = find_latest(repo, revision=revision, verify_key=verify_key, verify_certificate_chain=verify_certificate_chain,
                       verify_identity=verify_identity, verify_issuer=verify_issuer,
-                      sigstore_trust_config=sigstore_trust_config, endpoint=endpoint, token=token, timeout=timeout,
-                      retries=retries)
+                      sigstore_trust_config=sigstore_trust_config, verify_min_step=verify_min_step,
+                      verify_require_provenance=verify_require_provenance, endpoint=endpoint, token=token,
+                      timeout=timeout, retries=retries)
     if res.handle is None and require:
         raise no_checkpoint(repo)
     return res.handle
@@ -537,6 +554,8 @@ def pull_checkpoint(
     verify_identity: str | None = None,
     verify_issuer: str | None = None,
     sigstore_trust_config: PathLike | None = None,
+    verify_min_step: int | None = None,
+    verify_require_provenance: bool = False,
     endpoint: str | None = None,
     token: str | None = None,
     timeout: float | None = None,
@@ -563,7 +582,8 @@ def pull_checkpoint(
     select = Selection.from_options(tuple(include), tuple(exclude))
     check = verifier(verify_key=verify_key, verify_certificate_chain=verify_certificate_chain,
                      verify_identity=verify_identity, verify_issuer=verify_issuer,
-                     sigstore_trust_config=sigstore_trust_config)
+                     sigstore_trust_config=sigstore_trust_config, verify_min_step=verify_min_step,
+                     verify_require_provenance=verify_require_provenance)
     sha: str | None = None
     if by_pointer:
         if revision:
@@ -614,6 +634,8 @@ def pull(
     verify_identity: str | None = None,
     verify_issuer: str | None = None,
     sigstore_trust_config: PathLike | None = None,
+    verify_min_step: int | None = None,
+    verify_require_provenance: bool = False,
     endpoint: str | None = None,
     token: str | None = None,
     timeout: float | None = None,
@@ -637,6 +659,9 @@ def pull(
     ``verify_issuer=``) also checks ``model.sig`` against the manifest before any download
     and every byte after, before ``local_dir`` changes:
     :class:`~ckpt_action.checkpoint.signing.SignatureError` names what failed.
+    ``verify_min_step=N`` also refuses a signed step below N (a signed older checkpoint
+    put back verifies: a signature does not prove it is the newest), and
+    ``verify_require_provenance=True`` a folder without a signed ``ckpt-provenance.json``.
 
     >>> ckpt.pull(found, "resume/") == scratch / "resume"
     True
@@ -650,6 +675,7 @@ def pull(
                            cache_dir=cache_dir, verify_key=verify_key,
                            verify_certificate_chain=verify_certificate_chain, verify_identity=verify_identity,
                            verify_issuer=verify_issuer, sigstore_trust_config=sigstore_trust_config,
+                           verify_min_step=verify_min_step, verify_require_provenance=verify_require_provenance,
                            endpoint=endpoint, token=token, timeout=timeout, retries=retries).local_dir
 
 

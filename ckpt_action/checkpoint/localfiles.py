@@ -15,7 +15,7 @@ import os
 import stat
 from pathlib import Path
 
-from ckpt_action.errors import InputError, param
+from ckpt_action.errors import InputError, one_line, param
 from ckpt_action.names import MAX_PUSH_DEPTH, MAX_PUSH_FILES, file_name_problem
 
 # Windows has neither flag; there the lstat of the walk and the realpath check below remain.
@@ -118,3 +118,34 @@ def open_regular(path: str | os.PathLike[str]) -> int:
     if _NONBLOCK:
         os.set_blocking(fd, True)
     return fd
+
+
+def read_bounded(path: str | os.PathLike[str], limit: int, name: str, what: str, *, regular_hint: str,
+                 large_hint: str) -> bytes:
+    """The bytes of a file a user named (a pointer, a key, a certificate chain, a trust
+    config): a regular file only, at most ``limit`` bytes read whatever it claims its size is.
+
+    Opened non-blocking, then ``fstat``: a FIFO, ``/dev/zero`` or a link to one is refused
+    before a byte is read, so it can neither hang the command nor fill its memory. Errors
+    are :class:`InputError` naming the parameter ``name`` that gave the file (``what`` says
+    what it should be; the hints say what to change)."""
+    p = os.fspath(path)
+    try:
+        fd = os.open(p, os.O_RDONLY | _NONBLOCK | _CLOEXEC)
+    except FileNotFoundError:
+        raise InputError(f"{param(name)}: {what} not found: {p}", param=name) from None
+    except OSError as exc:
+        raise InputError(f"{param(name)}: cannot read {what} {p}: {type(exc).__name__}: {one_line(exc)}",
+                         param=name) from None
+    with open(fd, "rb", buffering=0) as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InputError(f"{param(name)}: invalid {what} {p}: not a regular file (a FIFO, device or"
+                             f" directory): {regular_hint}", param=name)
+        try:
+            raw = fh.read(limit + 1)
+        except OSError as exc:
+            raise InputError(f"{param(name)}: cannot read {what} {p}: {type(exc).__name__}: {one_line(exc)}",
+                             param=name) from None
+    if raw is None or len(raw) > limit:
+        raise InputError(f"{param(name)}: invalid {what} {p}: more than {limit} bytes, {large_hint}", param=name)
+    return bytes(raw)

@@ -9,17 +9,33 @@ All digests come from the manifest being written: nothing is read again.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from ckpt_action.checkpoint.manifest import MANIFEST_NAME, PULL_RECORD_NAME, FileDigest, Manifest, digest_bytes
 from ckpt_action.checkpoint.provenance import PROVENANCE_NAME, Provenance
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME, LoadedSigner, SignatureError
 from ckpt_action.checkpoint.verifying import Verified, Verifier
+from ckpt_action.errors import InputError, param, param_on
 
 WRITTEN = (SIGNATURE_NAME, PROVENANCE_NAME)
 """Files a signed push writes itself: never taken from the dir being pushed (a pulled,
 signed checkpoint pushed again gets fresh ones, or none when unsigned)."""
+
+
+def refuse_written_folders(local_dir: Path, *, signed: bool) -> None:
+    """A push writes the manifest beside the files, a signed push also ``model.sig`` and the
+    provenance statement: a folder of ``local_dir`` with one of those names would collide
+    with them only at the last commit, after the repo was made and the files uploaded.
+    Refused before any request."""
+    for name in (MANIFEST_NAME, *WRITTEN) if signed else (MANIFEST_NAME,):
+        if os.path.isdir(local_dir / name):
+            who = (f"a signed push writes ({param('signing_key')}/{param('sign_keyless')})" if name in WRITTEN
+                   else "every push writes")
+            raise InputError(f"{param('local_dir')} has a folder {name!r}, the name of a file {who}: rename it",
+                             param="local_dir")
 
 
 @dataclass(frozen=True)
@@ -86,6 +102,29 @@ def check_provenance(verified: Verified, data: bytes | None, repo: str, subfolde
     provenance = Provenance.from_json(data)
     provenance.check(repo, subfolder, step)
     return provenance
+
+
+class BelowMinimumStep(SignatureError):
+    """A checkpoint whose signed step is below ``verify_min_step``: an older signed
+    checkpoint put back (a rollback). ``latest`` refuses it rather than passing over it."""
+
+
+def check_policy(verifier: Verifier, where: str, manifest: Manifest | None, provenance: Provenance | None) -> None:
+    """What the user asked of a verified checkpoint beyond its signature: a signed
+    provenance statement (``verify_require_provenance``), a signed step of at least
+    ``verify_min_step`` (the manifest's, which the signature covers, else the statement's)."""
+    config = verifier.config
+    if config.require_provenance and provenance is None:
+        raise SignatureError(f"{where} has no signed {PROVENANCE_NAME} (it was signed by another tool, or not for a"
+                             f" place): {param_on('verify_require_provenance')} refuses it")
+    if config.min_step is None:
+        return
+    step = manifest.step if manifest is not None else provenance.step if provenance is not None else None
+    if step is None:
+        raise BelowMinimumStep(f"{where} has no signed step: {param('verify_min_step')} {config.min_step} refuses it")
+    if step < config.min_step:
+        raise BelowMinimumStep(f"{where} holds step {step}; {param('verify_min_step')} asks for {config.min_step}"
+                               " or later: an older signed checkpoint (a rollback?) is refused")
 
 
 def sha256_of(digests: Mapping[str, FileDigest]) -> dict[str, str]:

@@ -15,14 +15,17 @@ sign or verify: commands that do neither never load it.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import pathlib
+import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ckpt_action.errors import InputError, IntegrityError, quoted
+from ckpt_action.checkpoint.localfiles import read_bounded
+from ckpt_action.errors import InputError, IntegrityError, param, quoted
 
 SIGNATURE_NAME = "model.sig"
 """The format's usual name; the one file of a folder the signature does not cover."""
@@ -33,7 +36,7 @@ ID_TOKEN_HINT = "the workflow needs `permissions: id-token: write` for keyless s
 # What model-signing's CLI leaves out of a signed dir besides the signature; recorded in the
 # statement as it does, so its verifier (which ignores them by default) hashes what we signed.
 _GIT_PATHS = (".git", ".gitattributes", ".github", ".gitignore")
-_PEM_LIMIT = 1024 * 1024  # a key or a certificate chain file; anything bigger is not one
+_PEM_LIMIT = 1024 * 1024  # a key, certificate chain or trust config file; anything bigger is not one
 
 
 class SignatureError(IntegrityError):
@@ -49,15 +52,39 @@ Names = Callable[[str], str]
 ``signing-key``), so each message says what to change in the caller's own words."""
 
 
-def _read_pem(path: Path, what: str) -> bytes:
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(_PEM_LIMIT + 1)
-    except OSError as exc:
-        raise InputError(f"{what} {quoted(str(path))} cannot be read: {exc.strerror}") from exc
-    if len(data) > _PEM_LIMIT or b"-----BEGIN" not in data:
-        raise InputError(f"{what} {quoted(str(path))} is not a PEM file")
+def _read_pem(path: Path, name: str, what: str = "PEM file") -> bytes:
+    """A key or certificate file the option ``name`` gave: a regular file, bounded, PEM."""
+    data = read_bounded(path, _PEM_LIMIT, name, what, regular_hint="give the PEM file itself",
+                        large_hint="too large for a key or certificate PEM")
+    if b"-----BEGIN" not in data:
+        raise InputError(f"{param(name)}: {what} {quoted(str(path))} is not a PEM file", param=name)
     return data
+
+
+def read_trust_config(path: Path) -> str:
+    """The text of ``--sigstore-trust-config``: a regular file, bounded (a ClientTrustConfig
+    is a few kilobytes), UTF-8."""
+    data = read_bounded(path, _PEM_LIMIT, "sigstore_trust_config", "Sigstore trust config",
+                        regular_hint="give the ClientTrustConfig JSON file itself",
+                        large_hint="too large for a Sigstore trust config")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{param('sigstore_trust_config')}: Sigstore trust config {quoted(str(path))} is not"
+                         " UTF-8 JSON", param="sigstore_trust_config") from None
+
+
+def _warn_if_readable_by_others(path: Path) -> None:
+    """A private key others may read is warned about, as ssh does (not refused: a CI secret
+    written with the runner's umask is such a file, and the job may be the only user)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return
+    if os.name == "posix" and mode & 0o077:
+        logging.getLogger("ckpt_action").warning(
+            "signing key %s is readable by group or others (mode %s): chmod 600 it", quoted(str(path)),
+            oct(stat.S_IMODE(mode)))
 
 
 # --------------------------------------------------------------------------- signing
@@ -166,7 +193,8 @@ def _load_private_key(path: Path, env: Mapping[str, str], names: Names) -> Any:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
 
-    data = _read_pem(path, names("signing_key"))
+    data = _read_pem(path, "signing_key", "private key")
+    _warn_if_readable_by_others(path)
     password = env.get(PASSWORD_ENV) or None
     try:
         key = serialization.load_pem_private_key(data, password.encode() if password else None)
@@ -191,16 +219,49 @@ def _load_certificates(config: SigningConfig, private_key: Any, names: Names) ->
 
     assert config.certificate is not None
     try:
-        cert = x509.load_pem_x509_certificate(_read_pem(config.certificate, names("signing_certificate")))
+        cert = x509.load_pem_x509_certificate(_read_pem(config.certificate, "signing_certificate", "certificate"))
         chain = x509.load_pem_x509_certificates(
-            b"".join(_read_pem(p, names("signing_chain")) for p in config.chain))
+            b"".join(_read_pem(p, "signing_chain", "certificate chain") for p in config.chain))
     except ValueError as exc:
         raise InputError(f"{names('signing_certificate')} or {names('signing_chain')} holds no readable "
                          "certificate") from exc
     if cert.public_key() != private_key.public_key():
         raise InputError(f"{names('signing_certificate')} is not the certificate of {names('signing_key')}: "
                          "their public keys differ")
+    problem = certificate_problem(cert)
+    if problem:  # a verifier would refuse it: say so before anything is pushed
+        raise InputError(f"{names('signing_certificate')}: {problem}", param="signing_certificate")
     return cert, chain
+
+
+def certificate_problem(cert: Any) -> str | None:
+    """Why ``cert`` cannot vouch for a model signature now, or None. It must be valid at
+    the current time (a key or certificate signature carries no trusted time stamp, so the
+    time it was made cannot be proved: an expired certificate no longer vouches for
+    anything) and be meant for code signing (extended key usage ``codeSigning``; a TLS server
+    certificate of the same CA is not)."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    if now > cert.not_valid_after_utc:
+        return f"the signing certificate expired on {cert.not_valid_after_utc:%Y-%m-%d} (checked at the current time)"
+    if now < cert.not_valid_before_utc:
+        return f"the signing certificate is not valid before {cert.not_valid_before_utc:%Y-%m-%d %H:%M} UTC"
+    try:
+        usages = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    except x509.ExtensionNotFound:
+        usages = []
+    if ExtendedKeyUsageOID.CODE_SIGNING not in usages:
+        return "the signing certificate is not a code-signing certificate (no codeSigning extended key usage)"
+    try:
+        if not cert.extensions.get_extension_for_class(x509.KeyUsage).value.digital_signature:
+            return "the signing certificate's key usage does not allow digital signatures"
+    except x509.ExtensionNotFound:
+        pass
+    return None
 
 
 def _key_signer(private_key: Any) -> Any:
@@ -245,7 +306,7 @@ def _keyless_signer(config: SigningConfig, env: Mapping[str, str]) -> LoadedSign
         fetches that login's OIDC configuration when built."""
 
         def __init__(self, trust_path: Path | None) -> None:
-            trust = (sigstore_models.ClientTrustConfig.from_json(trust_path.read_text()) if trust_path
+            trust = (sigstore_models.ClientTrustConfig.from_json(read_trust_config(trust_path)) if trust_path
                      else sigstore_models.ClientTrustConfig.production())
             self._signing_context = sigstore_sign.SigningContext.from_trust_config(trust)
             self._client_id = sign_sigstore._DEFAULT_CLIENT_ID
@@ -265,7 +326,8 @@ def _keyless_signer(config: SigningConfig, env: Mapping[str, str]) -> LoadedSign
     try:
         signer = AmbientSigner(config.trust_config)
     except (OSError, ValueError) as exc:
-        raise InputError(f"the Sigstore trust config cannot be used: {exc}") from exc
+        raise InputError(f"{param('sigstore_trust_config')} cannot be used: {quoted(str(exc), 200)}",
+                         param="sigstore_trust_config") from exc
     except sigstore_errors.Error as exc:  # the public trust root, fetched through TUF
         raise SignatureError(f"Sigstore's trust root cannot be had: {quoted(str(exc), 200)}") from exc
     return LoadedSigner(signer, "keyless (GitHub Actions OIDC identity)", keyless=True)

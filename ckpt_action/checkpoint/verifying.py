@@ -9,6 +9,7 @@ named. Nothing here reads the checkpoint's files.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Mapping
@@ -24,9 +25,11 @@ from ckpt_action.checkpoint.signing import (
     _api_name,
     _read_pem,
     certificate_identity,
+    certificate_problem,
     key_fingerprint,
+    read_trust_config,
 )
-from ckpt_action.errors import InputError, quoted
+from ckpt_action.errors import InputError, param, quoted
 
 _GITHUB = "https://github.com/"
 
@@ -41,15 +44,42 @@ class VerifyConfig:
     issuer: str | None = None
     trust_config: Path | None = None
     """A Sigstore ClientTrustConfig JSON (identity only); None means Sigstore's public instance."""
+    min_step: int | None = None
+    """Refuse a checkpoint whose signed step is below this (a signed older release copied
+    back verifies: a signature does not prove it is the newest)."""
+    require_provenance: bool = False
+    """Refuse a checkpoint without a signed provenance statement (one signed by another
+    tool verifies wherever it is copied)."""
 
     @classmethod
     def from_options(cls, *, verify_key: str | os.PathLike[str] | None = None,
                      verify_certificate_chain: str | os.PathLike[str] | None = None,
                      verify_identity: str | None = None, verify_issuer: str | None = None,
-                     trust_config: str | os.PathLike[str] | None = None,
+                     trust_config: str | os.PathLike[str] | None = None, verify_min_step: int | None = None,
+                     verify_require_provenance: bool = False,
                      names: Names = _api_name) -> VerifyConfig | None:
         """What the options ask to verify with (None: no signature check), checked before
         any request."""
+        given = [bool(verify_key), bool(verify_certificate_chain), bool(verify_identity or verify_issuer)]
+        for name, value in (("verify_min_step", verify_min_step is not None),
+                            ("verify_require_provenance", verify_require_provenance)):
+            if value and not any(given):
+                raise InputError(f"{names(name)} needs {names('verify_key')}, {names('verify_certificate_chain')} "
+                                 f"or {names('verify_identity')}: it checks what the signature vouches for")
+        if verify_min_step is not None and (not isinstance(verify_min_step, int) or isinstance(verify_min_step, bool)
+                                            or verify_min_step < 0):
+            raise InputError(f"{names('verify_min_step')} must be a step, 0 or more")
+        config = cls._which(verify_key=verify_key, verify_certificate_chain=verify_certificate_chain,
+                            verify_identity=verify_identity, verify_issuer=verify_issuer, trust_config=trust_config,
+                            names=names)
+        return config and dataclasses.replace(config, min_step=verify_min_step,
+                                              require_provenance=verify_require_provenance)
+
+    @classmethod
+    def _which(cls, *, verify_key: str | os.PathLike[str] | None,
+               verify_certificate_chain: str | os.PathLike[str] | None, verify_identity: str | None,
+               verify_issuer: str | None, trust_config: str | os.PathLike[str] | None,
+               names: Names) -> VerifyConfig | None:
         given = [bool(verify_key), bool(verify_certificate_chain), bool(verify_identity or verify_issuer)]
         if sum(given) > 1:
             raise InputError(f"give one of {names('verify_key')}, {names('verify_certificate_chain')} or "
@@ -121,7 +151,7 @@ def _key_verifier(path: Path, names: Names) -> Any:
     from model_signing._signing import sign_ec_key
 
     try:
-        key = serialization.load_pem_public_key(_read_pem(path, names("verify_key")))
+        key = serialization.load_pem_public_key(_read_pem(path, "verify_key", "public key"))
     except ValueError as exc:
         raise InputError(f"{names('verify_key')} is not a public key PEM") from exc
     if not isinstance(key, ec.EllipticCurvePublicKey) or key.curve.name not in ("secp256r1", "secp384r1",
@@ -139,14 +169,40 @@ def _key_verifier(path: Path, names: Names) -> Any:
 
 
 def _chain_verifier(paths: tuple[Path, ...], names: Names) -> Any:
+    from cryptography import x509
     from model_signing._signing import sign_certificate
+    from OpenSSL import crypto
 
-    for path in paths:  # bounded and PEM; model-signing reads them itself
-        _read_pem(path, names("verify_certificate_chain"))
     try:
-        return sign_certificate.Verifier(list(paths))
+        cas = x509.load_pem_x509_certificates(b"".join(_read_pem(p, "verify_certificate_chain", "CA certificates")
+                                                       for p in paths))
     except ValueError as exc:
         raise InputError(f"{names('verify_certificate_chain')} holds no readable certificate") from exc
+
+    class ChainVerifier(sign_certificate.Verifier):
+        """model-signing's certificate verifier over CA certificates already read (bounded),
+        with the chain checked at the current time and a code-signing leaf required
+        (:func:`~ckpt_action.checkpoint.signing.certificate_problem`): its own checks the
+        chain at the leaf's own not-before, so an expired leaf passes, and takes any leaf
+        allowing digital signatures, a TLS server certificate of the same CA too."""
+
+        def __init__(self, roots: list[Any]) -> None:
+            self._log_fingerprints = False
+            self._store = crypto.X509Store()  # no set_time: OpenSSL checks at the current time
+            for cert in roots:
+                self._store.add_cert(crypto.X509.from_cryptography(cert))
+
+        def _verify_certificates(self, verification_material: Any, log_fingerprints: bool = False) -> Any:
+            certs = [x509.load_der_x509_certificate(c.raw_bytes)
+                     for c in verification_material.x509_certificate_chain.certificates]
+            problem = certificate_problem(certs[0])
+            if problem:
+                raise ValueError(problem)
+            crypto.X509StoreContext(self._store, crypto.X509.from_cryptography(certs[0]),
+                                    [crypto.X509.from_cryptography(c) for c in certs[1:]]).verify_certificate()
+            return certs[0].public_key()
+
+    return ChainVerifier(cas)
 
 
 def _identity_verifier(config: VerifyConfig) -> Any:
@@ -157,10 +213,11 @@ def _identity_verifier(config: VerifyConfig) -> Any:
 
     assert config.identity is not None and config.issuer is not None
     try:
-        trust = (sigstore_models.ClientTrustConfig.from_json(config.trust_config.read_text())
+        trust = (sigstore_models.ClientTrustConfig.from_json(read_trust_config(config.trust_config))
                  if config.trust_config else sigstore_models.ClientTrustConfig.production())
     except (OSError, ValueError) as exc:
-        raise InputError(f"the Sigstore trust config cannot be used: {exc}") from exc
+        raise InputError(f"{param('sigstore_trust_config')} cannot be used: {quoted(str(exc), 200)}",
+                         param="sigstore_trust_config") from exc
     except sigstore_errors.Error as exc:  # the public trust root, fetched through TUF
         raise SignatureError(f"Sigstore's trust root cannot be had: {quoted(str(exc), 200)}") from exc
     rule = identity_policy(config.identity, config.issuer)

@@ -93,6 +93,8 @@ INPUTS: tuple[Input, ...] = (
     Input("verify-certificate-chain", "--verify-certificate-chain", ("latest", "pull"), "path", mount="file"),
     Input("verify-identity", "--verify-identity", ("latest", "pull")),
     Input("verify-issuer", "--verify-issuer", ("latest", "pull")),
+    Input("verify-min-step", "--verify-min-step", ("latest", "pull")),
+    Input("verify-require-provenance", "--verify-require-provenance", ("latest", "pull"), "flag"),
     Input("sigstore-trust-config", "--sigstore-trust-config", ("push", "promote", "latest", "pull"), "path",
           mount="file"),
     Input("timeout", "--timeout", HUB_MODES),

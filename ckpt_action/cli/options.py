@@ -129,7 +129,7 @@ class SigningOptions:
 @dataclass(frozen=True)
 class VerifyOptions:
     """--verify-key/--verify-certificate-chain/--verify-identity/--verify-issuer/--sigstore-trust-config,
-    as the API's keywords."""
+    --verify-min-step/--verify-require-provenance, as the API's keywords."""
 
     keywords: dict[str, Any]
 
@@ -170,23 +170,29 @@ def verify_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, verify_key: str | None, verify_certificate_chain: str | None,
                 verify_identity: str | None, verify_issuer: str | None, sigstore_trust_config: str | None,
-                **kwargs: Any) -> Any:
+                verify_min_step: int | None, verify_require_provenance: bool, **kwargs: Any) -> Any:
         keywords = {"verify_key": verify_key or None, "verify_certificate_chain": verify_certificate_chain or None,
                     "verify_identity": verify_identity or None, "verify_issuer": verify_issuer or None,
-                    "sigstore_trust_config": sigstore_trust_config or None}
+                    "sigstore_trust_config": sigstore_trust_config or None, "verify_min_step": verify_min_step,
+                    "verify_require_provenance": verify_require_provenance}
         return fn(*args, verify=VerifyOptions(keywords), **kwargs)
 
     return _options(wrapper, [
         click.option("--verify-key", type=click.Path(dir_okay=False),
                      help="Require model.sig signed by this public key PEM."),
         click.option("--verify-certificate-chain", type=click.Path(dir_okay=False),
-                     help="Require model.sig signed by a certificate this CA PEM vouches for."),
+                     help="Require model.sig signed by a code-signing certificate this CA PEM vouches for, valid now"
+                          " (a certificate signature carries no trusted time stamp)."),
         click.option("--verify-identity", help="Require a keyless signature by this identity (GitHub Actions: "
                      "https://github.com/ORG/REPO/.github/workflows/X.yml@REF, or https://github.com/ORG/REPO "
                      "for any workflow of the repo)."),
         click.option("--verify-issuer", help="The identity's OIDC issuer (GitHub Actions: "
                      "https://token.actions.githubusercontent.com)."),
         _trust_config(),
+        click.option("--verify-min-step", type=int, help="Refuse a checkpoint whose signed step is below this: a "
+                     "signature does not prove a checkpoint is the newest, so an older signed one put back verifies."),
+        click.option("--verify-require-provenance", is_flag=True, help="Refuse a checkpoint without a signed "
+                     "ckpt-provenance.json (one signed by another tool verifies wherever it is copied)."),
     ])
 
 

@@ -13,7 +13,13 @@ from dataclasses import dataclass
 
 from ckpt_action.checkpoint.manifest import FileDigest, digest_bytes, expected_from_remote, satisfies
 from ckpt_action.checkpoint.provenance import PROVENANCE_NAME, Provenance
-from ckpt_action.checkpoint.sealing import check_before_download, check_provenance, sha256_of
+from ckpt_action.checkpoint.sealing import (
+    BelowMinimumStep,
+    check_before_download,
+    check_policy,
+    check_provenance,
+    sha256_of,
+)
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME, SignatureError
 from ckpt_action.checkpoint.verifying import Verified, Verifier
 from ckpt_action.errors import UnreadableManifest
@@ -46,6 +52,7 @@ def before_download(remote: RemoteRepo, snap: Snapshot, verifier: Verifier, step
     verified = check_before_download(verifier, signature, snap.manifest, snap.manifest_bytes)
     statement = _read(remote, snap, PROVENANCE_NAME) if PROVENANCE_NAME in snap.files else None
     provenance = check_provenance(verified, statement, remote.repo, snap.subfolder, step)
+    check_policy(verifier, snap.subfolder or "the folder", snap.manifest, provenance)
     return SignatureCheck(verified, provenance)
 
 
@@ -56,6 +63,8 @@ def latest_problem(remote: RemoteRepo, sha: str, subfolder: str, verifier: Verif
         if snap.manifest is None:
             return "it has no manifest, so its signature cannot be checked without downloading it"
         before_download(remote, snap, verifier, snap.manifest.step)
+    except BelowMinimumStep:
+        raise  # the newest verified checkpoint is too old: refused, not passed over for an older one
     except (SignatureError, UnreadableManifest) as exc:
         return str(exc)
     return None

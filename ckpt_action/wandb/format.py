@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
@@ -25,7 +24,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ckpt_action import names
-from ckpt_action.errors import InputError, one_line, param
+from ckpt_action.checkpoint.localfiles import read_bounded
+from ckpt_action.errors import InputError, param
 from ckpt_action.handle import CHECKPOINT_RE, DEFAULT_ENDPOINT, MAX_STEP, SHA_RE, CheckpointHandle, is_step, step_of
 from ckpt_action.settings import Settings
 
@@ -171,10 +171,9 @@ def _endpoint_from(path: str, hub_url: object, suffix: str) -> str:
 def _read_bounded(p: Path, max_bytes: int | None, name: str) -> Any:
     """The JSON of a pointer file, nested at most MAX_POINTER_DEPTH deep.
 
-    A regular file only (opened non-blocking, then fstat: a FIFO, /dev/zero or a link to
-    one is refused before a byte is read), at most ``max_bytes`` (the setting
-    CKPT_MAX_POINTER_BYTES) read, whatever the file claims its size is. Errors name the
-    parameter ``name`` that gave the file.
+    Read by :func:`~ckpt_action.checkpoint.localfiles.read_bounded` (a regular file only, at
+    most ``max_bytes``, the setting CKPT_MAX_POINTER_BYTES); errors name the parameter
+    ``name`` that gave the file.
     """
     where = f"pointer file {p}"
 
@@ -182,24 +181,8 @@ def _read_bounded(p: Path, max_bytes: int | None, name: str) -> Any:
         return InputError(f"{param(name)}: invalid {where}: {why}", param=name)
 
     limit = MAX_POINTER_BYTES if max_bytes is None else max_bytes
-    try:
-        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        raise InputError(f"{param(name)}: pointer file not found: {p}", param=name) from None
-    except OSError as exc:
-        raise InputError(f"{param(name)}: cannot read pointer file {p}: {type(exc).__name__}:"
-                         f" {one_line(exc)}", param=name) from None
-    with open(fd, "rb", buffering=0) as fh:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise _bad(where, "not a regular file (a FIFO, device or directory): give the checkpoint.json itself")
-        try:
-            raw = fh.read(limit + 1)
-        except OSError as exc:
-            raise InputError(f"{param(name)}: cannot read pointer file {p}: {type(exc).__name__}:"
-                             f" {one_line(exc)}", param=name) from None
-    if raw is None or len(raw) > limit:
-        raise _bad(where, f"more than {limit} bytes, too large for a pointer (raise CKPT_MAX_POINTER_BYTES if it"
-                          " really is one)")
+    raw = read_bounded(p, limit, name, "pointer file", regular_hint="give the checkpoint.json itself",
+                       large_hint="too large for a pointer (raise CKPT_MAX_POINTER_BYTES if it really is one)")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:

@@ -10,9 +10,12 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME
+
+CODE_SIGNING = ExtendedKeyUsageOID.CODE_SIGNING
+SERVER_AUTH = ExtendedKeyUsageOID.SERVER_AUTH
 
 
 @dataclass(frozen=True)
@@ -49,24 +52,34 @@ def _name(cn: str) -> x509.Name:
 
 
 def _cert(subject: str, key: ec.EllipticCurvePrivateKey, issuer: str, issuer_key: ec.EllipticCurvePrivateKey, *,
-          ca: bool) -> x509.Certificate:
+          ca: bool, usage: x509.ObjectIdentifier | None = None, valid: tuple[datetime.datetime, datetime.datetime]
+          | None = None) -> x509.Certificate:
     now = datetime.datetime.now(datetime.timezone.utc)
+    start, end = valid or (now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=1))
     builder = (x509.CertificateBuilder().subject_name(_name(subject)).issuer_name(_name(issuer))
                .public_key(key.public_key()).serial_number(x509.random_serial_number())
-               .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+               .not_valid_before(start).not_valid_after(end)
                .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
                .add_extension(x509.KeyUsage(digital_signature=not ca, content_commitment=False, key_encipherment=False,
                                             data_encipherment=False, key_agreement=False, key_cert_sign=ca,
                                             crl_sign=ca, encipher_only=False, decipher_only=False), critical=True))
+    if usage is not None:
+        builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
     return builder.sign(issuer_key, hashes.SHA256())
 
 
-def make_pki(where: Path, leaf: str = "release-bot") -> Pki:
-    """Root CA -> intermediate CA -> a signing certificate with its key."""
+def make_pki(where: Path, leaf: str = "release-bot", *, usage: x509.ObjectIdentifier | None = CODE_SIGNING,
+             valid: tuple[datetime.datetime, datetime.datetime] | None = None) -> Pki:
+    """Root CA -> intermediate CA -> a signing certificate with its key: a code-signing one
+    valid now unless ``usage`` (its one extended key usage, None for none) or ``valid``
+    (not before, not after) say otherwise."""
     root_key, mid_key, leaf_key = (ec.generate_private_key(ec.SECP256R1()) for _ in range(3))
-    root = _cert("Test Root CA", root_key, "Test Root CA", root_key, ca=True)
-    mid = _cert("Test Intermediate CA", mid_key, "Test Root CA", root_key, ca=True)
-    cert = _cert(leaf, leaf_key, "Test Intermediate CA", mid_key, ca=False)
+    # The CAs are valid since 2019, so a leaf of any period in the tests chains to valid CAs.
+    ca_valid = (datetime.datetime(2019, 1, 1, tzinfo=datetime.timezone.utc),
+                datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=1))
+    root = _cert("Test Root CA", root_key, "Test Root CA", root_key, ca=True, valid=ca_valid)
+    mid = _cert("Test Intermediate CA", mid_key, "Test Root CA", root_key, ca=True, valid=ca_valid)
+    cert = _cert(leaf, leaf_key, "Test Intermediate CA", mid_key, ca=False, usage=usage, valid=valid)
     pem = serialization.Encoding.PEM
     paths = Pki(where / "root.pem", where / "chain.pem", where / f"{leaf}.key.pem", where / f"{leaf}.pem")
     paths.root.write_bytes(root.public_bytes(pem))

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import base64
+import datetime
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from ckpt_action.checkpoint.signing import PASSWORD_ENV, SIGNATURE_NAME, SignatureError, SigningConfig
 from ckpt_action.checkpoint.verifying import VerifyConfig
 from ckpt_action.errors import InputError
-from tests.helpers.signing_helpers import dir_digests, make_key, make_model, make_pki
+from tests.helpers.signing_helpers import SERVER_AUTH, dir_digests, make_key, make_model, make_pki
 
 
 def sign_dir(model: Path, **options: object) -> str:
@@ -230,6 +232,40 @@ def test_a_certificate_from_another_ca_is_refused(tmp_path: Path) -> None:
         verify({"verify_certificate_chain": other.root}, model)
 
 
+def _signed_by_model_signing(pki, model: Path) -> Path:
+    """Signed with model-signing's own certificate signer, which checks neither the
+    certificate's dates nor its purpose (ours refuses both before signing)."""
+    model_signing.signing.Config().use_certificate_signer(
+        private_key=pki.key, signing_certificate=pki.certificate, certificate_chain=[pki.chain]).set_hashing_config(
+        model_signing.hashing.Config().set_ignored_paths(paths=[SIGNATURE_NAME])).sign(model, model / SIGNATURE_NAME)
+    return model
+
+
+_2021 = (datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone.utc),
+         datetime.datetime(2021, 1, 1, tzinfo=datetime.timezone.utc))
+
+
+@pytest.mark.parametrize(("pki_options", "named"), [
+    ({"valid": _2021}, "the signing certificate expired on 2021-01-01 (checked at the current time)"),
+    ({"usage": SERVER_AUTH}, "the signing certificate is not a code-signing certificate"),
+    ({"usage": None}, "the signing certificate is not a code-signing certificate"),
+], ids=["expired", "tls-server", "no-extended-usage"])
+def test_a_certificate_chain_refuses_an_expired_or_non_code_signing_leaf(tmp_path: Path, pki_options, named) -> None:
+    pki = make_pki(tmp_path, **pki_options)
+    model = _signed_by_model_signing(pki, make_model(tmp_path / "m"))
+    with pytest.raises(SignatureError, match=re.escape(f"does not verify against the CA in root.pem: '{named}")):
+        verify({"verify_certificate_chain": pki.root}, model)
+    # Our signer refuses to make such a signature at all, before anything is pushed.
+    with pytest.raises(InputError, match=re.escape(f"signing_certificate=: {named}")):
+        sign_dir(make_model(tmp_path / "n"), signing_key=pki.key, signing_certificate=pki.certificate,
+                 signing_chain=pki.chain)
+    # The same chain with a valid code-signing leaf verifies: the leaf is what was refused.
+    (tmp_path / "ok").mkdir()
+    good = make_pki(tmp_path / "ok")
+    assert verify({"verify_certificate_chain": good.root}, _signed_by_model_signing(
+        good, make_model(tmp_path / "good"))) == "CN=release-bot,O=Example Org"
+
+
 def test_garbage_signature_is_refused(signed: tuple[Path, Path]) -> None:
     model, pub = signed
     with pytest.raises(SignatureError, match="not a Sigstore bundle"):
@@ -253,8 +289,9 @@ def test_signer_options_are_checked_in_the_doors_words(tmp_path: Path) -> None:
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
     with pytest.raises(InputError, match="--signing-key must be an elliptic-curve key on P-256"):
         SigningConfig(key=rsa_key).load(env={}, names=cli)
-    with pytest.raises(InputError, match=r"--signing-key .* cannot be read"):
+    with pytest.raises(InputError, match=r"signing_key=: private key not found: .*missing\.pem") as missing:
         SigningConfig(key=tmp_path / "missing.pem").load(env={}, names=cli)
+    assert missing.value.render("cli").startswith("--signing-key: private key not found")
     pki = make_pki(tmp_path)
     with pytest.raises(InputError, match="--signing-certificate is not the certificate of --signing-key"):
         SigningConfig(key=make_key(tmp_path).private, certificate=pki.certificate, chain=(pki.chain,)).load(

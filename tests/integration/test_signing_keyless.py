@@ -229,9 +229,9 @@ def test_keyless_signing_without_the_id_token_says_what_the_workflow_needs(monke
 def test_an_unusable_trust_config_is_a_user_error(tmp_path: Path) -> None:
     bad = tmp_path / "trust.json"
     bad.write_text('{"mediaType": "nope"}')
-    with pytest.raises(InputError, match="the Sigstore trust config cannot be used"):
+    with pytest.raises(InputError, match=r"sigstore_trust_config= cannot be used: .*mediaType"):
         VerifyConfig(identity=RECORDED_IDENTITY, issuer=RECORDED_ISSUER, trust_config=bad).load()
-    with pytest.raises(InputError, match="the Sigstore trust config cannot be used"):
+    with pytest.raises(InputError, match="sigstore_trust_config=: Sigstore trust config not found"):
         SigningConfig(keyless=True, trust_config=tmp_path / "missing.json").load(
             env={"ACTIONS_ID_TOKEN_REQUEST_URL": "http://127.0.0.1:9/t", "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "t"})
 
