@@ -27,7 +27,8 @@ def error_response(status: int, message: str, code: str | None = None,
     if code:
         headers["X-Error-Code"] = code
     safe = message.encode("ascii", "replace").decode()[:500]
-    headers["X-Error-Message"] = safe.replace("\r", " ").replace("\n", " ")
+    # h11 refuses a header value with whitespace at either end (a message ending in a newline).
+    headers["X-Error-Message"] = safe.replace("\r", " ").replace("\n", " ").strip()
     return json_response({"error": message}, status, headers)
 
 

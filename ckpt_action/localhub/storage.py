@@ -62,9 +62,9 @@ __all__ = ["AddBlob", "AddLfs", "BadContent", "Commit", "Delete", "Operation", "
 
 REPO_TYPES = ("model", "dataset", "space")
 GATED = (False, "auto", "manual")
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
-_HEX_RE = re.compile(r"^[0-9a-f]{7,40}$")
-_REF_RE = re.compile(r"^[A-Za-z0-9._][A-Za-z0-9._/-]{0,199}$")
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
+_HEX_RE = re.compile(r"[0-9a-f]{7,40}")
+_REF_RE = re.compile(r"[A-Za-z0-9._][A-Za-z0-9._/-]{0,199}")
 # A repo's own .gitattributes / .gitignore are read at most this far (the Hub's limit is
 # similar in spirit: they are small text files).
 _RULES_FILE_LIMIT = 1024 * 1024
@@ -129,7 +129,7 @@ def _now() -> str:
 def check_repo_id(repo_id: str) -> tuple[str, str]:
     """``namespace/name`` split in two, or StorageError; ids without a namespace are refused."""
     parts = repo_id.split("/")
-    if len(parts) != 2 or not all(_NAME_RE.match(p) and ".." not in p for p in parts):
+    if len(parts) != 2 or not all(_NAME_RE.fullmatch(p) and ".." not in p for p in parts):
         raise StorageError(f"Invalid repo id {repo_id!r}: expected namespace/name")
     return parts[0], parts[1]
 
@@ -153,7 +153,7 @@ def check_path(path: str) -> str:
 
 
 def check_ref_name(name: str, kind: str) -> str:
-    if not _REF_RE.match(name) or ".." in name or name.endswith(("/", ".lock")) or "//" in name \
+    if not _REF_RE.fullmatch(name) or ".." in name or name.endswith(("/", ".lock")) or "//" in name \
             or name.startswith("refs/"):
         raise StorageError(f"Invalid reference for a {kind}: {name}")
     return name
@@ -399,9 +399,9 @@ class Storage:
             return refs["heads"][revision]
         if revision in refs["tags"]:
             return refs["tags"][revision]
-        if _HEX_RE.match(revision):
+        if _HEX_RE.fullmatch(revision):
             reachable = self._reachable(refs)
-            if SHA1_RE.match(revision):
+            if SHA1_RE.fullmatch(revision):
                 if revision in reachable:
                     return revision
             else:

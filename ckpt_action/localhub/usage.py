@@ -115,14 +115,14 @@ def collect_garbage(store: Storage, force: Iterable[str] = (), grace_s: float = 
     older than ``grace_s``. Regular blobs always wait out the grace: a commit streaming in
     may already count on an existing blob file (blobs are written once, shared by all repos).
     Returns the bytes freed."""
-    forced = {key for key in force if SHA256_RE.match(key)}
+    forced = {key for key in force if SHA256_RE.fullmatch(key)}
     referenced = _referenced_anywhere(store)
     freed = 0
     now = time.time()
     for kind, pattern in (("lfs", SHA256_RE), ("blobs", SHA1_RE)):
         for path in (store.root / "objects" / kind).glob("*/*"):
             key = path.name
-            if key in referenced or not pattern.match(key):
+            if key in referenced or not pattern.fullmatch(key):
                 continue
             try:
                 st = path.stat()
@@ -204,7 +204,7 @@ def _rewrite_history(store: Storage, refs: Refs, shas: frozenset[str]) -> Refs:
 def permanently_delete(store: Storage, repo_type: str, repo_id: str, shas: list[str], rewrite_history: bool) -> int:
     """Delete LFS objects from a repo for good (see the module docstring); returns the bytes
     freed on disk (objects another repo still reaches stay there)."""
-    if len(shas) > MAX_DELETIONS or not all(isinstance(s, str) and SHA256_RE.match(s) for s in shas):
+    if len(shas) > MAX_DELETIONS or not all(isinstance(s, str) and SHA256_RE.fullmatch(s) for s in shas):
         raise StorageError(f"Expected at most {MAX_DELETIONS} sha256 object ids to delete")
     wanted = frozenset(shas)
     with store.repo_lock(repo_type, repo_id):

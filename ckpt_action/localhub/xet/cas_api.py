@@ -50,7 +50,7 @@ def _hash_param(call: Call, name: str) -> str:
     try:
         hash_from_hex(text)
     except ValueError:
-        raise HttpError(400, f"Malformed hash in the path: {text[:80]}") from None
+        raise HttpError(400, f"Malformed hash in the path: {text[:80]!r}") from None
     return text
 
 
