@@ -19,6 +19,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from .xorb import MAX_XORB_CHUNKS
+
 HEADER_TAG = bytes([72, 70, 82, 101, 112, 111, 77, 101, 116, 97, 68, 97, 116, 97, 0, 85, 105, 103, 69, 106, 123,
                     129, 87, 131, 165, 189, 217, 92, 205, 209, 74, 169])
 HEADER_VERSION = 2
@@ -30,6 +32,9 @@ BOOKEND = b"\xff" * 32 + bytes(16)
 FLAG_VERIFICATION = 1 << 31
 FLAG_METADATA_EXT = 1 << 30
 MAX_SHARD_BYTES = 64 * 1024 * 1024
+MAX_SHARD_TERMS = 1 << 18
+"""Terms one upload shard may name over all its files (each is an object here, and each a file
+range the server rebuilds): far more than a push of checkpoints makes in one session."""
 DEDUPE_EXPIRY_S = 7 * 24 * 3600
 
 
@@ -95,12 +100,16 @@ def parse_shard(data: bytes) -> tuple[list[FileInfo], list[XorbInfo]]:
     r = _Reader(data[:body_end])
     r.pos = HEADER_LEN
     files: list[FileInfo] = []
+    total_terms = 0
     while (raw := r.entry("the file info section")) != BOOKEND:
         if raw[:32] == BOOKEND[:32]:
             raise ShardError("malformed file info bookend")
         flags, count = struct.unpack_from("<II", raw, 32)
         if count == 0:
             raise ShardError("a file info block without terms")
+        total_terms += count
+        if total_terms > MAX_SHARD_TERMS:  # before reading them: the count is the shard's word
+            raise ShardError(f"the shard names more than {MAX_SHARD_TERMS} terms")
         terms_raw = [r.entry("a file's terms") for _ in range(count)]
         checks = [r.entry("a file's verification entries")[:32] if flags & FLAG_VERIFICATION else None
                   for _ in range(count)]
@@ -117,6 +126,8 @@ def parse_shard(data: bytes) -> tuple[list[FileInfo], list[XorbInfo]]:
     xorbs: list[XorbInfo] = []
     while (raw := r.entry("the CAS info section")) != BOOKEND:
         _flags, count, num_bytes, on_disk = struct.unpack_from("<IIII", raw, 32)
+        if count > MAX_XORB_CHUNKS:
+            raise ShardError(f"the shard lists a xorb of {count} chunks, more than {MAX_XORB_CHUNKS}")
         chunks = []
         for _ in range(count):
             c = r.entry("a xorb's chunk entries")

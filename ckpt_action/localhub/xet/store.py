@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,9 +51,15 @@ class FileRecord:
     """(xorb hash, first chunk, end chunk (exclusive), unpacked bytes) per term."""
 
 
+MAX_MATERIALIZE_BYTES = 100 * 1024**3
+"""Bytes of files one shard may make the server rebuild into whole objects (by default; a
+``LocalHub`` argument changes it). The data dir's free space bounds it too."""
+
+
 class XetStore:
-    def __init__(self, objects: ObjectStore) -> None:
+    def __init__(self, objects: ObjectStore, max_materialize_bytes: int = MAX_MATERIALIZE_BYTES) -> None:
         self.objects = objects
+        self.max_materialize_bytes = max_materialize_bytes
         self.root = objects.root / "xet"
         for sub in ("xorbs", "files", "dedupe", "sha256"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
@@ -120,34 +127,50 @@ class XetStore:
 
         ShardError names the first problem: a xorb it names that is not stored, a chunk
         range outside its xorb, a verification hash or file hash that does not match the
-        stored chunks, a CAS entry that disagrees with the stored xorb, or a sha256 that
-        the rebuilt bytes do not have.
+        stored chunks, a CAS entry that disagrees with the stored xorb, more bytes of files
+        to rebuild than ``max_materialize_bytes`` or the data dir's free space (told before
+        a byte is written), or a sha256 that the rebuilt bytes do not have.
         """
         files, xorbs = parse_shard(data)
         for x in xorbs:
             self._check_xorb_info(x)
-        new = 0
+        index: dict[str, list[ChunkInfo] | None] = {}
+        todo: list[tuple[str, FileRecord, FileInfo]] = []
         for f in files:
-            record = self._check_file(f)
+            record = self._check_file(f, index)
             name = hash_hex(f.hash)
-            if self.file_record(name) is None:
-                new = 1
-                sha256 = self._materialize(record)
-                claimed = hash_hex(f.sha256) if f.sha256 is not None else sha256
-                if claimed != sha256:
-                    raise ShardError(f"file {name}: its bytes have sha256 {sha256}, the shard says {claimed}")
-                value: dict[str, Any] = {"size": record.size, "sha256": sha256, "terms": record.terms}
-                self.objects.write(self._path("files", name), json.dumps(value).encode())
-                self.objects.write(self._path("sha256", sha256), name.encode())
-                # A file's first chunk is what a client asks about first (the specification makes
-                # it eligible whatever its hash): answer with every xorb of the file, so a file
-                # that shares most bytes with this one dedupes against all of it.
-                first_xorb, first_chunk = record.terms[0][0], record.terms[0][1]
-                chunks = self.xorb_chunks(first_xorb) or []
-                used = list(dict.fromkeys(t[0] for t in record.terms))[:MAX_DEDUPE_XORBS]
-                self.objects.write(self._path("dedupe", hash_hex(chunks[first_chunk].hash)),
-                                   "\n".join(used).encode())
-        return new
+            known = self.file_record(name)
+            # Known but its object freed (pushed again after a prune): rebuilt again.
+            if known is None or self.objects.lfs_size(known.sha256) is None:
+                todo.append((name, record, f))
+        self._check_room(sum(record.size for _, record, _ in todo))
+        for name, record, f in todo:
+            sha256 = self._materialize(record)
+            claimed = hash_hex(f.sha256) if f.sha256 is not None else sha256
+            if claimed != sha256:
+                raise ShardError(f"file {name}: its bytes have sha256 {sha256}, the shard says {claimed}")
+            value: dict[str, Any] = {"size": record.size, "sha256": sha256, "terms": record.terms}
+            self.objects.write(self._path("files", name), json.dumps(value).encode())
+            self.objects.write(self._path("sha256", sha256), name.encode())
+            # A file's first chunk is what a client asks about first (the specification makes
+            # it eligible whatever its hash): answer with every xorb of the file, so a file
+            # that shares most bytes with this one dedupes against all of it.
+            first_xorb, first_chunk = record.terms[0][0], record.terms[0][1]
+            chunks = self.xorb_chunks(first_xorb) or []
+            used = list(dict.fromkeys(t[0] for t in record.terms))[:MAX_DEDUPE_XORBS]
+            self.objects.write(self._path("dedupe", hash_hex(chunks[first_chunk].hash)),
+                               "\n".join(used).encode())
+        return 1 if todo else 0
+
+    def _check_room(self, total: int) -> None:
+        """A shard of a few KB can name terabytes of repeated chunks: refuse to rebuild more than
+        the bound, or than the data dir has room for, before anything is written."""
+        if total > self.max_materialize_bytes:
+            raise ShardError(f"its files add up to {total} bytes, more than the {self.max_materialize_bytes} "
+                             "bytes one shard may make this server rebuild")
+        free = shutil.disk_usage(self.root).free
+        if total > free:
+            raise ShardError(f"its files add up to {total} bytes and the server's data dir has {free} bytes free")
 
     def _check_xorb_info(self, x: XorbInfo) -> None:
         name = hash_hex(x.hash)
@@ -157,13 +180,16 @@ class XetStore:
         if x.chunks != _shard_chunks(stored):
             raise ShardError(f"the shard's chunk list for xorb {name} does not match the xorb")
 
-    def _check_file(self, f: FileInfo) -> FileRecord:
+    def _check_file(self, f: FileInfo, index: dict[str, list[ChunkInfo] | None]) -> FileRecord:
+        """``index``: xorb chunk lists already read for this shard (its terms often share xorbs)."""
         name = hash_hex(f.hash)
         entries: list[tuple[bytes, int]] = []
         terms = []
         for t in f.terms:
             xorb = hash_hex(t.xorb)
-            chunks = self.xorb_chunks(xorb)
+            if xorb not in index:
+                index[xorb] = self.xorb_chunks(xorb)
+            chunks = index[xorb]
             if chunks is None:
                 raise ShardError(f"file {name} uses xorb {xorb}, which was never uploaded")
             if t.end > len(chunks):
