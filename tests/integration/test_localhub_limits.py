@@ -164,3 +164,14 @@ def test_the_readme_states_the_limits_the_code_has():
     readme = " ".join((ROOT / "README.md").read_text().split())  # prose reflows; the figures must not
     assert f"at most {MAX_JSON_BODY // MIB} MiB of a JSON or form" in readme
     assert f"`--max-connections` ({MAX_CONNECTIONS})" in readme
+
+
+@pytest.mark.parametrize("flag", ["--port", "--cdn-port", "--cas-port"])
+def test_a_port_out_of_range_is_exit_2_naming_the_flag_and_creates_nothing(tmp_path, flag):
+    data = tmp_path / "d"
+    cmd = [sys.executable, "-m", "ckpt_action.localhub", "--data-dir", str(data), flag, "70000"]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2, done.stderr
+    assert flag in done.stderr and "70000" in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.splitlines()) <= 4, done.stderr
+    assert not data.exists()
