@@ -36,8 +36,9 @@ def token(call: Call) -> Response:
         assert call.meta is not None
         call.require_file_access(call.meta)
     access, exp = mint(call.hub.signer, scope, call.hub.xet_token_ttl)
-    headers = {"X-Xet-Cas-Url": call.hub.cas_url, "X-Xet-Access-Token": access, "X-Xet-Token-Expiration": str(exp)}
-    return json_response({"casUrl": call.hub.cas_url, "accessToken": access, "exp": exp}, headers=headers)
+    cas_url = call.hub.cas_url + call.hub.xet.cas_path()
+    headers = {"X-Xet-Cas-Url": cas_url, "X-Xet-Access-Token": access, "X-Xet-Token-Expiration": str(exp)}
+    return json_response({"casUrl": cas_url, "accessToken": access, "exp": exp}, headers=headers)
 
 
 # The client sends batches of 500 (DUPLICATE_LFS_BATCH_SIZE); a longer list is refused whole.

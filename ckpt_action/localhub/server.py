@@ -77,7 +77,7 @@ class LocalHub:
         self.access_log = Path(access_log) if access_log else None
         fault_set = FaultSet(faults)
         store = Storage(data_dir)
-        xet_store = XetStore(store.objects, xet_max_materialize_bytes) if xet else None
+        xet_store = store.xet = XetStore(store.objects, xet_max_materialize_bytes) if xet else None
         self.hub = Hub(store, token=token, signer=Signer(cdn_url_ttl), lfs_redirect=lfs_redirect,
                        xet=xet_store, xet_token_ttl=xet_token_ttl)
         self._log = AccessLog(access_log)

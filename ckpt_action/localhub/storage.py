@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from ckpt_action.checkpoint.gitobjects import (
     DEFAULT_GITATTRIBUTES,
@@ -56,6 +56,9 @@ from .objects import (
     StoredBlob,
     TreeEntry,
 )
+
+if TYPE_CHECKING:
+    from .xet.store import XetStore
 
 __all__ = ["AddBlob", "AddLfs", "BadContent", "Commit", "Delete", "Operation", "RepoMeta", "Storage",
            "StorageError", "TreeEntry"]
@@ -206,6 +209,8 @@ class Storage:
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock_fh: IO[bytes] | None = self._lock_data_dir()
         self.objects = ObjectStore(self.root)
+        self.xet: XetStore | None = None
+        """The Xet side of the same objects, when the server has Xet on (freeing reaches it too)."""
         (self.root / "repos").mkdir(exist_ok=True)
         self._locks: dict[tuple[str, str], threading.RLock] = {}
         self._locks_guard = threading.Lock()

@@ -119,6 +119,7 @@ def collect_garbage(store: Storage, force: Iterable[str] = (), grace_s: float = 
     referenced = _referenced_anywhere(store)
     freed = 0
     now = time.time()
+    removed: set[str] = set()
     for kind, pattern in (("lfs", SHA256_RE), ("blobs", SHA1_RE)):
         for path in (store.root / "objects" / kind).glob("*/*"):
             key = path.name
@@ -129,8 +130,13 @@ def collect_garbage(store: Storage, force: Iterable[str] = (), grace_s: float = 
                 if key in forced or now - st.st_mtime > grace_s:
                     path.unlink()
                     freed += st.st_size
+                    if kind == "lfs":
+                        removed.add(key)
             except FileNotFoundError:
                 continue
+    if store.xet is not None:
+        # A file pushed through Xet also lives in xorbs: it goes from the CAS with its object.
+        freed += store.xet.collect(removed, grace_s)
     return freed
 
 
