@@ -30,7 +30,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from .objects import SHA1_RE, SHA256_RE, TreeEntry
+from .objects import LRU, SHA1_RE, SHA256_RE, TreeEntry
 from .storage import REPO_TYPES, Storage, StorageError
 
 GC_GRACE_S = 3600
@@ -95,6 +95,28 @@ def stored_objects(store: Storage, repo_type: str, repo_id: str, *, include_dele
                         found[key] = StoredObject(key, entry.lfs is not None, entry.size, f"{base}{entry.name}",
                                                   ref, commit.date)
     return found
+
+
+_HELD = LRU(64)
+
+
+def lfs_held(store: Storage, repo_type: str, repo_id: str) -> frozenset[str]:
+    """sha256s of the LFS objects a repo's refs reach (permanently deleted ones left out): what a
+    CAS token of the repo may read. Cached by the refs and deletions it was computed from, so
+    it is walked once per state of the repo, not once per read; none for a repo that is gone."""
+    try:
+        refs = store.refs(repo_type, repo_id)
+        deleted = store.deleted_lfs(repo_type, repo_id)
+    except StorageError:
+        return frozenset()
+    tips = tuple(sorted({*refs["heads"].values(), *refs["tags"].values()}))
+    key = (str(store.root), repo_type, repo_id.lower(), tips, deleted)
+    held: frozenset[str] | None = _HELD.get(key)
+    if held is None:
+        found = stored_objects(store, repo_type, repo_id, refs=refs)
+        held = frozenset(k for k, o in found.items() if o.lfs)
+        _HELD.put(key, held)
+    return held
 
 
 def used_storage(store: Storage, repo_type: str, repo_id: str) -> int:

@@ -62,7 +62,10 @@ def test_a_xorb_is_stored_only_if_its_chunks_hash_to_its_name(stored_xorb, other
     accepted = httpx.post(url, content=data, headers=auth)
     assert accepted.status_code == 200 and accepted.json() == {"was_inserted": True}
     assert httpx.post(url, content=data, headers=auth).json() == {"was_inserted": False}
-    assert httpx.head(url, headers=auth).headers["Content-Length"] == str(len(data))
+    [stored] = [p for p in (other_hub.data_dir / "xet" / "xorbs").rglob(name)]
+    assert stored.read_bytes() == data
+    # HEAD answers only for xorbs of files the token's repo holds: this one is no file's yet.
+    assert httpx.head(url, headers=auth).status_code == 404
 
 
 def _shard_naming(xorb: bytes, unpacked: int = 1000) -> bytes:
@@ -222,3 +225,43 @@ def test_a_shard_past_the_term_bound_is_refused(tmp_path, xet_client, monkeypatc
         refused = httpx.post(f"{hub.cas_url}/v1/shards", content=_shard_of(os.urandom(32), terms),
                              headers=_token(hub))
         assert refused.status_code == 400 and "more than 10 terms" in refused.json()["error"], refused.text
+
+
+def test_a_cas_token_reads_only_what_its_repo_holds(tmp_path, xet_client):
+    """A CAS token is scoped to the repo it was issued for (item 5): an anonymous read token of a
+    public repo, or any token of another repo, neither reconstructs a private repo's file by its
+    hash nor learns from HEAD that the file or its xorbs exist."""
+    with LocalHub(tmp_path / "scoped", token=TOKEN) as hub:
+        api = HfApi(endpoint=hub.url, token=TOKEN)
+        api.create_repo("local-user/pub")
+        api.create_repo("local-user/priv", private=True)
+        api.upload_file(path_or_fileobj=os.urandom(200_000), path_in_repo="p.bin", repo_id="local-user/pub")
+        api.upload_file(path_or_fileobj=os.urandom(200_000), path_in_repo="s.bin", repo_id="local-user/priv")
+        [secret] = api.get_paths_info("local-user/priv", ["s.bin"])
+        [public] = api.get_paths_info("local-user/pub", ["p.bin"])
+        assert secret.xet_hash and public.xet_hash
+
+        def token(repo: str, scope: str, owner: bool) -> dict[str, str]:
+            headers = {"Authorization": f"Bearer {TOKEN}"} if owner else {}
+            got = httpx.get(f"{hub.url}/api/models/{repo}/xet-{scope}-token/main", headers=headers)
+            assert got.status_code == 200, got.text
+            return {"Authorization": f"Bearer {got.json()['accessToken']}"}
+
+        own = token("local-user/priv", "read", True)
+        recon = httpx.get(f"{hub.cas_url}/v1/reconstructions/{secret.xet_hash}", headers=own)
+        assert recon.status_code == 200
+        xorbs = {t["hash"] for t in recon.json()["terms"]}
+        assert httpx.head(f"{hub.cas_url}/v1/files/{secret.xet_hash}", headers=own).status_code == 200
+        assert all(httpx.head(f"{hub.cas_url}/v1/xorbs/default/{x}", headers=own).status_code == 200 for x in xorbs)
+        others = [token("local-user/pub", "read", False), token("local-user/pub", "read", True),
+                  token("local-user/pub", "write", True)]
+        for other in others:
+            assert httpx.get(f"{hub.cas_url}/v1/reconstructions/{public.xet_hash}", headers=other).status_code == 200
+            for path in (f"/v1/reconstructions/{secret.xet_hash}", f"/v2/reconstructions/{secret.xet_hash}"):
+                got = httpx.get(f"{hub.cas_url}{path}", headers=other)
+                assert got.status_code == 404 and "url" not in got.text, got.text
+            assert httpx.head(f"{hub.cas_url}/v1/files/{secret.xet_hash}", headers=other).status_code == 404
+            for x in xorbs:
+                assert httpx.head(f"{hub.cas_url}/v1/xorbs/default/{x}", headers=other).status_code == 404
+        # The private repo's own token still reads its file after the public one was read.
+        assert httpx.get(f"{hub.cas_url}/v1/reconstructions/{secret.xet_hash}", headers=own).status_code == 200
