@@ -164,6 +164,14 @@ def test_the_readme_states_the_limits_the_code_has():
     readme = " ".join((ROOT / "README.md").read_text().split())  # prose reflows; the figures must not
     assert f"at most {MAX_JSON_BODY // MIB} MiB of a JSON or form" in readme
     assert f"`--max-connections` ({MAX_CONNECTIONS})" in readme
+    from ckpt_action.localhub.xet.shard import MAX_SHARD_TERMS
+    from ckpt_action.localhub.xet.store import MAX_MATERIALIZE_BYTES
+    from ckpt_action.localhub.xet.xorb import MAX_CHUNK, MAX_XORB_BYTES, MAX_XORB_CHUNKS
+
+    assert f"limits ({MAX_XORB_CHUNKS} chunks, {MAX_CHUNK // 1024} KiB a chunk, {MAX_XORB_BYTES // MIB - 1} MiB" \
+        in readme
+    assert f"more than {MAX_SHARD_TERMS:,} terms" in readme
+    assert f"more than {MAX_MATERIALIZE_BYTES // 1024**3} GiB" in readme
 
 
 @pytest.mark.parametrize("flag", ["--port", "--cdn-port", "--cas-port"])
