@@ -9,6 +9,11 @@ end), and ``GET /v1/fetch/xorb/{hash}`` serves those URLs' byte ranges without a
 Also ``HEAD /v1/xorbs/...``, ``HEAD /v1/files/...`` and ``POST /v1/telemetry``. Endpoints
 the specification marks optional and the client falls back from on 404 (``/v2/shards``,
 xorb grants) answer 404.
+
+A token is scoped to its repo: reconstructions and ``HEAD`` answer only files whose LFS
+object the repo's refs reach (and xorbs of such files); any other hash is the 404 of a hash
+never stored. Every route also answers under the ``/g<N>`` prefix of a CAS URL handed out
+after xorbs were freed (:meth:`.store.XetStore.cas_path`).
 """
 
 from __future__ import annotations
