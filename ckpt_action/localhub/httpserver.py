@@ -129,7 +129,7 @@ class Body:
     def __init__(self, conn: _Connection, headers: Headers) -> None:
         self._conn = conn
         length = headers.get("Content-Length")
-        self.declared = int(length) if length is not None and length.isdigit() else None
+        self.declared = int(length) if length is not None and length.isascii() and length.isdigit() else None
         self.chunked = "chunked" in (headers.get("Transfer-Encoding") or "").lower()
         # Even an empty body ends with h11's EndOfMessage, which the connection must see
         # before it can take the next request.

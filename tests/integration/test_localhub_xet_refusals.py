@@ -107,6 +107,9 @@ def test_cas_requests_need_a_live_token_of_the_right_scope(tmp_path, stored_xorb
     assert httpx.post(url, content=data).status_code == 401
     forged = {"Authorization": "Bearer xet_write_99999999999_00"}
     assert httpx.post(url, content=data, headers=forged).status_code == 401
+    for odd in ("xet_write_\u00b2_6d6f64656c2f612f62_00", "xet_write_1_zz_00", "xet_write_1__00"):
+        assert httpx.post(url, content=data, headers={"Authorization": f"Bearer {odd}".encode("latin-1")}
+                          ).status_code == 401, odd
     assert httpx.post(url, content=data, headers=_token(xet_hub, "read")).status_code == 403
     assert httpx.post(url, content=data, headers=_token(xet_hub, "write")).status_code == 200
     with LocalHub(tmp_path / "expiring", xet_token_ttl=-5) as hub:

@@ -19,12 +19,15 @@ Example:
 
 from __future__ import annotations
 
+import re
 import time
 from typing import NamedTuple
 
 from ..signing import Signer
 
 SCOPES = ("read", "write")
+_DIGITS = re.compile(r"[0-9]{1,12}")
+_HEX = re.compile(r"(?:[0-9a-f]{2}){1,256}")
 
 
 class Grant(NamedTuple):
@@ -45,13 +48,15 @@ def grant_of(signer: Signer, token: str | None) -> Grant | None:
     if not token:
         return None
     parts = token.split("_")
-    if len(parts) != 5 or parts[0] != "xet" or parts[1] not in SCOPES or not parts[2].isdigit():
+    # Whole-string patterns: str.isdigit() also takes digits such as "²" that int() refuses.
+    if len(parts) != 5 or parts[0] != "xet" or parts[1] not in SCOPES or not _DIGITS.fullmatch(parts[2]) \
+            or not _HEX.fullmatch(parts[3]):
         return None
     expires, repo = int(parts[2]), parts[3]
     if not signer.verify(parts[4], expires, "xet-token", parts[1], repo) or expires < time.time():
         return None
     try:
         repo_type, _, repo_id = bytes.fromhex(repo).decode().partition("/")
-    except ValueError:
+    except ValueError:  # signed by us, so never; but a parse is no place to trust that
         return None
     return Grant(parts[1], repo_type, repo_id)
