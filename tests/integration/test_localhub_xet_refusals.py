@@ -268,3 +268,25 @@ def test_a_cas_token_reads_only_what_its_repo_holds(tmp_path, xet_client):
                 assert httpx.head(f"{hub.cas_url}/v1/xorbs/default/{x}", headers=other).status_code == 404
         # The private repo's own token still reads its file after the public one was read.
         assert httpx.get(f"{hub.cas_url}/v1/reconstructions/{secret.xet_hash}", headers=own).status_code == 200
+
+
+def test_a_dedupe_answer_lists_chunk_hashes_keyed_not_in_clear(stored_xorb, xet_hub):
+    """The dedupe query names a xorb's chunks keyed with its answer's HMAC key, as the Hub does:
+    a client finds the chunks it holds, but learns no other chunk's hash (from which it could
+    build a shard naming another repo's bytes)."""
+    import blake3
+
+    from ckpt_action.localhub.xet.hashes import hash_hex
+    from ckpt_action.localhub.xet.xorb import parse_xorb
+
+    _name, data = stored_xorb
+    hashes = [c.hash for c in parse_xorb(data)]
+    assert len(hashes) > 1
+    answer = httpx.get(f"{xet_hub.cas_url}/v1/chunks/default-merkledb/{hash_hex(hashes[0])}",
+                       headers=_token(xet_hub, "read"))
+    assert answer.status_code == 200
+    shard = answer.content
+    key = shard[-200 + 72:-200 + 104]  # the footer's chunk hash HMAC key
+    assert key != bytes(32)
+    assert not any(h in shard for h in hashes), "a chunk hash in clear"
+    assert all(blake3.blake3(h, key=key).digest() in shard for h in hashes)

@@ -18,6 +18,7 @@ after xorbs were freed (:meth:`.store.XetStore.cas_path`).
 
 from __future__ import annotations
 
+import secrets
 import time
 from typing import Any
 
@@ -136,7 +137,8 @@ def dedupe_query(call: Call) -> Response:
     infos = [info for x in store.dedupe_xorbs(_hash_param(call, "hash")) if (info := store.xorb_info(x))]
     if not infos:
         raise HttpError(404, "Chunk not tracked by global deduplication")
-    return Response(200, build_dedupe_shard(infos, int(time.time())), {}, "application/octet-stream")
+    shard = build_dedupe_shard(infos, int(time.time()), key=secrets.token_bytes(32))
+    return Response(200, shard, {}, "application/octet-stream")
 
 
 def head_file(call: Call) -> Response:
