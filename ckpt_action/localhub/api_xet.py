@@ -10,7 +10,7 @@ the listings name the same route (``Link: <...>; rel="xet-auth"``) for files in 
 into another repo (``HfApi.copy_files`` across repos calls it on the source, then commits
 the files by sha256): ``{"target": {"type", "name"}, "files": [{"xetHash", "sha256",
 "filename"}]}`` answers ``success``, ``processed``, ``succeeded`` and ``failed`` (one
-``{"sha256", "error"}`` per file whose pair of hashes the Hub does not hold).
+``{"sha256", "error"}`` per file whose pair of hashes the source repo does not hold).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from urllib.parse import quote
 from .context import Call
 from .httpserver import HttpError, Response, json_response
 from .storage import RepoNotFound
+from .usage import lfs_held
 from .xet.tokens import mint
 
 
@@ -30,14 +31,16 @@ def token(call: Call) -> Response:
     if call.hub.xet is None or call.hub.cas_url is None:
         raise HttpError(404, f"Not found: {call.req.method} {call.req.path}")
     if scope == "write":
-        call.repo(write=True)
+        meta = call.repo(write=True)
     else:
         call.head(call.params["rev"])
         assert call.meta is not None
-        call.require_file_access(call.meta)
-    access, exp = mint(call.hub.signer, scope, call.hub.xet_token_ttl)
-    headers = {"X-Xet-Cas-Url": call.hub.cas_url, "X-Xet-Access-Token": access, "X-Xet-Token-Expiration": str(exp)}
-    return json_response({"casUrl": call.hub.cas_url, "accessToken": access, "exp": exp}, headers=headers)
+        meta = call.meta
+        call.require_file_access(meta)
+    access, exp = mint(call.hub.signer, scope, meta.repo_type, meta.repo_id, call.hub.xet_token_ttl)
+    cas_url = call.hub.cas_url + call.hub.xet.cas_path()
+    headers = {"X-Xet-Cas-Url": cas_url, "X-Xet-Access-Token": access, "X-Xet-Token-Expiration": str(exp)}
+    return json_response({"casUrl": cas_url, "accessToken": access, "exp": exp}, headers=headers)
 
 
 # The client sends batches of 500 (DUPLICATE_LFS_BATCH_SIZE); a longer list is refused whole.
@@ -65,15 +68,18 @@ def duplicate(call: Call) -> Response:
         raise RepoNotFound("Repository not found")
     call.store.get_repo(target["type"], name)  # RepoNotFound as on the Hub
     failed: list[dict[str, Any]] = []
+    held = lfs_held(call.store, source.repo_type, source.repo_id)
     for item in files:
         if not isinstance(item, dict) or not isinstance(item.get("sha256"), str) \
                 or not isinstance(item.get("xetHash"), str):
             raise HttpError(400, "Each file needs a sha256 and a xetHash")
         sha256, file_hash = item["sha256"].lower(), item["xetHash"].lower()
         # Checked before either names a path in the store: both come from the caller.
-        if not (_HASH.fullmatch(sha256) and _HASH.fullmatch(file_hash)) or xet.xet_hash_of(sha256) != file_hash:
+        if not (_HASH.fullmatch(sha256) and _HASH.fullmatch(file_hash)) or sha256 not in held \
+                or xet.xet_hash_of(sha256) != file_hash:
             failed.append({"sha256": item["sha256"], "error": "No file stored in Xet with this sha256 and xetHash"})
-    # Objects are shared by every repo here (one owner), so a held pair is all a later commit needs.
+    # Only files the source repo holds (the caller may read it): a pair of hashes is no key to
+    # another repo's files. Objects are shared by every repo here, so that is all a later commit needs.
     return json_response({"success": not failed, "processed": len(files), "succeeded": len(files) - len(failed),
                           "failed": failed})
 

@@ -3,6 +3,7 @@ errors the way the Hub words them, every answer with an ``X-Request-Id``."""
 
 from __future__ import annotations
 
+import hmac
 import secrets
 import time
 from urllib.parse import quote
@@ -11,9 +12,10 @@ from . import faultlayer
 from .accesslog import AccessLog
 from .context import Call, Hub
 from .faults import FaultSet
-from .httpserver import HttpError, Request, Response, json_response
+from .httpserver import Headers, HttpError, Request, Response, json_response
 from .routes import RouteTable
 from .storage import EntryNotFound, RepoMoved, StorageError
+from .xet.tokens import grant_of
 
 
 def _request_id() -> str:
@@ -27,7 +29,8 @@ def error_response(status: int, message: str, code: str | None = None,
     if code:
         headers["X-Error-Code"] = code
     safe = message.encode("ascii", "replace").decode()[:500]
-    headers["X-Error-Message"] = safe.replace("\r", " ").replace("\n", " ")
+    # h11 refuses a header value with whitespace at either end (a message ending in a newline).
+    headers["X-Error-Message"] = safe.replace("\r", " ").replace("\n", " ").strip()
     return json_response({"error": message}, status, headers)
 
 
@@ -81,6 +84,18 @@ class HubApp:
             if isinstance(exc, EntryNotFound) and call.repo_commit:
                 headers["X-Repo-Commit"] = call.repo_commit
             return error_response(exc.status, str(exc), exc.code, headers)
+
+    def trusted(self, headers: Headers) -> bool:
+        """The request carries the server's own token (on the CAS, a write token, which only
+        writers get): it may pass the connection cap. Without a server token no one is told apart."""
+        header = headers.get("Authorization") or ""
+        given = header[7:].strip() if header.lower().startswith("bearer ") else ""
+        if not given:
+            return False
+        if self.listener == "cas":
+            grant = grant_of(self.hub.signer, given)
+            return grant is not None and grant.scope == "write" and self.hub.token is not None
+        return self.hub.token is not None and hmac.compare_digest(given.encode(), self.hub.token.encode())
 
     def finished(self, request: Request, status: int | str, bytes_out: int, seconds: float) -> None:
         self.log.write({

@@ -6,8 +6,9 @@ Example:
     http://127.0.0.1:41233
 
 The first stdout line is the base URL. The token may also come from ``LOCAL_HUB_TOKEN``
-so it stays out of process listings. Exit status: 2 for an unusable faults file or a
-data dir another server holds, 1 when a port cannot be bound.
+so it stays out of process listings. Exit status: 2 for an option out of range (a port past
+65535; nothing is created), an unusable faults file or a data dir another server holds, 1
+when a port cannot be bound.
 """
 
 from __future__ import annotations
@@ -19,24 +20,28 @@ from .httpserver import MAX_CONNECTIONS
 from .objects import StorageError
 from .server import run_server
 
+# Checked by Click before anything runs: a port out of range is exit 2 naming its flag, and the
+# data dir is not created.
+PORT = click.IntRange(0, 65535)
+
 
 @click.command("local-hub")
 @click.option("--data-dir", required=True, type=click.Path(file_okay=False), help="Where repos are stored.")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to bind (loopback by default); beyond loopback, also pass --token.")
-@click.option("--port", default=0, show_default=True, type=int, help="Port; 0 picks a free one.")
+@click.option("--port", default=0, show_default=True, type=PORT, help="Port; 0 picks a free one.")
 @click.option("--port-file", type=click.Path(dir_okay=False), help="Write the port here once listening.")
 @click.option("--access-log", type=click.Path(dir_okay=False), help="One JSON line per request.")
 @click.option("--faults", type=click.Path(dir_okay=False), help="JSON fault rules, re-read when changed.")
 @click.option("--token", envvar="LOCAL_HUB_TOKEN", help="Require this bearer token (default: open). "
               "Also read from LOCAL_HUB_TOKEN.")
-@click.option("--cdn-port", default=0, show_default=True, type=int,
+@click.option("--cdn-port", default=0, show_default=True, type=PORT,
               help="Port of the second listener that LFS downloads are redirected to; 0 picks a free one.")
 @click.option("--lfs-direct", is_flag=True,
               help="Serve LFS downloads from the Hub's own port instead of redirecting them to the CDN listener.")
 @click.option("--no-xet", is_flag=True,
               help="Plain LFS only: no Xet token routes, no CAS listener, no Xet headers on downloads.")
-@click.option("--cas-port", default=0, show_default=True, type=int,
+@click.option("--cas-port", default=0, show_default=True, type=PORT,
               help="Port of the Xet CAS listener; 0 picks a free one.")
 @click.option("--max-connections", default=MAX_CONNECTIONS, show_default=True, type=click.IntRange(1, 10000),
               help="Connections served at once on each listener; more are answered 503 with Retry-After.")

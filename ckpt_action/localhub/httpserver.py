@@ -45,9 +45,13 @@ SEND_CHUNK = 4 * 1024 * 1024
 DRAIN_LIMIT = 64 * 1024 * 1024  # a larger unread request body is not worth reading: hang up instead
 MAX_HEADER_BYTES = 64 * 1024
 IDLE_TIMEOUT_S = 300
+HEADER_TIMEOUT_S = 20.0
+"""A request head must arrive whole this long after its first byte (a client sending one byte
+a second would otherwise hold its connection, and a slot of the cap, for ever)."""
 LINGER_S = 2.0  # how long a refused request's unread body is read and dropped before closing
 MAX_CONNECTIONS = 64
-"""Connections served at once (``--max-connections``); one past it is answered 503 with ``Retry-After``."""
+"""Connections served at once (``--max-connections``); one past it is answered 503 with ``Retry-After``,
+unless its request carries the server's own credentials (see ``Listener``)."""
 
 
 class HttpError(Exception):
@@ -125,7 +129,7 @@ class Body:
     def __init__(self, conn: _Connection, headers: Headers) -> None:
         self._conn = conn
         length = headers.get("Content-Length")
-        self.declared = int(length) if length is not None and length.isdigit() else None
+        self.declared = int(length) if length is not None and length.isascii() and length.isdigit() else None
         self.chunked = "chunked" in (headers.get("Transfer-Encoding") or "").lower()
         # Even an empty body ends with h11's EndOfMessage, which the connection must see
         # before it can take the next request.
@@ -245,11 +249,14 @@ class Request:
 
 
 class App(Protocol):
-    """What a listener serves: answers, and a hook that runs once a request is over."""
+    """What a listener serves: answers, a hook that runs once a request is over, and whether a
+    request's headers carry the credentials that may pass the connection cap."""
 
     def handle(self, request: Request) -> Response: ...
 
     def finished(self, request: Request, status: int | str, bytes_out: int, seconds: float) -> None: ...
+
+    def trusted(self, headers: Headers) -> bool: ...
 
 
 @dataclass
@@ -263,6 +270,9 @@ class SimpleApp:
 
     def finished(self, request: Request, status: int | str, bytes_out: int, seconds: float) -> None:
         return None
+
+    def trusted(self, headers: Headers) -> bool:
+        return False
 
 
 def parse_range(value: str, size: int) -> tuple[int, int]:
@@ -350,11 +360,13 @@ class _Out:
 class _Connection:
     """One client connection: a loop of request, answer, until either side closes."""
 
-    def __init__(self, sock: socket.socket, app: App, server_url: str) -> None:
+    def __init__(self, sock: socket.socket, app: App, server_url: str, received: bytes = b"") -> None:
         self.sock = sock
         self.app = app
         self.server_url = server_url
         self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER_BYTES)
+        if received:  # read already, to see whose request it is (a connection past the cap)
+            self.conn.receive_data(received)
 
     def _event(self) -> Any:
         while True:
@@ -363,6 +375,27 @@ class _Connection:
                 self.conn.receive_data(self.sock.recv(READ_CHUNK))
                 continue
             return event
+
+    def _head_event(self) -> Any:
+        """The next request's head: waited for up to the idle timeout, then read whole within
+        HEADER_TIMEOUT_S of its first byte (TimeoutError past it: the connection is dropped)."""
+        deadline: float | None = None
+        try:
+            while True:
+                event = self.conn.next_event()
+                if event is not h11.NEED_DATA:
+                    return event
+                if deadline is not None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise TimeoutError("request head took too long")
+                    self.sock.settimeout(min(IDLE_TIMEOUT_S, left))
+                data = self.sock.recv(READ_CHUNK)
+                if data and deadline is None:
+                    deadline = time.monotonic() + HEADER_TIMEOUT_S
+                self.conn.receive_data(data)
+        finally:
+            self.sock.settimeout(IDLE_TIMEOUT_S)
 
     def next_body_event(self) -> Any:
         if self.conn.they_are_waiting_for_100_continue:
@@ -390,7 +423,7 @@ class _Connection:
     def _one_request(self) -> bool:
         """Serve one request; False when the connection is done."""
         try:
-            event = self._event()
+            event = self._head_event()
         except h11.RemoteProtocolError:
             self._refuse_malformed()
             return False
@@ -534,16 +567,36 @@ def _linger_close(sock: socket.socket) -> None:
         pass
 
 
-def _refuse_busy(sock: socket.socket) -> None:
-    """Answer a connection past the cap with 503 (after reading its request head, bounded) and close it."""
+def _read_head(sock: socket.socket) -> bytes:
+    """What a connection past the cap sends first, up to the end of its request head: at most
+    MAX_HEADER_BYTES, within LINGER_S in all (a head trickling in is cut off there)."""
+    head = b""
+    deadline = time.monotonic() + LINGER_S
     try:
-        sock.settimeout(LINGER_S)
-        head = b""
         while b"\r\n\r\n" not in head and len(head) < MAX_HEADER_BYTES:
-            chunk = sock.recv(MAX_HEADER_BYTES)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            sock.settimeout(left)
+            chunk = sock.recv(MAX_HEADER_BYTES - len(head))
             if not chunk:
                 break
             head += chunk
+    except OSError:
+        pass
+    return head
+
+
+def _head_headers(head: bytes) -> Headers:
+    """The header lines of a raw request head (enough to see its credentials)."""
+    lines = head.partition(b"\r\n\r\n")[0].split(b"\r\n")[1:]
+    return Headers([(name.strip(), value.strip()) for name, sep, value in (line.partition(b":") for line in lines)
+                    if sep])
+
+
+def _refuse_busy(sock: socket.socket) -> None:
+    """Answer a connection past the cap (its request head read already) with 503 and close it."""
+    try:
         data = json.dumps({"error": "Too many open connections to the local Hub; retry later"}).encode()
         sock.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
                      b"Retry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(data), data))
@@ -594,22 +647,43 @@ class Listener(socketserver.ThreadingTCPServer):
         self.max_connections = max_connections
         self._busy = threading.BoundedSemaphore(max_connections)
         self._refusing = threading.BoundedSemaphore(max_connections)
+        self._reserved = threading.BoundedSemaphore(max(1, max_connections // 4))
 
     def process_request(self, request: Any, client_address: Any) -> None:
         # One thread per connection, at most max_connections of them; past that a short-lived
-        # thread answers 503 (themselves capped: past both, the connection is just closed).
+        # thread reads the request head (within LINGER_S) and answers 503, unless the app trusts
+        # its credentials (the server's token): those get up to a quarter of the cap more, so
+        # anonymous clients holding every slot cannot lock the owner out. The short-lived
+        # threads are capped too: past both, the connection is just closed.
         if self._busy.acquire(blocking=False):
             super().process_request(request, client_address)
         elif self._refusing.acquire(blocking=False):
-            threading.Thread(target=self._refuse, args=(request,), daemon=True).start()
+            threading.Thread(target=self._overflow, args=(request,), daemon=True).start()
         else:
             self.shutdown_request(request)
 
-    def _refuse(self, sock: socket.socket) -> None:
+    def _overflow(self, sock: socket.socket) -> None:
         try:
-            _refuse_busy(sock)
+            head = _read_head(sock)
+            if self.app.trusted(_head_headers(head)) and self._reserved.acquire(blocking=False):
+                try:
+                    self._serve_reserved(sock, head)
+                finally:
+                    self._reserved.release()
+            else:
+                _refuse_busy(sock)
         finally:
             self._refusing.release()
+
+    def _serve_reserved(self, sock: socket.socket, head: bytes) -> None:
+        self.track(sock, True)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.settimeout(IDLE_TIMEOUT_S)
+            _Connection(sock, self.app, self.url, received=head).serve()
+        finally:
+            self.track(sock, False)
+            self.shutdown_request(sock)
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:

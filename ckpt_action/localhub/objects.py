@@ -42,8 +42,8 @@ from ckpt_action.checkpoint.gitobjects import EMPTY_TREE_OID, TreeItem, blob_oid
 
 AUTHOR = "local-user"
 COPY_CHUNK = 8 * 1024 * 1024
-SHA1_RE = re.compile(r"^[0-9a-f]{40}$")
-SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+SHA1_RE = re.compile(r"[0-9a-f]{40}")
+SHA256_RE = re.compile(r"[0-9a-f]{64}")
 
 
 class StorageError(Exception):
@@ -185,7 +185,7 @@ class ObjectStore:
         return self._path("lfs", sha256)
 
     def lfs_size(self, sha256: str) -> int | None:
-        if not SHA256_RE.match(sha256):
+        if not SHA256_RE.fullmatch(sha256):
             return None
         try:
             return self.lfs_path(sha256).stat().st_size
@@ -217,7 +217,7 @@ class ObjectStore:
 
         Nothing is stored when the bytes are short, long or wrong.
         """
-        if not SHA256_RE.match(sha256):
+        if not SHA256_RE.fullmatch(sha256):
             raise BadContent(f"Invalid LFS oid {sha256!r}")
         tmp_path, fh = self.tmp_file()
         try:
@@ -286,4 +286,4 @@ class ObjectStore:
         return oid
 
     def commit_exists(self, oid: str) -> bool:
-        return bool(SHA1_RE.match(oid)) and self._path("commits", oid).exists()
+        return bool(SHA1_RE.fullmatch(oid)) and self._path("commits", oid).exists()

@@ -95,16 +95,18 @@ CDN_ROUTES = RouteTable([
 ])
 
 _HASH = r"(?P<hash>[^/]+)"
+# The CAS URL's path prefix after xorbs were freed (XetStore.cas_path): every one answers alike.
+_GEN = r"(?:/g[0-9]{1,9})?"
 
 CAS_ROUTES = RouteTable([
-    route("GET", r"/v1/chunks/(?P<prefix>[^/]+)/" + _HASH, cas_api.dedupe_query),
-    route("POST", r"/v1/xorbs/default/" + _HASH, cas_api.upload_xorb),
-    route("HEAD", r"/v1/xorbs/default/" + _HASH, cas_api.head_xorb),
-    route("POST", r"/v1/shards", cas_api.upload_shard),
-    route("GET", r"/v1/reconstructions/" + _HASH, cas_api.reconstruction_v1),
-    route("GET", r"/v2/reconstructions/" + _HASH, cas_api.reconstruction_v2),
-    route("HEAD", r"/v1/files/" + _HASH, cas_api.head_file),
+    route("GET", _GEN + r"/v1/chunks/(?P<prefix>[^/]+)/" + _HASH, cas_api.dedupe_query),
+    route("POST", _GEN + r"/v1/xorbs/default/" + _HASH, cas_api.upload_xorb),
+    route("HEAD", _GEN + r"/v1/xorbs/default/" + _HASH, cas_api.head_xorb),
+    route("POST", _GEN + r"/v1/shards", cas_api.upload_shard),
+    route("GET", _GEN + r"/v1/reconstructions/" + _HASH, cas_api.reconstruction_v1),
+    route("GET", _GEN + r"/v2/reconstructions/" + _HASH, cas_api.reconstruction_v2),
+    route("HEAD", _GEN + r"/v1/files/" + _HASH, cas_api.head_file),
     route("GET", r"/v1/fetch/xorb/" + _HASH, cas_api.fetch_xorb),
-    route("POST", r"/v1/telemetry", cas_api.telemetry),
-    route("POST", r"/v2/shards|/v1/xorb-grants/.*", cas_api.not_offered),
+    route("POST", _GEN + r"/v1/telemetry", cas_api.telemetry),
+    route("POST", _GEN + r"(?:/v2/shards|/v1/xorb-grants/.*)", cas_api.not_offered),
 ])

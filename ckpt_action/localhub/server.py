@@ -34,7 +34,7 @@ from .httpserver import MAX_CONNECTIONS, Listener
 from .routes import CAS_ROUTES, CDN_ROUTES, HUB_ROUTES
 from .signing import Signer
 from .storage import Storage
-from .xet.store import XetStore
+from .xet.store import MAX_MATERIALIZE_BYTES, XetStore
 
 CDN_URL_TTL_S = 3600  # how long a redirect's CDN URL works, about what the Hub's signed URLs give
 XET_TOKEN_TTL_S = 3600  # a CAS token's life; hf_xet refreshes it through the token route
@@ -57,6 +57,8 @@ class LocalHub:
     ``xet`` (default): a third listener on ``cas_port`` is the Xet CAS service, the token
     routes answer, and files uploaded through Xet carry their Xet hash in ``resolve`` and
     the listings. Off (``--no-xet``): plain LFS only, as before the Hub had Xet.
+    ``xet_max_materialize_bytes`` bounds the bytes of files one uploaded shard may make the
+    server rebuild (tests set it low).
 
     Example:
 
@@ -69,13 +71,15 @@ class LocalHub:
                  faults: str | os.PathLike[str] | None = None, token: str | None = None,
                  access_log: str | os.PathLike[str] | None = None, *, lfs_redirect: bool = True,
                  cdn_port: int = 0, cdn_url_ttl: int = CDN_URL_TTL_S, xet: bool = True, cas_port: int = 0,
-                 xet_token_ttl: int = XET_TOKEN_TTL_S, max_connections: int = MAX_CONNECTIONS) -> None:
+                 xet_token_ttl: int = XET_TOKEN_TTL_S, max_connections: int = MAX_CONNECTIONS,
+                 xet_max_materialize_bytes: int = MAX_MATERIALIZE_BYTES) -> None:
         self.data_dir = Path(data_dir)
         self.access_log = Path(access_log) if access_log else None
         fault_set = FaultSet(faults)
         store = Storage(data_dir)
+        xet_store = store.xet = XetStore(store.objects, xet_max_materialize_bytes) if xet else None
         self.hub = Hub(store, token=token, signer=Signer(cdn_url_ttl), lfs_redirect=lfs_redirect,
-                       xet=XetStore(store.objects) if xet else None, xet_token_ttl=xet_token_ttl)
+                       xet=xet_store, xet_token_ttl=xet_token_ttl)
         self._log = AccessLog(access_log)
         self._listeners: list[Listener] = []
         try:

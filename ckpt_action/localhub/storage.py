@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from ckpt_action.checkpoint.gitobjects import (
     DEFAULT_GITATTRIBUTES,
@@ -57,14 +57,17 @@ from .objects import (
     TreeEntry,
 )
 
+if TYPE_CHECKING:
+    from .xet.store import XetStore
+
 __all__ = ["AddBlob", "AddLfs", "BadContent", "Commit", "Delete", "Operation", "RepoMeta", "Storage",
            "StorageError", "TreeEntry"]
 
 REPO_TYPES = ("model", "dataset", "space")
 GATED = (False, "auto", "manual")
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
-_HEX_RE = re.compile(r"^[0-9a-f]{7,40}$")
-_REF_RE = re.compile(r"^[A-Za-z0-9._][A-Za-z0-9._/-]{0,199}$")
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
+_HEX_RE = re.compile(r"[0-9a-f]{7,40}")
+_REF_RE = re.compile(r"[A-Za-z0-9._][A-Za-z0-9._/-]{0,199}")
 # A repo's own .gitattributes / .gitignore are read at most this far (the Hub's limit is
 # similar in spirit: they are small text files).
 _RULES_FILE_LIMIT = 1024 * 1024
@@ -129,7 +132,7 @@ def _now() -> str:
 def check_repo_id(repo_id: str) -> tuple[str, str]:
     """``namespace/name`` split in two, or StorageError; ids without a namespace are refused."""
     parts = repo_id.split("/")
-    if len(parts) != 2 or not all(_NAME_RE.match(p) and ".." not in p for p in parts):
+    if len(parts) != 2 or not all(_NAME_RE.fullmatch(p) and ".." not in p for p in parts):
         raise StorageError(f"Invalid repo id {repo_id!r}: expected namespace/name")
     return parts[0], parts[1]
 
@@ -153,7 +156,7 @@ def check_path(path: str) -> str:
 
 
 def check_ref_name(name: str, kind: str) -> str:
-    if not _REF_RE.match(name) or ".." in name or name.endswith(("/", ".lock")) or "//" in name \
+    if not _REF_RE.fullmatch(name) or ".." in name or name.endswith(("/", ".lock")) or "//" in name \
             or name.startswith("refs/"):
         raise StorageError(f"Invalid reference for a {kind}: {name}")
     return name
@@ -206,6 +209,8 @@ class Storage:
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock_fh: IO[bytes] | None = self._lock_data_dir()
         self.objects = ObjectStore(self.root)
+        self.xet: XetStore | None = None
+        """The Xet side of the same objects, when the server has Xet on (freeing reaches it too)."""
         (self.root / "repos").mkdir(exist_ok=True)
         self._locks: dict[tuple[str, str], threading.RLock] = {}
         self._locks_guard = threading.Lock()
@@ -399,9 +404,9 @@ class Storage:
             return refs["heads"][revision]
         if revision in refs["tags"]:
             return refs["tags"][revision]
-        if _HEX_RE.match(revision):
+        if _HEX_RE.fullmatch(revision):
             reachable = self._reachable(refs)
-            if SHA1_RE.match(revision):
+            if SHA1_RE.fullmatch(revision):
                 if revision in reachable:
                     return revision
             else:

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from .objects import SHA1_RE, SHA256_RE, TreeEntry
+from .objects import LRU, SHA1_RE, SHA256_RE, TreeEntry
 from .storage import REPO_TYPES, Storage, StorageError
 
 GC_GRACE_S = 3600
@@ -97,6 +97,28 @@ def stored_objects(store: Storage, repo_type: str, repo_id: str, *, include_dele
     return found
 
 
+_HELD = LRU(64)
+
+
+def lfs_held(store: Storage, repo_type: str, repo_id: str) -> frozenset[str]:
+    """sha256s of the LFS objects a repo's refs reach (permanently deleted ones left out): what a
+    CAS token of the repo may read. Cached by the refs and deletions it was computed from, so
+    it is walked once per state of the repo, not once per read; none for a repo that is gone."""
+    try:
+        refs = store.refs(repo_type, repo_id)
+        deleted = store.deleted_lfs(repo_type, repo_id)
+    except StorageError:
+        return frozenset()
+    tips = tuple(sorted({*refs["heads"].values(), *refs["tags"].values()}))
+    key = (str(store.root), repo_type, repo_id.lower(), tips, deleted)
+    held: frozenset[str] | None = _HELD.get(key)
+    if held is None:
+        found = stored_objects(store, repo_type, repo_id, refs=refs)
+        held = frozenset(k for k, o in found.items() if o.lfs)
+        _HELD.put(key, held)
+    return held
+
+
 def used_storage(store: Storage, repo_type: str, repo_id: str) -> int:
     return sum(o.size for o in stored_objects(store, repo_type, repo_id).values())
 
@@ -115,22 +137,28 @@ def collect_garbage(store: Storage, force: Iterable[str] = (), grace_s: float = 
     older than ``grace_s``. Regular blobs always wait out the grace: a commit streaming in
     may already count on an existing blob file (blobs are written once, shared by all repos).
     Returns the bytes freed."""
-    forced = {key for key in force if SHA256_RE.match(key)}
+    forced = {key for key in force if SHA256_RE.fullmatch(key)}
     referenced = _referenced_anywhere(store)
     freed = 0
     now = time.time()
+    removed: set[str] = set()
     for kind, pattern in (("lfs", SHA256_RE), ("blobs", SHA1_RE)):
         for path in (store.root / "objects" / kind).glob("*/*"):
             key = path.name
-            if key in referenced or not pattern.match(key):
+            if key in referenced or not pattern.fullmatch(key):
                 continue
             try:
                 st = path.stat()
                 if key in forced or now - st.st_mtime > grace_s:
                     path.unlink()
                     freed += st.st_size
+                    if kind == "lfs":
+                        removed.add(key)
             except FileNotFoundError:
                 continue
+    if store.xet is not None:
+        # A file pushed through Xet also lives in xorbs: it goes from the CAS with its object.
+        freed += store.xet.collect(removed, grace_s)
     return freed
 
 
@@ -204,7 +232,7 @@ def _rewrite_history(store: Storage, refs: Refs, shas: frozenset[str]) -> Refs:
 def permanently_delete(store: Storage, repo_type: str, repo_id: str, shas: list[str], rewrite_history: bool) -> int:
     """Delete LFS objects from a repo for good (see the module docstring); returns the bytes
     freed on disk (objects another repo still reaches stay there)."""
-    if len(shas) > MAX_DELETIONS or not all(isinstance(s, str) and SHA256_RE.match(s) for s in shas):
+    if len(shas) > MAX_DELETIONS or not all(isinstance(s, str) and SHA256_RE.fullmatch(s) for s in shas):
         raise StorageError(f"Expected at most {MAX_DELETIONS} sha256 object ids to delete")
     wanted = frozenset(shas)
     with store.repo_lock(repo_type, repo_id):

@@ -164,3 +164,86 @@ def test_the_readme_states_the_limits_the_code_has():
     readme = " ".join((ROOT / "README.md").read_text().split())  # prose reflows; the figures must not
     assert f"at most {MAX_JSON_BODY // MIB} MiB of a JSON or form" in readme
     assert f"`--max-connections` ({MAX_CONNECTIONS})" in readme
+    from ckpt_action.localhub.httpserver import HEADER_TIMEOUT_S
+
+    assert f"has not arrived whole {HEADER_TIMEOUT_S:g} s after its first byte" in readme
+    from ckpt_action.localhub.xet.shard import MAX_SHARD_TERMS
+    from ckpt_action.localhub.xet.store import MAX_MATERIALIZE_BYTES
+    from ckpt_action.localhub.xet.xorb import MAX_CHUNK, MAX_XORB_BYTES, MAX_XORB_CHUNKS
+
+    assert f"limits ({MAX_XORB_CHUNKS} chunks, {MAX_CHUNK // 1024} KiB a chunk, {MAX_XORB_BYTES // MIB - 1} MiB" \
+        in readme
+    assert f"more than {MAX_SHARD_TERMS:,} terms" in readme
+    assert f"more than {MAX_MATERIALIZE_BYTES // 1024**3} GiB" in readme
+
+
+@pytest.mark.parametrize("flag", ["--port", "--cdn-port", "--cas-port"])
+def test_a_port_out_of_range_is_exit_2_naming_the_flag_and_creates_nothing(tmp_path, flag):
+    data = tmp_path / "d"
+    cmd = [sys.executable, "-m", "ckpt_action.localhub", "--data-dir", str(data), flag, "70000"]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2, done.stderr
+    assert flag in done.stderr and "70000" in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.splitlines()) <= 4, done.stderr
+    assert not data.exists()
+
+
+def _slow_head(port: int) -> socket.socket:
+    """A connection that has sent only the start of a request head (anonymous, as a slowloris)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    sock.sendall(b"GET /api/models/a/b HTTP/1.1\r\nHo")
+    return sock
+
+
+def test_slow_anonymous_connections_do_not_lock_out_the_token_owner(tmp_path, hf_client):
+    """Item 18: anonymous connections holding every slot of the cap with a half-sent head get 503
+    for the next anonymous caller, but a request with the server's token is still served."""
+    from ckpt_action.localhub import LocalHub
+
+    with LocalHub(tmp_path / "d", token=TOKEN, max_connections=4) as hub:
+        slow = [_slow_head(hub.port) for _ in range(4)]
+        try:
+            statuses = []
+            for _ in range(200):  # the slow ones are accepted by the server's thread: wait until they are
+                statuses.append(httpx.get(f"{hub.url}/api/models/a/b").status_code)
+                if statuses[-1] == 503:
+                    break
+                threading.Event().wait(0.05)
+            assert statuses[-1] == 503, statuses
+            owner = httpx.get(f"{hub.url}/api/models/a/b", headers={"Authorization": f"Bearer {TOKEN}"})
+            assert owner.status_code == 404, owner.text  # served: the repo does not exist
+            wrong = httpx.get(f"{hub.url}/api/models/a/b", headers={"Authorization": "Bearer not-the-token"})
+            assert wrong.status_code == 503
+        finally:
+            for sock in slow:
+                sock.close()
+
+
+def test_a_request_head_that_trickles_in_is_cut_off(tmp_path, hf_client, monkeypatch):
+    """A head sent a byte at a time is dropped once it took longer than the head timeout (the
+    idle timeout restarts at every byte, so it alone never ends such a connection)."""
+    from ckpt_action.localhub import LocalHub, httpserver
+
+    monkeypatch.setattr(httpserver, "HEADER_TIMEOUT_S", 1.0)
+    with LocalHub(tmp_path / "d") as hub:
+        sock = _slow_head(hub.port)
+        stop = threading.Event()
+
+        def trickle() -> None:
+            try:
+                while not stop.wait(0.1):
+                    sock.sendall(b"x")
+            except OSError:
+                pass  # the server hung up
+
+        sender = threading.Thread(target=trickle, daemon=True)
+        sender.start()
+        try:
+            answer = b""
+            while chunk := sock.recv(65536):  # bounded by the socket's 30 s timeout
+                answer += chunk
+            assert answer == b"" or answer.startswith(b"HTTP/1.1 408"), answer[:200]
+        finally:
+            stop.set()
+            sender.join(30)
+            sock.close()

@@ -67,6 +67,13 @@ def test_duplicate_names_each_file_it_cannot_copy(xet_hub, xet_client):
     answer = _duplicate(api, src, [good, unknown, mismatched])
     assert answer["processed"] == 3 and answer["succeeded"] == 1
     assert [f["sha256"] for f in answer["failed"]] == ["cd" * 32, info.lfs.sha256]  # type: ignore[attr-defined]
+    # A pair the Hub holds, but for another repo: the source must hold the file itself.
+    other = api.create_repo("local-user/dup-other", private=True).repo_id
+    api.upload_file(repo_id=other, path_in_repo="s.bin", path_or_fileobj=os.urandom(64 * 1024))
+    [secret] = api.get_paths_info(other, ["s.bin"])
+    assert secret.lfs is not None and secret.xet_hash is not None
+    answer = _duplicate(api, src, [{"xetHash": secret.xet_hash, "sha256": secret.lfs.sha256, "filename": "s.bin"}])
+    assert answer["succeeded"] == 0, answer
 
 
 

@@ -9,19 +9,26 @@ end), and ``GET /v1/fetch/xorb/{hash}`` serves those URLs' byte ranges without a
 Also ``HEAD /v1/xorbs/...``, ``HEAD /v1/files/...`` and ``POST /v1/telemetry``. Endpoints
 the specification marks optional and the client falls back from on 404 (``/v2/shards``,
 xorb grants) answer 404.
+
+A token is scoped to its repo: reconstructions and ``HEAD`` answer only files whose LFS
+object the repo's refs reach (and xorbs of such files); any other hash is the 404 of a hash
+never stored. Every route also answers under the ``/g<N>`` prefix of a CAS URL handed out
+after xorbs were freed (:meth:`.store.XetStore.cas_path`).
 """
 
 from __future__ import annotations
 
+import secrets
 import time
 from typing import Any
 
 from ..context import Call
 from ..httpserver import FileSlice, HttpError, Response, json_response, parse_range
-from .hashes import hash_from_hex, xorb_hash
+from ..usage import lfs_held
+from .hashes import HEX_RE, hash_from_hex, xorb_hash
 from .shard import MAX_SHARD_BYTES, ShardError, build_dedupe_shard
-from .store import XetStore
-from .tokens import scope_of
+from .store import FileRecord, XetStore
+from .tokens import Grant, grant_of
 from .xorb import MAX_XORB_BYTES, ChunkInfo, XorbError, parse_xorb
 
 FETCH_URL_TTL_S = 3600
@@ -35,14 +42,34 @@ def _store(call: Call) -> XetStore:
     return call.hub.xet
 
 
-def _require(call: Call, scope: str) -> None:
+def _require(call: Call, scope: str) -> Grant:
     header = call.req.headers.get("Authorization") or ""
     token = header[7:].strip() if header.lower().startswith("bearer ") else None
-    granted = scope_of(call.hub.signer, token)
+    granted = grant_of(call.hub.signer, token)
     if granted is None:
         raise HttpError(401, "Missing, invalid or expired CAS token: refresh it from the Hub")
-    if scope == "write" and granted != "write":
+    if scope == "write" and granted.scope != "write":
         raise HttpError(403, "This CAS token has read scope; the request needs a write token")
+    return granted
+
+
+def _held_file(call: Call, grant: Grant, name: str) -> FileRecord:
+    """The file's record, if the token's repo holds it; 404 otherwise, the same answer as for a
+    hash never stored, so a token of one repo cannot even learn what another repo holds."""
+    record = _store(call).file_record(name)
+    if record is None or record.sha256 not in lfs_held(call.hub.store, grant.repo_type, grant.repo_id):
+        raise HttpError(404, "File not found")
+    return record
+
+
+def _held_xorb(call: Call, grant: Grant, name: str) -> bool:
+    store = _store(call)
+    for sha256 in lfs_held(call.hub.store, grant.repo_type, grant.repo_id):
+        file = store.xet_hash_of(sha256)
+        record = store.file_record(file) if file is not None and HEX_RE.fullmatch(file) else None
+        if record is not None and any(t[0] == name for t in record.terms):
+            return True
+    return False
 
 
 def _hash_param(call: Call, name: str) -> str:
@@ -50,7 +77,7 @@ def _hash_param(call: Call, name: str) -> str:
     try:
         hash_from_hex(text)
     except ValueError:
-        raise HttpError(400, f"Malformed hash in the path: {text[:80]}") from None
+        raise HttpError(400, f"Malformed hash in the path: {text[:80]!r}") from None
     return text
 
 
@@ -82,10 +109,10 @@ def upload_xorb(call: Call) -> Response:
 
 
 def head_xorb(call: Call) -> Response:
-    _require(call, "read")
+    grant = _require(call, "read")
     name = _hash_param(call, "hash")
     store = _store(call)
-    if not store.has_xorb(name):
+    if not store.has_xorb(name) or not _held_xorb(call, grant, name):
         raise HttpError(404, "Xorb not found")
     path = store.xorb_path(name)
     return Response(200, FileSlice(path, 0, path.stat().st_size), {}, "application/octet-stream")
@@ -110,14 +137,13 @@ def dedupe_query(call: Call) -> Response:
     infos = [info for x in store.dedupe_xorbs(_hash_param(call, "hash")) if (info := store.xorb_info(x))]
     if not infos:
         raise HttpError(404, "Chunk not tracked by global deduplication")
-    return Response(200, build_dedupe_shard(infos, int(time.time())), {}, "application/octet-stream")
+    shard = build_dedupe_shard(infos, int(time.time()), key=secrets.token_bytes(32))
+    return Response(200, shard, {}, "application/octet-stream")
 
 
 def head_file(call: Call) -> Response:
-    _require(call, "read")
-    record = _store(call).file_record(_hash_param(call, "hash"))
-    if record is None:
-        raise HttpError(404, "File not found")
+    grant = _require(call, "read")
+    record = _held_file(call, grant, _hash_param(call, "hash"))
     return Response(200, b"", {"X-File-Size": str(record.size)}, "application/octet-stream")
 
 
@@ -132,7 +158,7 @@ Term = tuple[str, int, int, int]
 """(xorb, first chunk, end chunk (exclusive), decoded bytes)."""
 
 
-def _plan(call: Call) -> tuple[int, list[Term], dict[str, list[tuple[int, int, int, int]]]]:
+def _plan(call: Call, grant: Grant) -> tuple[int, list[Term], dict[str, list[tuple[int, int, int, int]]]]:
     """(offset into the first term, the terms, and per xorb the chunk ranges to fetch with
     their byte ranges: ``(first, end, first byte, last byte)``).
 
@@ -141,10 +167,7 @@ def _plan(call: Call) -> tuple[int, list[Term], dict[str, list[tuple[int, int, i
     every term lies inside exactly one of them.
     """
     store = _store(call)
-    name = _hash_param(call, "hash")
-    record = store.file_record(name)
-    if record is None:
-        raise HttpError(404, "File not found")
+    record = _held_file(call, grant, _hash_param(call, "hash"))
     first, last = 0, record.size - 1
     range_header = call.req.headers.get("Range")
     if range_header:
@@ -186,8 +209,7 @@ def _terms(terms: list[Term]) -> list[dict[str, Any]]:
 
 
 def reconstruction_v1(call: Call) -> Response:
-    _require(call, "read")
-    skip, terms, fetch = _plan(call)
+    skip, terms, fetch = _plan(call, _require(call, "read"))
     info = {x: [{"range": {"start": s, "end": e}, "url": _fetch_url(call, x, b0, b1),
                  "url_range": {"start": b0, "end": b1}} for s, e, b0, b1 in ranges] for x, ranges in fetch.items()}
     return json_response({"offset_into_first_range": skip, "terms": _terms(terms), "fetch_info": info})
@@ -195,8 +217,7 @@ def reconstruction_v1(call: Call) -> Response:
 
 def reconstruction_v2(call: Call) -> Response:
     """One URL per byte range: every fetch is a plain single-range GET."""
-    _require(call, "read")
-    skip, terms, fetch = _plan(call)
+    skip, terms, fetch = _plan(call, _require(call, "read"))
     xorbs = {x: [{"url": _fetch_url(call, x, b0, b1), "ranges": [{"chunks": {"start": s, "end": e},
                                                                   "bytes": {"start": b0, "end": b1}}]}
                  for s, e, b0, b1 in ranges] for x, ranges in fetch.items()}

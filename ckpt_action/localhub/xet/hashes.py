@@ -27,7 +27,7 @@ INTERNAL_NODE_KEY = bytes([1, 126, 197, 199, 165, 71, 41, 150, 253, 148, 102, 10
 VERIFICATION_KEY = bytes([127, 24, 87, 214, 206, 86, 237, 102, 18, 127, 249, 19, 231, 165, 195, 243, 164, 205,
                           38, 213, 181, 219, 73, 230, 65, 36, 152, 127, 40, 251, 148, 195])
 ZERO_KEY = bytes(32)
-HEX_RE = re.compile(r"^[0-9a-f]{64}$")
+HEX_RE = re.compile(r"[0-9a-f]{64}")
 GLOBAL_DEDUP_MODULUS = 1024
 MEAN_BRANCHING = 4
 MAX_GROUP = 2 * MEAN_BRANCHING + 1
@@ -39,7 +39,7 @@ def hash_hex(h: bytes) -> str:
 
 def hash_from_hex(text: str) -> bytes:
     """Raw bytes of a hash's string form; ValueError unless it is 64 lowercase hex digits."""
-    if not HEX_RE.match(text):
+    if not HEX_RE.fullmatch(text):
         raise ValueError(f"not a Xet hash: {text[:80]!r}")
     raw = bytes.fromhex(text)
     return b"".join(raw[i:i + 8][::-1] for i in range(0, 32, 8))

@@ -19,6 +19,10 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+import blake3
+
+from .xorb import MAX_XORB_CHUNKS
+
 HEADER_TAG = bytes([72, 70, 82, 101, 112, 111, 77, 101, 116, 97, 68, 97, 116, 97, 0, 85, 105, 103, 69, 106, 123,
                     129, 87, 131, 165, 189, 217, 92, 205, 209, 74, 169])
 HEADER_VERSION = 2
@@ -30,6 +34,9 @@ BOOKEND = b"\xff" * 32 + bytes(16)
 FLAG_VERIFICATION = 1 << 31
 FLAG_METADATA_EXT = 1 << 30
 MAX_SHARD_BYTES = 64 * 1024 * 1024
+MAX_SHARD_TERMS = 1 << 18
+"""Terms one upload shard may name over all its files (each is an object here, and each a file
+range the server rebuilds): far more than a push of checkpoints makes in one session."""
 DEDUPE_EXPIRY_S = 7 * 24 * 3600
 
 
@@ -95,12 +102,16 @@ def parse_shard(data: bytes) -> tuple[list[FileInfo], list[XorbInfo]]:
     r = _Reader(data[:body_end])
     r.pos = HEADER_LEN
     files: list[FileInfo] = []
+    total_terms = 0
     while (raw := r.entry("the file info section")) != BOOKEND:
         if raw[:32] == BOOKEND[:32]:
             raise ShardError("malformed file info bookend")
         flags, count = struct.unpack_from("<II", raw, 32)
         if count == 0:
             raise ShardError("a file info block without terms")
+        total_terms += count
+        if total_terms > MAX_SHARD_TERMS:  # before reading them: the count is the shard's word
+            raise ShardError(f"the shard names more than {MAX_SHARD_TERMS} terms")
         terms_raw = [r.entry("a file's terms") for _ in range(count)]
         checks = [r.entry("a file's verification entries")[:32] if flags & FLAG_VERIFICATION else None
                   for _ in range(count)]
@@ -117,6 +128,8 @@ def parse_shard(data: bytes) -> tuple[list[FileInfo], list[XorbInfo]]:
     xorbs: list[XorbInfo] = []
     while (raw := r.entry("the CAS info section")) != BOOKEND:
         _flags, count, num_bytes, on_disk = struct.unpack_from("<IIII", raw, 32)
+        if count > MAX_XORB_CHUNKS:
+            raise ShardError(f"the shard lists a xorb of {count} chunks, more than {MAX_XORB_CHUNKS}")
         chunks = []
         for _ in range(count):
             c = r.entry("a xorb's chunk entries")
@@ -128,16 +141,26 @@ def parse_shard(data: bytes) -> tuple[list[FileInfo], list[XorbInfo]]:
     return files, xorbs
 
 
-def _xorb_block(x: XorbInfo) -> bytes:
+def keyed(chunk: bytes, key: bytes) -> bytes:
+    """A chunk hash as a dedupe answer lists it: blake3 keyed with the answer's HMAC key, which
+    a client applies to the hashes of chunks it holds to find them."""
+    return blake3.blake3(chunk, key=key).digest()
+
+
+def _xorb_block(x: XorbInfo, key: bytes | None) -> bytes:
     out = [x.hash + struct.pack("<IIII", 0, len(x.chunks), x.num_bytes, x.on_disk)]
-    out += [c.hash + struct.pack("<II", c.offset, c.length) + bytes(8) for c in x.chunks]
+    out += [(keyed(c.hash, key) if key else c.hash) + struct.pack("<II", c.offset, c.length) + bytes(8)
+            for c in x.chunks]
     return b"".join(out)
 
 
-def build_dedupe_shard(xorbs: list[XorbInfo], now: int) -> bytes:
-    """A shard as the dedupe query answers: no files, these xorbs, and a footer (no HMAC key)."""
+def build_dedupe_shard(xorbs: list[XorbInfo], now: int, key: bytes | None = None) -> bytes:
+    """A shard as the dedupe query answers: no files, these xorbs, and a footer. With ``key``
+    (32 bytes, as the Hub does), chunk hashes are listed keyed: the answer lets a client match
+    chunks it holds, not learn the other chunks of a xorb (which would let it name them in a
+    shard of its own)."""
     head = HEADER_TAG + struct.pack("<QQ", HEADER_VERSION, FOOTER_LEN)
-    cas = b"".join(_xorb_block(x) for x in xorbs) + BOOKEND
+    cas = b"".join(_xorb_block(x, key) for x in xorbs) + BOOKEND
     file_info_offset = HEADER_LEN
     cas_offset = file_info_offset + ENTRY
     footer_offset = cas_offset + len(cas)
@@ -145,7 +168,7 @@ def build_dedupe_shard(xorbs: list[XorbInfo], now: int) -> bytes:
     on_disk = sum(x.on_disk for x in xorbs)
     footer = struct.pack("<9Q", FOOTER_VERSION, file_info_offset, cas_offset,
                          footer_offset, 0, footer_offset, 0, footer_offset, 0)
-    footer += bytes(32)  # chunk hashes in clear: one user here, nothing to hide between repos
+    footer += key or bytes(32)  # all zero: chunk hashes in clear
     footer += struct.pack("<QQ", now, now + DEDUPE_EXPIRY_S) + bytes(48)
     footer += struct.pack("<QQQQ", on_disk, 0, stored, footer_offset)
     assert len(footer) == FOOTER_LEN

@@ -25,7 +25,12 @@ from .hashes import chunk_hash
 
 HEADER_LEN = 8
 FOOTER_IDENT = b"XETBLOB"
+# The specification's limits (xet-core's xorb constants): a chunk is at most twice the 64 KiB
+# target, a xorb holds at most 8192 chunks and 64 MiB of them. Each is checked as the xorb is
+# walked, before the next chunk is decoded or indexed, so a xorb of many tiny chunks costs at
+# most 8192 index entries however it is built.
 MAX_CHUNK = 128 * 1024  # the chunker's upper bound; a longer chunk is not one a client makes
+MAX_XORB_CHUNKS = 8 * 1024
 MAX_XORB_BYTES = 64 * 1024 * 1024 + 1024 * 1024  # 64 MiB of chunks plus headers and footer
 SCHEME_NONE, SCHEME_LZ4, SCHEME_BG4_LZ4 = 0, 1, 2
 
@@ -58,14 +63,20 @@ def _regroup(data: bytes) -> bytes:
     return bytes(out)
 
 
+def _lz4(stored: bytes, length: int) -> bytes:
+    """At most one byte past ``length`` decoded: a frame that expands further is refused
+    without being expanded (a few KB can claim gigabytes)."""
+    return lz4.frame.LZ4FrameDecompressor().decompress(stored, max_length=length + 1)
+
+
 def decode_chunk(scheme: int, stored: bytes, length: int) -> bytes:
     try:
         if scheme == SCHEME_NONE:
             data = stored
         elif scheme == SCHEME_LZ4:
-            data = lz4.frame.decompress(stored)
+            data = _lz4(stored, length)
         elif scheme == SCHEME_BG4_LZ4:
-            data = _regroup(lz4.frame.decompress(stored))
+            data = _regroup(_lz4(stored, length))
         else:
             raise XorbError(f"unknown compression scheme {scheme}")
     except RuntimeError as exc:
@@ -97,7 +108,11 @@ def parse_xorb(data: bytes) -> list[ChunkInfo]:
             break
         if len(data) - pos < HEADER_LEN:
             raise XorbError(f"truncated chunk header at byte {pos}")
+        if len(chunks) == MAX_XORB_CHUNKS:
+            raise XorbError(f"xorb holds more than {MAX_XORB_CHUNKS} chunks, the specification's limit")
         stored_len, scheme, length = read_header(data[pos:pos + HEADER_LEN])
+        if length == 0:
+            raise XorbError(f"empty chunk at byte {pos} (the chunker never makes one)")
         if length > MAX_CHUNK or stored_len > 2 * MAX_CHUNK:
             raise XorbError(f"chunk at byte {pos} is larger than {MAX_CHUNK} bytes")
         start = pos + HEADER_LEN
