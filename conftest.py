@@ -49,7 +49,7 @@ def _doctest_environment(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
         return
     import ckpt_action as ckpt
-    from ckpt_action.localhub import LocalHub
+    from ckpt_localhub import LocalHub
     from ckpt_action.settings import Settings
 
     for rel, data in {"out/checkpoint-200/model.safetensors": b"w200", "out/checkpoint-300/model.safetensors": b"w300",

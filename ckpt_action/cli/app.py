@@ -57,7 +57,7 @@ class _Group(click.Group):
     """The commands, with those defined elsewhere loaded only when named: the local Hub
     owns its command line, and importing it would slow every other command's start."""
 
-    elsewhere: ClassVar[dict[str, tuple[str, str]]] = {"local-hub": ("ckpt_action.localhub.command", "local_hub")}
+    elsewhere: ClassVar[dict[str, tuple[str, str]]] = {"local-hub": ("ckpt_localhub.command", "local_hub")}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.elsewhere])

@@ -48,7 +48,7 @@ def run_demo(keep: Path | None = None, echo: Callable[[str], None] = print) -> d
     from huggingface_hub import CommitOperationAdd
     from huggingface_hub.utils import disable_progress_bars
 
-    from ckpt_action.localhub import LocalHub
+    from ckpt_localhub import LocalHub
 
     disable_progress_bars()
     os.environ.setdefault("CKPT_PROGRESS_INTERVAL", "0")  # the demo narrates its own steps

@@ -1,4 +1,4 @@
-"""The local Hub's one command line (``python -m ckpt_action.localhub`` = the ``local-hub`` command)
+"""The local Hub's one command line (``python -m ckpt_localhub`` = the ``local-hub`` command)
 and its in-process form."""
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ import click
 import httpx
 from huggingface_hub import HfApi
 
-from ckpt_action.localhub import LocalHub
-from ckpt_action.localhub.command import local_hub
+from ckpt_localhub import LocalHub
+from ckpt_localhub.command import local_hub
 from tests.helpers.localhub_fixtures import REPO, TOKEN
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _module(*args: str) -> list[str]:
-    return [sys.executable, "-m", "ckpt_action.localhub", *args]
+    return [sys.executable, "-m", "ckpt_localhub", *args]
 
 
 def test_one_command_line():
@@ -30,7 +30,7 @@ def test_one_command_line():
             "--lfs-direct", "--no-xet", "--cas-port"} <= options
     helped = subprocess.run(_module("--help"), capture_output=True, text=True, timeout=30, cwd=ROOT)
     assert helped.returncode == 0 and "--lfs-direct" in helped.stdout
-    assert "python -m ckpt_action.localhub" in helped.stdout
+    assert "python -m ckpt_localhub" in helped.stdout
 
 
 def test_bad_faults_file_is_a_startup_error(tmp_path):

@@ -4,13 +4,13 @@ Use them with ``pytest_plugins = ["tests.helpers.localhub_fixtures"]`` (conftest
 ``from tests.helpers.localhub_fixtures import *``.
 
 - ``hub_server``: factory; ``hub_server(token=None, faults=None, extra_args=())`` starts
-  ``python -m ckpt_action.localhub`` as a subprocess on a free port and returns a
+  ``python -m ckpt_localhub`` as a subprocess on a free port and returns a
   :class:`HubProcess` (``.url``, ``.port``, ``.data_dir``, ``.access_log``, ``.faults_path``,
   ``.token``, ``.set_faults(list)``, ``.log_entries()``, ``.stop()``, ``.restart()``; the class is
-  :class:`ckpt_action.localhub.process.HubProcess`, which the benchmarks use too).
+  :class:`ckpt_localhub.process.HubProcess`, which the benchmarks use too).
   Every server started is stopped at teardown.
 - ``hub_env``: ``hub_env(server, token=...)`` -> env dict for a client subprocess (``hf ...``).
-- ``local_hub``: an in-process :class:`~ckpt_action.localhub.LocalHub` (fast; no faults file).
+- ``local_hub``: an in-process :class:`~ckpt_localhub.LocalHub` (fast; no faults file).
 - ``hf_client``: configures the in-process huggingface_hub for a local Hub (no Xet, no
   telemetry, cache and token files under tmp) and returns the cache dir to pass as ``cache_dir``.
 - ``served``: a subprocess Hub (no token) holding ``REPO`` with an LFS and a regular file;
@@ -31,8 +31,8 @@ from typing import Any
 
 import pytest
 
-from ckpt_action.localhub import LocalHub
-from ckpt_action.localhub.process import HubProcess
+from ckpt_localhub import LocalHub
+from ckpt_localhub.process import HubProcess
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "hf_local_test_token"

@@ -17,7 +17,7 @@ import httpx
 import pytest
 from huggingface_hub import HfApi
 
-from ckpt_action.localhub.context import MAX_JSON_BODY
+from ckpt_localhub.context import MAX_JSON_BODY
 from tests.helpers.localhub_fixtures import TOKEN
 
 MIB = 1024 * 1024
@@ -139,7 +139,7 @@ def test_connections_past_the_cap_are_503(hub_server):
 
 
 def _start_module(tmp_path: Path, *args: str) -> str:
-    cmd = [sys.executable, "-m", "ckpt_action.localhub", "--data-dir", str(tmp_path / "d"), "--port", "0",
+    cmd = [sys.executable, "-m", "ckpt_localhub", "--data-dir", str(tmp_path / "d"), "--port", "0",
            "--cdn-port", "0", *args]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -159,7 +159,7 @@ def test_listening_beyond_loopback_without_a_token_warns(tmp_path):
 
 
 def test_the_readme_states_the_limits_the_code_has():
-    from ckpt_action.localhub.httpserver import MAX_CONNECTIONS
+    from ckpt_localhub.httpserver import MAX_CONNECTIONS
 
     readme = " ".join((ROOT / "README.md").read_text().split())  # prose reflows; the figures must not
     assert f"at most {MAX_JSON_BODY // MIB} MiB of a JSON or form" in readme

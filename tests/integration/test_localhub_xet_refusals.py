@@ -14,7 +14,7 @@ import httpx
 import pytest
 from huggingface_hub import HfApi
 
-from ckpt_action.localhub import LocalHub
+from ckpt_localhub import LocalHub
 from tests.helpers.localhub_fixtures import REPO, TOKEN
 
 SHARD_TAG = bytes([72, 70, 82, 101, 112, 111, 77, 101, 116, 97, 68, 97, 116, 97, 0, 85, 105, 103, 69, 106, 123,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import ckpt_action as ckpt
-from ckpt_action.localhub import LocalHub
+from ckpt_localhub import LocalHub
 from tests.conftest import write_checkpoint
 
 

@@ -166,6 +166,6 @@ def test_the_local_hub_takes_only_git_facts_from_the_core():
     shared = {"ckpt_action.checkpoint.gitobjects", "ckpt_action.filelock"}
     for module in shared:
         assert _ckpt_imports(ROOT / (module.replace(".", "/") + ".py")) == set(), module
-    for path in sorted((ROOT / "ckpt_action/localhub").rglob("*.py")):
-        outside = {m for m in _ckpt_imports(path) if not m.startswith("ckpt_action.localhub")}
+    for path in sorted((ROOT / "packages/ckpt-localhub/ckpt_localhub").rglob("*.py")):
+        outside = {m for m in _ckpt_imports(path) if not m.startswith("ckpt_localhub")}
         assert outside <= shared, f"{path.name} imports {outside}"

@@ -7,7 +7,7 @@ gets 403, as the specification says; a missing, forged or expired one gets 401).
 
 Example:
 
-    >>> from ckpt_action.localhub.signing import Signer
+    >>> from ckpt_localhub.signing import Signer
     >>> signer = Signer()
     >>> token, exp = mint(signer, "read", 60)
     >>> scope_of(signer, token)

@@ -21,12 +21,12 @@ this package imports.
 
 Example:
 
-    >>> from ckpt_action.localhub import LocalHub
+    >>> from ckpt_localhub import LocalHub
     >>> with LocalHub("hubdata") as hub:  # doctest: +ELLIPSIS
     ...     print(hub.url)
     http://127.0.0.1:...
 
-    $ python -m ckpt_action.localhub --data-dir /tmp/hubdata --port 0 --port-file /tmp/port
+    $ python -m ckpt_localhub --data-dir /tmp/hubdata --port 0 --port-file /tmp/port
 """
 
 from .faults import FaultFileError, FaultSet
