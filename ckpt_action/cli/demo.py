@@ -48,7 +48,9 @@ def run_demo(keep: Path | None = None, echo: Callable[[str], None] = print) -> d
     from huggingface_hub import CommitOperationAdd
     from huggingface_hub.utils import disable_progress_bars
 
-    from ckpt_localhub import LocalHub
+    from ckpt_action.cli.localhub import import_local_hub
+
+    LocalHub = import_local_hub("demo").LocalHub
 
     disable_progress_bars()
     os.environ.setdefault("CKPT_PROGRESS_INTERVAL", "0")  # the demo narrates its own steps

@@ -35,6 +35,9 @@ from ckpt_localhub import LocalHub
 from ckpt_localhub.process import HubProcess
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# The local Hub's own distribution in the checkout: a CLI child imports this copy of it (the
+# demo), installed or not, as it does the checkout's ckpt_action.
+LOCALHUB_ROOT = REPO_ROOT / "packages" / "ckpt-localhub"
 TOKEN = "hf_local_test_token"
 REPO = "local-user/ckpts"
 __all__ = ["REPO", "TOKEN", "HubProcess", "configure_client", "entries", "hf_client", "hub_env", "hub_server",
@@ -72,7 +75,8 @@ def make_hub_env(url: str, home: Path, token: str | None = None) -> dict[str, st
         HF_HUB_DISABLE_PROGRESS_BARS="1",
         HF_HUB_DISABLE_UPDATE_CHECK="1",
         HF_HOME=str(home),
-        PYTHONPATH=os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p),
+        PYTHONPATH=os.pathsep.join(p for p in (str(REPO_ROOT), str(LOCALHUB_ROOT), os.environ.get("PYTHONPATH"))
+                                   if p),
     )
     if token is not None:
         env["HF_TOKEN"] = token

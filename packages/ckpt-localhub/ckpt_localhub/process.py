@@ -15,8 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-# The checkout (or site-packages dir) holding this package: the child imports the same code.
-PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+# The dir holding this package (packages/ckpt-localhub in a checkout, or site-packages): the
+# child imports the same code.
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 
 
 class HubProcess:
