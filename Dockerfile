@@ -48,6 +48,8 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/debconf/*-old /var/log/* \
  && useradd --uid 10001 --user-group --create-home --home-dir /home/ckpt --shell /usr/sbin/nologin ckpt
 COPY --from=build /opt/ckpt-action /opt/ckpt-action
+# Not the local Hub (packages/ckpt-localhub): the image runs no demo and serves nothing, so it
+# carries no server (`ckpt-action demo` in it says what to install).
 # The package goes where pip would put it, with the console script pip would write for
 # [project.scripts] (ckpt-action = ckpt_action.cli.app:main): `ckpt-action` is on PATH for CI
 # systems that run a script in the image (GitLab CI), and it is the entrypoint.

@@ -49,8 +49,8 @@ def _doctest_environment(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
         return
     import ckpt_action as ckpt
-    from ckpt_action.localhub import LocalHub
     from ckpt_action.settings import Settings
+    from ckpt_localhub import LocalHub
 
     for rel, data in {"out/checkpoint-200/model.safetensors": b"w200", "out/checkpoint-300/model.safetensors": b"w300",
                       "out/checkpoint-300/config.json": b'{"step": 300}', "out/sft/model.safetensors": b"sft"}.items():

@@ -1,4 +1,4 @@
-"""The local Hub as a separate process (:class:`ckpt_action.localhub.process.HubProcess`,
+"""The local Hub as a separate process (:class:`ckpt_localhub.process.HubProcess`,
 which the tests use too), with an access log the bench reads requests from.
 
 A separate process (not the in-process ``LocalHub``) so the server never shares a GIL
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ckpt_action.localhub.process import HubProcess
+from ckpt_localhub.process import HubProcess
 
 __all__ = ["REPO_ROOT", "HubProcess", "Requests", "client_env"]
 REPO_ROOT = Path(__file__).resolve().parent.parent

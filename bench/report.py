@@ -123,7 +123,7 @@ def benchmarks_md(sections: list[Section], info: dict[str, str], seconds: float)
         "# Benchmarks",
         "",
         "Written by `python -m bench` (do not edit by hand). Every number below was measured in one run,",
-        "on the local Hub (`ckpt_action/localhub`) over loopback, with each tool side by side and in",
+        "on the local Hub (`packages/ckpt-localhub/ckpt_localhub`) over loopback, with each tool side by side and in",
         "alternating order. Machines like this one are noisy: compare the **ratios**, not the absolute",
         "times. Request counts, commits and bytes are exact (read from the server's access log).",
         "",

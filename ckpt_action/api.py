@@ -22,7 +22,7 @@ A round trip against a local Hub started here (no network, no account):
 
 >>> import tempfile, ckpt_action as ckpt
 >>> from pathlib import Path
->>> from ckpt_action.localhub import LocalHub
+>>> from ckpt_localhub import LocalHub
 >>> work = Path(tempfile.mkdtemp())
 >>> _ = (work / "out" / "checkpoint-300").mkdir(parents=True)
 >>> _ = (work / "out" / "checkpoint-300" / "model.safetensors").write_bytes(b"weights")

@@ -59,6 +59,31 @@ def quiet_client_bars() -> None:
             pass
 
 
+@contextlib.contextmanager
+def client_bars_off() -> Iterator[None]:
+    """huggingface_hub's progress bars off inside, as they were again after (the client offers
+    no per-call switch): for a caller that narrates its own steps, such as the demo.
+
+    >>> from huggingface_hub.utils import are_progress_bars_disabled
+    >>> before = are_progress_bars_disabled()
+    >>> with client_bars_off():
+    ...     are_progress_bars_disabled()
+    True
+    >>> are_progress_bars_disabled() == before
+    True
+    """
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+
+    turned_off = not are_progress_bars_disabled()
+    if turned_off:
+        disable_progress_bars()
+    try:
+        yield
+    finally:
+        if turned_off:
+            enable_progress_bars()
+
+
 def bytes_read_since_now() -> Callable[[], int]:
     """Bytes this process has read since the call (Linux ``/proc/self/io``), for progress
     of uploads the client performs out of our sight; 0 where the counter is missing."""

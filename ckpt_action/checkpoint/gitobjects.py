@@ -1,9 +1,10 @@
 """Git and Hub object facts, kept in one place: object ids, LFS pointers, and the LFS decision.
 
-Two parties must agree on every fact here: ckpt-action, which predicts the git tree id
-the Hub will report for a pushed folder (so ``latest`` can prove a checkpoint complete
-from its manifest alone), and the local Hub, which stores files and computes those ids.
-Both import this module; it imports nothing from ``ckpt_action``.
+ckpt-action predicts the git tree id the Hub will report for a pushed folder (so ``latest``
+can prove a checkpoint complete from its manifest alone). The local Hub, which stores files
+and computes those ids, has its own copy (``ckpt_localhub.gitobjects``), so that a bug here
+cannot agree with itself on both sides; ``tests/unit/test_gitobjects.py`` holds each to real
+``git``. This module imports nothing from ``ckpt_action``.
 
 Facts:
 

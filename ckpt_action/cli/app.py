@@ -56,21 +56,36 @@ if TYPE_CHECKING:
 
 class _Group(click.Group):
     """The commands, with those defined elsewhere loaded only when named: the local Hub
-    owns its command line, and importing it would slow every other command's start."""
+    owns its command line (in its own distribution, which may not be installed), and
+    importing it would slow every other command's start."""
 
-    elsewhere: ClassVar[dict[str, tuple[str, str]]] = {"local-hub": ("ckpt_action.localhub.command", "local_hub")}
+    elsewhere: ClassVar[dict[str, tuple[str, str]]] = {"local-hub": ("ckpt_localhub.command", "local_hub")}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.elsewhere])
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in self.elsewhere:
-            import importlib
+            from ckpt_action.cli.localhub import import_local_hub
 
             module, name = self.elsewhere[cmd_name]
-            command: click.Command = getattr(importlib.import_module(module), name)
+            try:
+                command: click.Command = getattr(import_local_hub(cmd_name, module), name)
+            except InputError as exc:
+                return _missing(cmd_name, exc)
             return command
         return super().get_command(ctx, cmd_name)
+
+
+def _missing(name: str, exc: InputError) -> click.Command:
+    """A command whose package is not installed: listed in the help, and run (whatever its
+    arguments, --help included) it says in one line what to install."""
+
+    def run() -> None:
+        fail_with(exc)
+
+    return click.Command(name, callback=run, help="(not installed) " + str(exc), add_help_option=False,
+                         context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

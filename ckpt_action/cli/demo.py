@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
 import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ckpt_action import api
 
@@ -23,6 +23,7 @@ from ckpt_action import api
 # so these two imports are let through the CLI's contract (pyproject.toml says so too).
 from ckpt_action.checkpoint.manifest import MANIFEST_NAME, Manifest, digest_files, scan_dir
 from ckpt_action.hub.transport import make_api
+from ckpt_action.progress import client_bars_off, no_progress_lines
 from ckpt_action.settings import Settings
 
 REPO = "demo/tiny-llm"
@@ -45,13 +46,17 @@ def _tree_sha256(root: Path) -> str:
 
 
 def run_demo(keep: Path | None = None, echo: Callable[[str], None] = print) -> dict[str, object]:
+    from ckpt_action.cli.localhub import import_local_hub
+
+    local_hub = import_local_hub("demo").LocalHub
+    # The demo narrates its own steps: no progress lines of ours and no bars of the client's,
+    # for its own calls only (the environment and the client's settings are left as found).
+    with no_progress_lines(), client_bars_off():
+        return _run(local_hub, keep, echo)
+
+
+def _run(LocalHub: Any, keep: Path | None, echo: Callable[[str], None]) -> dict[str, object]:
     from huggingface_hub import CommitOperationAdd
-    from huggingface_hub.utils import disable_progress_bars
-
-    from ckpt_action.localhub import LocalHub
-
-    disable_progress_bars()
-    os.environ.setdefault("CKPT_PROGRESS_INTERVAL", "0")  # the demo narrates its own steps
 
     work = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="ckpt-demo-"))
     work.mkdir(parents=True, exist_ok=True)

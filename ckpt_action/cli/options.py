@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import click
 
 from ckpt_action.ci.outputs import check_writable
-from ckpt_action.cli.render import Secret, fail_with
+from ckpt_action.cli.render import SECRET_KEY, fail_with
 from ckpt_action.errors import CkptError
 from ckpt_action.settings import MAX_RETRIES, saved_token
 
@@ -61,8 +61,10 @@ def hub_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, endpoint: str | None, token: str | None, as_json: bool, dotenv: str | None,
                 timeout: float | None, retries: int | None, **kwargs: Any) -> Any:
-        # also a token saved by `hf auth login`, which the API sends when none is given
-        Secret.value = token or os.environ.get("HF_TOKEN") or saved_token(os.environ) or None
+        # also a token saved by `hf auth login`, which the API sends when none is given; kept in
+        # this command's context for the scrubbing of what it prints (render.scrub)
+        secret = token or os.environ.get("HF_TOKEN") or saved_token(os.environ) or None
+        click.get_current_context().meta[SECRET_KEY] = secret
         if dotenv:
             try:
                 check_writable(dotenv, "dotenv")

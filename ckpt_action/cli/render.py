@@ -10,7 +10,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 import click
 
@@ -26,20 +26,19 @@ from ckpt_action.ci.outputs import (
 from ckpt_action.errors import CkptError, Door, render
 from ckpt_action.errors import scrub as scrub_secrets
 
-if TYPE_CHECKING:
-    from ckpt_action.cli.options import HubOptions
-
 EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_NONE = 0, 1, 2, 3
 
 
-class Secret:
-    """The token, so every printed line can be scrubbed of it."""
-
-    value: str | None = os.environ.get("HF_TOKEN") or None
+# The command's token, kept in its Click context (one per invocation, passed down by Click),
+# so every printed line can be scrubbed of it: no class or module state outlives a command.
+SECRET_KEY = "ckpt_action.secret"  # noqa: S105 - a key of ctx.meta, not a secret
 
 
 def scrub(text: str) -> str:
-    return scrub_secrets(text, [Secret.value] if Secret.value else [])
+    """``text`` without the command's token, nor ``HF_TOKEN`` (read now, not at import)."""
+    ctx = click.get_current_context(silent=True)
+    secrets = {ctx.meta.get(SECRET_KEY) if ctx is not None else None, os.environ.get("HF_TOKEN")}
+    return scrub_secrets(text, [s for s in secrets if s])
 
 
 class _AnnotationHandler(logging.Handler):
@@ -107,7 +106,18 @@ def route_client_logs() -> None:
     logging.getLogger("huggingface_hub").handlers[:] = []
 
 
-def emit(command: str, result: dict[str, Any], hub: HubOptions, human: Callable[[], None] | None = None) -> None:
+class Destinations(Protocol):
+    """Where a result goes besides stdout (``options.HubOptions`` is one): printing needs
+    only these, so this module imports nothing of the options above it."""
+
+    @property
+    def as_json(self) -> bool: ...
+
+    @property
+    def dotenv(self) -> str | None: ...
+
+
+def emit(command: str, result: dict[str, Any], hub: Destinations, human: Callable[[], None] | None = None) -> None:
     """Write the result everywhere it is wanted: stdout, GITHUB_OUTPUT, job summary, dotenv.
 
     ``human`` prints the terminal form when it is not a plain ``key: value`` list.

@@ -39,7 +39,8 @@ def _env(base: dict[str, str], extra: dict[str, str]) -> dict[str, str]:
     env = dict(base)
     env.update(extra)
     env.setdefault("OMP_NUM_THREADS", "1")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    localhub = ROOT / "packages" / "ckpt-localhub"  # the local Hub's own distribution, as the tests import it
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), str(localhub), env.get("PYTHONPATH")) if p)
     return env
 
 

@@ -8,7 +8,7 @@ sent where it must not go. Both run on loopback threads; use the ``hostile`` and
 which stop them at teardown.
 
 Rules are JSON-compatible dicts in the spirit of the local Hub's faults file
-(``ckpt_action/localhub/faults.py``): a rule matches when its optional ``method``
+(``packages/ckpt-localhub/ckpt_localhub/faults.py``): a rule matches when its optional ``method``
 equals the request's and its ``path`` regex is found in the URL path; rules are tried in
 order and a request consumes at most one, the first with fires left (``times``,
 default 1; -1 never runs out). Actions, combinable in one rule:

@@ -4,13 +4,13 @@ Use them with ``pytest_plugins = ["tests.helpers.localhub_fixtures"]`` (conftest
 ``from tests.helpers.localhub_fixtures import *``.
 
 - ``hub_server``: factory; ``hub_server(token=None, faults=None, extra_args=())`` starts
-  ``python -m ckpt_action.localhub`` as a subprocess on a free port and returns a
+  ``python -m ckpt_localhub`` as a subprocess on a free port and returns a
   :class:`HubProcess` (``.url``, ``.port``, ``.data_dir``, ``.access_log``, ``.faults_path``,
   ``.token``, ``.set_faults(list)``, ``.log_entries()``, ``.stop()``, ``.restart()``; the class is
-  :class:`ckpt_action.localhub.process.HubProcess`, which the benchmarks use too).
+  :class:`ckpt_localhub.process.HubProcess`, which the benchmarks use too).
   Every server started is stopped at teardown.
 - ``hub_env``: ``hub_env(server, token=...)`` -> env dict for a client subprocess (``hf ...``).
-- ``local_hub``: an in-process :class:`~ckpt_action.localhub.LocalHub` (fast; no faults file).
+- ``local_hub``: an in-process :class:`~ckpt_localhub.LocalHub` (fast; no faults file).
 - ``hf_client``: configures the in-process huggingface_hub for a local Hub (no Xet, no
   telemetry, cache and token files under tmp) and returns the cache dir to pass as ``cache_dir``.
 - ``served``: a subprocess Hub (no token) holding ``REPO`` with an LFS and a regular file;
@@ -31,10 +31,13 @@ from typing import Any
 
 import pytest
 
-from ckpt_action.localhub import LocalHub
-from ckpt_action.localhub.process import HubProcess
+from ckpt_localhub import LocalHub
+from ckpt_localhub.process import HubProcess
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# The local Hub's own distribution in the checkout: a CLI child imports this copy of it (the
+# demo), installed or not, as it does the checkout's ckpt_action.
+LOCALHUB_ROOT = REPO_ROOT / "packages" / "ckpt-localhub"
 TOKEN = "hf_local_test_token"
 REPO = "local-user/ckpts"
 __all__ = ["REPO", "TOKEN", "HubProcess", "configure_client", "entries", "hf_client", "hub_env", "hub_server",
@@ -72,7 +75,8 @@ def make_hub_env(url: str, home: Path, token: str | None = None) -> dict[str, st
         HF_HUB_DISABLE_PROGRESS_BARS="1",
         HF_HUB_DISABLE_UPDATE_CHECK="1",
         HF_HOME=str(home),
-        PYTHONPATH=os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p),
+        PYTHONPATH=os.pathsep.join(p for p in (str(REPO_ROOT), str(LOCALHUB_ROOT), os.environ.get("PYTHONPATH"))
+                                   if p),
     )
     if token is not None:
         env["HF_TOKEN"] = token

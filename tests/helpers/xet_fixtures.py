@@ -3,7 +3,7 @@
 - ``xet_client``: configures the in-process huggingface_hub for a local Hub with Xet
   enabled (``HF_HUB_DISABLE_XET`` unset; cache, Xet cache and token files under tmp) and
   returns the download cache dir.
-- ``xet_hub``: an in-process :class:`~ckpt_action.localhub.LocalHub` with Xet on and an
+- ``xet_hub``: an in-process :class:`~ckpt_localhub.LocalHub` with Xet on and an
   access log.
 - ``xet_env(url, home)``: the environment for an ``hf`` subprocess on the Xet path, each
   ``home`` with its own Xet cache, so a second push can only dedupe through the server.
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from ckpt_action.localhub import LocalHub
+from ckpt_localhub import LocalHub
 from tests.helpers.localhub_fixtures import configure_client, entries, make_hub_env
 
 HF = str(Path(sys.executable).with_name("hf"))

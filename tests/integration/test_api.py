@@ -19,7 +19,7 @@ import pytest
 
 import ckpt_action as ckpt
 from ckpt_action import api
-from ckpt_action.localhub import LocalHub
+from ckpt_localhub import LocalHub
 from tests.conftest import read_tree, write_checkpoint
 from tests.helpers.wandb_records import decode_single_run
 

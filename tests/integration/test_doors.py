@@ -10,7 +10,7 @@ import pytest
 
 import ckpt_action as ckpt
 from ckpt_action import api
-from ckpt_action.localhub import LocalHub
+from ckpt_localhub import LocalHub
 from tests.conftest import clean_env, write_checkpoint
 
 BAD_TAG = ["promote", "--repo", "o/r", "--subfolder", "checkpoint-1", "--to", "release", "--tag", "bad tag"]

@@ -561,7 +561,7 @@ def test_restart_keeps_everything_and_ignores_torn_temp_files(served, hf_client)
 
 
 def test_data_dirs_from_before_case_insensitive_ids_are_moved(tmp_path, hf_client):
-    from ckpt_action.localhub import LocalHub
+    from ckpt_localhub import LocalHub
 
     with LocalHub(tmp_path / "d") as hub:
         HfApi(endpoint=hub.url, token=TOKEN).create_repo("Org/Mixed")

@@ -17,7 +17,7 @@ import httpx
 import pytest
 from huggingface_hub import HfApi
 
-from ckpt_action.localhub.context import MAX_JSON_BODY
+from ckpt_localhub.context import MAX_JSON_BODY
 from tests.helpers.localhub_fixtures import TOKEN
 
 MIB = 1024 * 1024
@@ -139,7 +139,7 @@ def test_connections_past_the_cap_are_503(hub_server):
 
 
 def _start_module(tmp_path: Path, *args: str) -> str:
-    cmd = [sys.executable, "-m", "ckpt_action.localhub", "--data-dir", str(tmp_path / "d"), "--port", "0",
+    cmd = [sys.executable, "-m", "ckpt_localhub", "--data-dir", str(tmp_path / "d"), "--port", "0",
            "--cdn-port", "0", *args]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -159,17 +159,17 @@ def test_listening_beyond_loopback_without_a_token_warns(tmp_path):
 
 
 def test_the_readme_states_the_limits_the_code_has():
-    from ckpt_action.localhub.httpserver import MAX_CONNECTIONS
+    from ckpt_localhub.httpserver import MAX_CONNECTIONS
 
     readme = " ".join((ROOT / "README.md").read_text().split())  # prose reflows; the figures must not
     assert f"at most {MAX_JSON_BODY // MIB} MiB of a JSON or form" in readme
     assert f"`--max-connections` ({MAX_CONNECTIONS})" in readme
-    from ckpt_action.localhub.httpserver import HEADER_TIMEOUT_S
+    from ckpt_localhub.httpserver import HEADER_TIMEOUT_S
 
     assert f"has not arrived whole {HEADER_TIMEOUT_S:g} s after its first byte" in readme
-    from ckpt_action.localhub.xet.shard import MAX_SHARD_TERMS
-    from ckpt_action.localhub.xet.store import MAX_MATERIALIZE_BYTES
-    from ckpt_action.localhub.xet.xorb import MAX_CHUNK, MAX_XORB_BYTES, MAX_XORB_CHUNKS
+    from ckpt_localhub.xet.shard import MAX_SHARD_TERMS
+    from ckpt_localhub.xet.store import MAX_MATERIALIZE_BYTES
+    from ckpt_localhub.xet.xorb import MAX_CHUNK, MAX_XORB_BYTES, MAX_XORB_CHUNKS
 
     assert f"limits ({MAX_XORB_CHUNKS} chunks, {MAX_CHUNK // 1024} KiB a chunk, {MAX_XORB_BYTES // MIB - 1} MiB" \
         in readme
@@ -180,7 +180,7 @@ def test_the_readme_states_the_limits_the_code_has():
 @pytest.mark.parametrize("flag", ["--port", "--cdn-port", "--cas-port"])
 def test_a_port_out_of_range_is_exit_2_naming_the_flag_and_creates_nothing(tmp_path, flag):
     data = tmp_path / "d"
-    cmd = [sys.executable, "-m", "ckpt_action.localhub", "--data-dir", str(data), flag, "70000"]
+    cmd = [sys.executable, "-m", "ckpt_localhub", "--data-dir", str(data), flag, "70000"]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2, done.stderr
     assert flag in done.stderr and "70000" in done.stderr and "Traceback" not in done.stderr
@@ -198,7 +198,7 @@ def _slow_head(port: int) -> socket.socket:
 def test_slow_anonymous_connections_do_not_lock_out_the_token_owner(tmp_path, hf_client):
     """Item 18: anonymous connections holding every slot of the cap with a half-sent head get 503
     for the next anonymous caller, but a request with the server's token is still served."""
-    from ckpt_action.localhub import LocalHub
+    from ckpt_localhub import LocalHub
 
     with LocalHub(tmp_path / "d", token=TOKEN, max_connections=4) as hub:
         slow = [_slow_head(hub.port) for _ in range(4)]
@@ -222,7 +222,7 @@ def test_slow_anonymous_connections_do_not_lock_out_the_token_owner(tmp_path, hf
 def test_a_request_head_that_trickles_in_is_cut_off(tmp_path, hf_client, monkeypatch):
     """A head sent a byte at a time is dropped once it took longer than the head timeout (the
     idle timeout restarts at every byte, so it alone never ends such a connection)."""
-    from ckpt_action.localhub import LocalHub, httpserver
+    from ckpt_localhub import LocalHub, httpserver
 
     monkeypatch.setattr(httpserver, "HEADER_TIMEOUT_S", 1.0)
     with LocalHub(tmp_path / "d") as hub:

@@ -195,7 +195,7 @@ def _fake_lfs():
 
 
 def test_lfs_files_are_listed_in_pages(local_hub, monkeypatch):
-    from ckpt_action.localhub import api_storage
+    from ckpt_localhub import api_storage
 
     monkeypatch.setattr(api_storage, "LFS_FILES_PAGE", 2)
     api = HfApi(endpoint=local_hub.url, token=TOKEN)

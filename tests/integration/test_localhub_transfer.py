@@ -17,7 +17,7 @@ import pytest
 from huggingface_hub import CommitOperationAdd, HfApi, hf_hub_download, hf_hub_url, snapshot_download
 from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
 
-from ckpt_action.localhub import LocalHub
+from ckpt_localhub import LocalHub
 from tests.conftest import read_tree
 from tests.helpers.chaos_helpers import ckpt, env_for
 from tests.helpers.localhub_fixtures import REPO, TOKEN, entries, sha256_file

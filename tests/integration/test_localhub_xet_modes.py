@@ -8,7 +8,7 @@ import os
 import httpx
 from huggingface_hub import HfApi, hf_hub_url
 
-from ckpt_action.localhub import LocalHub
+from ckpt_localhub import LocalHub
 from tests.helpers.localhub_fixtures import REPO, TOKEN, make_hub_env
 from tests.helpers.xet_fixtures import run_hf, xet_env
 

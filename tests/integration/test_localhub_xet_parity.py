@@ -82,7 +82,7 @@ def test_duplicate_needs_write_access_and_an_existing_target(tmp_path, xet_clien
     a target that does not exist answers RepoNotFound."""
     from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
-    from ckpt_action.localhub import LocalHub
+    from ckpt_localhub import LocalHub
 
     with LocalHub(tmp_path / "data", token=TOKEN) as hub:
         owner = HfApi(endpoint=hub.url, token=TOKEN)

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from huggingface_hub import HfApi
 
-from ckpt_action.localhub import LocalHub
+from ckpt_localhub import LocalHub
 from tests.helpers.localhub_fixtures import REPO, TOKEN
 
 SHARD_TAG = bytes([72, 70, 82, 101, 112, 111, 77, 101, 116, 97, 68, 97, 116, 97, 0, 85, 105, 103, 69, 106, 123,
@@ -191,7 +191,7 @@ def _shard_of(file_hash: bytes, terms: list[tuple[bytes, int, int, int, bytes]])
 def test_a_small_shard_may_not_make_the_server_rebuild_more_than_its_bound(tmp_path, xet_client):
     """80 terms over one compressed chunk of zeros: a 8 KB shard naming 10 MiB of file (item 8).
     With the bound set to 4 MiB it is refused before a byte is written; under it, accepted."""
-    from ckpt_action.localhub.xet.hashes import chunk_hash, file_hash, hash_hex, verification_hash, xorb_hash
+    from ckpt_localhub.xet.hashes import chunk_hash, file_hash, hash_hex, verification_hash, xorb_hash
 
     zeros = bytes(128 * 1024)
     h = chunk_hash(zeros)
@@ -219,7 +219,7 @@ def test_a_small_shard_may_not_make_the_server_rebuild_more_than_its_bound(tmp_p
 
 
 def test_a_shard_past_the_term_bound_is_refused(tmp_path, xet_client, monkeypatch):
-    from ckpt_action.localhub.xet import shard
+    from ckpt_localhub.xet import shard
 
     monkeypatch.setattr(shard, "MAX_SHARD_TERMS", 10)
     with LocalHub(tmp_path / "terms") as hub:
@@ -276,8 +276,8 @@ def test_a_dedupe_answer_lists_chunk_hashes_keyed_not_in_clear(stored_xorb, xet_
     build a shard naming another repo's bytes)."""
     import blake3
 
-    from ckpt_action.localhub.xet.hashes import hash_hex
-    from ckpt_action.localhub.xet.xorb import parse_xorb
+    from ckpt_localhub.xet.hashes import hash_hex
+    from ckpt_localhub.xet.xorb import parse_xorb
 
     _name, data = stored_xorb
     hashes = [c.hash for c in parse_xorb(data)]

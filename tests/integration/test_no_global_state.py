@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import ckpt_action as ckpt
-from ckpt_action.localhub import LocalHub
+from ckpt_localhub import LocalHub
 from tests.conftest import write_checkpoint
 
 
@@ -106,3 +106,63 @@ def test_an_api_call_leaves_the_process_as_it_found_it(tmp_path: Path, monkeypat
             assert deadline._stall_now() is None
     finally:
         huggingface_hub.set_client_factory(_http.default_client_factory)
+
+
+def _class_attributes() -> dict[str, object]:
+    """Every attribute of every class of ckpt_action's loaded modules (copies of containers)."""
+    import copy
+    import inspect
+    import sys
+
+    state: dict[str, object] = {}
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("ckpt_action") or module is None:
+            continue
+        for cname, cls in list(vars(module).items()):
+            if inspect.isclass(cls) and cls.__module__ == name:
+                for key, value in vars(cls).items():
+                    if not key.startswith("__"):
+                        state[f"{name}.{cname}.{key}"] = (copy.copy(value) if isinstance(value, (dict, list, set))
+                                                          else value)
+    return state
+
+
+def test_cli_commands_and_the_demo_in_process_leave_the_process_as_they_found_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from huggingface_hub import constants
+    from huggingface_hub.utils import are_progress_bars_disabled
+
+    from ckpt_action.cli import app, demo, options, render  # noqa: F401 - their classes are checked
+
+    for name in [k for k in os.environ if k.startswith(("HF_", "HUGGING", "CKPT_", "GITHUB_"))]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
+    monkeypatch.setenv("HF_TOKEN", "hf_the_environment_token")
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "hf_home" / "token"))
+    monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(tmp_path / "hf_home" / "stored_tokens"))
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
+    monkeypatch.chdir(tmp_path)
+
+    env_before, constants_before = dict(os.environ), _constants()
+    bars_before, classes_before = are_progress_bars_disabled(), _class_attributes()
+
+    def run(*argv: str) -> int:
+        try:
+            app.run(list(argv))
+        except SystemExit as exited:
+            return int(exited.code or 0)
+        return 0
+
+    assert run("demo", "--keep", str(tmp_path / "demo")) == 0
+    with LocalHub(tmp_path / "hub") as hub:
+        src = write_checkpoint(tmp_path / "out" / "checkpoint-5", {"w.bin": b"w" * 100, "config.json": b"{}"})
+        assert run("push", "--repo", "o/r", "--local-dir", str(src), "--step", "5", "--endpoint", hub.url,
+                   "--token", "hf_a_token_on_the_command_line") == 0
+        assert run("latest", "--repo", "o/r", "--endpoint", hub.url, "--json") == 0
+        assert run("latest", "--repo", "o/none", "--endpoint", hub.url, "--require") != 0
+
+    assert dict(os.environ) == env_before
+    assert _constants() == constants_before
+    assert are_progress_bars_disabled() == bars_before, "huggingface_hub's progress bars were switched"
+    after = _class_attributes()
+    assert {k: v for k, v in after.items() if k in classes_before and classes_before[k] != v} == {}

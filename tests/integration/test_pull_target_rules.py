@@ -14,7 +14,7 @@ import pytest
 
 import ckpt_action as ckpt
 from ckpt_action.errors import CkptError, InputError, IntegrityError
-from ckpt_action.localhub import LocalHub
+from ckpt_localhub import LocalHub
 from tests.conftest import write_checkpoint
 from tests.helpers.localhub_fixtures import entries
 

@@ -40,7 +40,7 @@ from ckpt_action.integrations.transformers import (
     PushFailedError,
     resume_from_hub,
 )
-from ckpt_action.localhub import LocalHub
+from ckpt_localhub import LocalHub
 from tests.conftest import read_tree, write_checkpoint
 from tests.helpers.localhub_fixtures import REPO_ROOT, make_hub_env
 from tests.helpers.wandb_records import decode_single_run

@@ -18,7 +18,7 @@ from transformers import TrainerState
 
 import ckpt_action as ckpt
 from ckpt_action.integrations.transformers import STAGING_DIR, CheckpointCallback, resume_from_hub
-from ckpt_action.localhub import LocalHub
+from ckpt_localhub import LocalHub
 from tests.integration.test_trainer_callback import REPO, hook_args, make_trainer, save
 
 SLOW_FIRST_PUSH = [{"method": "GET", "path": r"/refs$", "delay_s": 2, "times": 1}]

@@ -14,7 +14,7 @@ from huggingface_hub import CommitOperationAdd, get_hf_file_metadata, hf_hub_dow
 from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.utils import parse_ratelimit_headers
 
-from ckpt_action.localhub import FaultFileError, FaultSet
+from ckpt_localhub import FaultFileError, FaultSet
 from tests.helpers.localhub_fixtures import REPO, entries, sha256_file
 
 

@@ -10,7 +10,7 @@ repo's refs reach.
 
 Example:
 
-    >>> from ckpt_action.localhub.signing import Signer
+    >>> from ckpt_localhub.signing import Signer
     >>> signer = Signer()
     >>> token, exp = mint(signer, "read", "model", "Me/Ckpts", 60)
     >>> grant_of(signer, token)

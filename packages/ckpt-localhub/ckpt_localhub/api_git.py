@@ -9,10 +9,9 @@ import html
 from typing import Any
 from urllib.parse import quote
 
-from ckpt_action.checkpoint.gitobjects import lfs_pointer
-
 from . import api_xet
 from .context import Call
+from .gitobjects import lfs_pointer
 from .httpserver import HttpError, Response, json_response
 from .objects import Commit, TreeEntry
 from .storage import EntryNotFound

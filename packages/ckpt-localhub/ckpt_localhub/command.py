@@ -1,8 +1,8 @@
-"""The local Hub's one command line: ``local-hub`` (also ``python -m ckpt_action.localhub``).
+"""The local Hub's one command line: ``local-hub`` (also ``python -m ckpt_localhub``).
 
 Example:
 
-    $ python -m ckpt_action.localhub --data-dir /tmp/hubdata --port 0 --port-file /tmp/port
+    $ python -m ckpt_localhub --data-dir /tmp/hubdata --port 0 --port-file /tmp/port
     http://127.0.0.1:41233
 
 The first stdout line is the base URL. The token may also come from ``LOCAL_HUB_TOKEN``

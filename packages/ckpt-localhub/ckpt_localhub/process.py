@@ -1,4 +1,4 @@
-"""The local Hub as a child process (``python -m ckpt_action.localhub``), for the tests and
+"""The local Hub as a child process (``python -m ckpt_localhub``), for the tests and
 the benchmarks that need it out of this process: a server that never shares a GIL with the
 client being timed, that a test can restart on the same data and port, and whose faults
 file it can rewrite while it runs. The in-process server is :class:`~.server.LocalHub`.
@@ -15,8 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-# The checkout (or site-packages dir) holding this package: the child imports the same code.
-PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+# The dir holding this package (packages/ckpt-localhub in a checkout, or site-packages): the
+# child imports the same code.
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 
 
 class HubProcess:
@@ -48,7 +49,7 @@ class HubProcess:
     def _start(self, port: int) -> None:
         self.port_file.unlink(missing_ok=True)
         cmd = [
-            sys.executable, "-m", "ckpt_action.localhub",
+            sys.executable, "-m", "ckpt_localhub",
             "--data-dir", str(self.data_dir), "--port", str(port), "--port-file", str(self.port_file),
             "--access-log", str(self.access_log), "--faults", str(self.faults_path),
         ]

@@ -8,9 +8,8 @@ import binascii
 import json
 from typing import Any
 
-from ckpt_action.checkpoint.gitobjects import GitIgnore, is_lfs
-
 from .context import Call, repo_url
+from .gitobjects import GitIgnore, is_lfs
 from .httpserver import HttpError, Response, json_response
 from .storage import AddBlob, AddLfs, Delete, InvalidPath, Operation, check_path
 

@@ -37,15 +37,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from ckpt_action.checkpoint.gitobjects import (
+from .filelock import try_lock
+from .gitobjects import (
     DEFAULT_GITATTRIBUTES,
     GitAttributes,
     GitIgnore,
     lfs_pointer_oid,
     parse_gitattributes,
 )
-from ckpt_action.filelock import try_lock
-
 from .objects import (
     LRU,
     SHA1_RE,

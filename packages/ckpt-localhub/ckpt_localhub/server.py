@@ -13,7 +13,7 @@ Example (in-process, e.g. in a test or a demo):
 
 Example (a separate process; prints its URL as the first stdout line):
 
-    $ python -m ckpt_action.localhub --data-dir /tmp/hubdata --port 0 --port-file /tmp/port
+    $ python -m ckpt_localhub --data-dir /tmp/hubdata --port 0 --port-file /tmp/port
     http://127.0.0.1:41233
 """
 

@@ -8,9 +8,8 @@ import re
 from typing import Any
 from urllib.parse import quote
 
-from ckpt_action.checkpoint.gitobjects import lfs_pointer
-
 from .context import Call, repo_url
+from .gitobjects import lfs_pointer
 from .httpserver import HttpError, Response, json_response
 from .objects import AUTHOR
 from .storage import REPO_TYPES, RepoExists, RepoMeta, check_repo_id

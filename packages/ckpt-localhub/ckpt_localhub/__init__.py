@@ -14,19 +14,19 @@ downloads, the CDN), ``api_xet`` and ``xet/`` (the Xet token routes and the CAS 
 ``objects`` (repos and content-addressed objects), ``usage`` (storage accounting, permanent
 deletion, garbage collection), ``faults`` / ``faultlayer`` (injected failures), ``accesslog``
 (one JSON line per request), ``server`` (listeners), ``command`` and ``__main__`` (the
-command line), ``process`` (the server as a child process, for tests and benchmarks). Git
-facts come from :mod:`ckpt_action.checkpoint.gitobjects` and the data dir's lock from
-:mod:`ckpt_action.filelock`, the only parts of ckpt-action
-this package imports.
+command line), ``process`` (the server as a child process, for tests and benchmarks),
+``gitobjects`` (git object ids, LFS pointers and the LFS decision) and ``filelock`` (the data
+dir's lock). It imports nothing of ckpt-action: its git facts are its own copy, so a bug in
+the client's cannot agree with itself on both sides.
 
 Example:
 
-    >>> from ckpt_action.localhub import LocalHub
+    >>> from ckpt_localhub import LocalHub
     >>> with LocalHub("hubdata") as hub:  # doctest: +ELLIPSIS
     ...     print(hub.url)
     http://127.0.0.1:...
 
-    $ python -m ckpt_action.localhub --data-dir /tmp/hubdata --port 0 --port-file /tmp/port
+    $ python -m ckpt_localhub --data-dir /tmp/hubdata --port 0 --port-file /tmp/port
 """
 
 from .faults import FaultFileError, FaultSet

@@ -38,7 +38,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
-from ckpt_action.checkpoint.gitobjects import EMPTY_TREE_OID, TreeItem, blob_oid, tree_oid
+from .gitobjects import EMPTY_TREE_OID, TreeItem, blob_oid, tree_oid
 
 AUTHOR = "local-user"
 COPY_CHUNK = 8 * 1024 * 1024

@@ -1,0 +1,28 @@
+"""The local Hub, which the demo and ``local-hub`` run, from its own distribution.
+
+The server is not a dependency of ckpt-action (a training script or the image has no use for
+it): ``ckpt-action-localhub``, in ``packages/ckpt-localhub`` of this repository. Without it
+installed, those two commands say in one line what to install (exit 2, nothing started).
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from ckpt_action.errors import InputError
+
+PACKAGE = "ckpt_localhub"
+INSTALL = ("pip install ./packages/ckpt-localhub in a checkout of ckpt-action, or pip install "
+           "\"ckpt-action-localhub @ git+https://github.com/OWNER/ckpt-action@v1#subdirectory=packages/ckpt-localhub\"")
+
+
+def import_local_hub(command: str, module: str = PACKAGE) -> ModuleType:
+    """``module`` of the local Hub's package, or an :class:`InputError` saying what to install."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] != PACKAGE:
+            raise  # the package is there but one of its dependencies is not: its own message
+        raise InputError(f"`ckpt-action {command}` needs the local Hub, a package of its own that is not "
+                         f"installed: {INSTALL}") from None

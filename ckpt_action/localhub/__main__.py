@@ -1,6 +1,0 @@
-"""``python -m ckpt_action.localhub``: the ``local-hub`` command (see :mod:`.command`)."""
-
-from .command import local_hub
-
-if __name__ == "__main__":
-    local_hub(prog_name="python -m ckpt_action.localhub")
