@@ -25,7 +25,9 @@ def local_dir_to_push(value: str | None, *, allow_empty: bool = False) -> Path:
     nesting than the walk allows (:func:`~ckpt_action.checkpoint.localfiles.local_files`,
     the walk every re-scan of the push repeats). Special files would hang the hashing (a
     FIFO) or cannot be uploaded; finding them half-way through a push would leave it
-    unfinished.
+    unfinished. A name a pull keeps for its own files (``names.reserved_in_target``) is the
+    tool's in a pulled dir (one holding a valid pull record), which the push leaves out,
+    and refused in any other.
     """
     if not value:
         raise InputError(f"{param('local_dir')} is required: give the checkpoint directory to push", param='local_dir')
