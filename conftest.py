@@ -1,7 +1,9 @@
 """Collection for the doctests of the package (``--doctest-modules``).
 
-The transformers integration is an optional extra: without it installed, its module
-cannot be imported, so its doctests are not collected (its tests skip, saying why).
+The Trainer callback and the DCP storage are optional extras: without one installed, the
+modules that import it at the top cannot be imported, so they are not collected but reported
+as skipped, naming the extra (the test modules of the extras skip themselves the same way,
+with ``pytest.importorskip``).
 """
 
 import importlib.util
@@ -12,7 +14,55 @@ from typing import Any
 
 import pytest
 
-collect_ignore = [] if importlib.util.find_spec("transformers") else ["ckpt_action/integrations/transformers.py"]
+# --------------------------------------------------------------------------- optional extras
+# Every .py file under testpaths is imported for its doctests, the torchrun scripts of the
+# tests included: those that import an extra's packages at the top, with the extra they need.
+_TRANSFORMERS = (("transformers", "torch"), "[transformers]")
+_DISTRIBUTED = (("torch",), "[distributed]")
+_NEEDS_EXTRA = {
+    "ckpt_action/integrations/transformers.py": _TRANSFORMERS,
+    "ckpt_action/integrations/dcp.py": _DISTRIBUTED,
+    "tests/helpers/dist_trainer_script.py": _TRANSFORMERS,
+    "tests/helpers/dist_dcp_script.py": _DISTRIBUTED,
+    "tests/helpers/dist_push_script.py": _DISTRIBUTED,
+}
+_ROOT = Path(__file__).resolve().parent
+
+
+def _missing_extra(file_path: Path) -> str | None:
+    """Why ``file_path`` cannot be collected here (an extra it needs is not installed), or None."""
+    try:
+        rel = file_path.resolve().relative_to(_ROOT).as_posix()
+    except ValueError:
+        return None
+    if rel not in _NEEDS_EXTRA:
+        return None
+    modules, extra = _NEEDS_EXTRA[rel]
+    absent = [m for m in modules if importlib.util.find_spec(m) is None]
+    if not absent:
+        return None
+    return f"{rel} needs {' and '.join(absent)}, not installed (the {extra} extra: pip install '.{extra}')"
+
+
+class _NeedsExtra(pytest.File):
+    """A module that needs an absent extra: collected as one skip saying which."""
+
+    reason = ""
+
+    def collect(self) -> Iterator[pytest.Item]:
+        pytest.skip(self.reason)
+        yield from ()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Iterator[None]:
+    collected = yield
+    reason = _missing_extra(file_path)
+    if reason is None:
+        return collected
+    skipped = _NeedsExtra.from_parent(parent, path=file_path)
+    skipped.reason = reason
+    return [skipped]
 
 
 # --------------------------------------------------------------------------- doctest fixtures

@@ -44,12 +44,12 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ckpt_action import names
-from ckpt_action.disk.source import local_dir_to_push
+from ckpt_action.disk.source import local_dir_to_push, tool_files
 from ckpt_action.disk.target import pull_target
 
 from .errors import InputError, LocalIOError, NoCheckpointError, NotFoundError, param, param_on, render
@@ -317,6 +317,7 @@ def push_checkpoint(
     timeout: float | None = None,
     retries: int | None = None,
     join_job: bool = False,
+    note: Warn | None = None,
 ) -> PushResult:
     """:func:`push`, answering the full :class:`~ckpt_action.ops.push.PushResult`: the
     handle, the commits made, the files uploaded and deleted, and who signed.
@@ -325,6 +326,10 @@ def push_checkpoint(
     group (``ckpt-action push --distributed``): with ``distributed``, join it from
     ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT`` (gloo) for the push and
     leave it after; without torch, an InputError naming the ``[distributed]`` extra.
+
+    ``note``: where the one line naming the tool's files left out of the push goes (a
+    pulled dir's record, an old manifest, signature or statement: :func:`left_out_note`);
+    default the ``ckpt_action`` logger, at INFO.
     """
     from ckpt_action.ops.push import push as core_push
 
@@ -360,8 +365,31 @@ def push_checkpoint(
             return res
         path = local_dir_to_push(os.fspath(local_dir))  # in no process group: a push alone
     assert path is not None
-    return core_push(remote, path, subfolder, step=step, private=private, commit_message=commit_message,
-                     signer=sign)
+    left_out = tool_files(path)
+    res = core_push(remote, path, subfolder, step=step, private=private, commit_message=commit_message,
+                    signer=sign)
+    if not left_out:
+        return res
+    res = replace(res, left_out=left_out)
+    (note or _log_note)(left_out_note(res))
+    return res
+
+
+def left_out_note(res: PushResult) -> str:
+    """The one line saying which of ckpt-action's own files a push left out of the local dir
+    (a pulled dir's record; a manifest, signature or statement, replaced by the push's own)."""
+    from ckpt_action.checkpoint.signing import SIGNATURE_NAME
+
+    line = (f"not uploaded from {param('local_dir')}: {', '.join(res.left_out)} (ckpt-action's own files);"
+            f" the push wrote its own manifest" + (", provenance and signature" if res.signer else ""))
+    if SIGNATURE_NAME in res.left_out and not res.signer:
+        line += f" and no signature: the old {SIGNATURE_NAME} signed another folder ({param('signing_key')} signs"
+        line += " this one)"
+    return line
+
+
+def _log_note(message: str) -> None:
+    log.info("%s", render(message, "api"))
 
 
 def _push_on_ranks(remote: RemoteRepo, local_dir: str, subfolder: str, *, step: int | None, private: bool,

@@ -54,20 +54,24 @@ _RESERVED_SEGMENTS = {".git", ".cache", ".huggingface", ".gitattributes", ".giti
 HUB_HOSTS = {"huggingface.co", "hf.co", "www.huggingface.co"}
 # Names a pull writes at the top of its target: the record and its temp file, and (for a
 # target that is a mount point) the lock and staging dirs of disk/target.py. A checkpoint
-# file with one of these names would be overwritten or deleted by the pull itself, so
-# push refuses them in a local dir and pull refuses a checkpoint holding one.
+# file with one of these names (or under one) would be overwritten or deleted by the pull
+# itself, so pull refuses a checkpoint holding one, and push leaves them out of a pulled
+# dir (they are the tool's) and refuses them in any other (disk/source.py).
 _RESERVED_TOP_RE = re.compile(r"\.ckpt-pull\.json.*|\..+\.ckpt-(?:lock|(?:old-)?[a-z0-9_]{8})", re.DOTALL)
 
 
 def reserved_in_target(rel: str) -> bool:
-    """A path (inside a checkpoint folder) that a pull keeps for its own files.
+    """A path (inside a checkpoint folder) that a pull keeps for its own files: a reserved
+    name at the top, or a file under one (a staging dir).
 
     >>> reserved_in_target(".ckpt-pull.json.tmp"), reserved_in_target(".run.ckpt-lock")
     (True, True)
+    >>> reserved_in_target(".run.ckpt-abcd1234/model.safetensors")
+    True
     >>> reserved_in_target("sub/.ckpt-pull.json"), reserved_in_target("model.safetensors")
     (False, False)
     """
-    return "/" not in rel and bool(_RESERVED_TOP_RE.fullmatch(rel))
+    return bool(_RESERVED_TOP_RE.fullmatch(rel.split("/", 1)[0]))
 
 
 def _ref(name: str) -> str:

@@ -159,13 +159,26 @@ def scan_dir(root: Path) -> dict[str, Path]:
     the one walk of a local dir (:func:`~ckpt_action.checkpoint.localfiles.local_files`:
     links never followed out, each entry checked, refusals as InputError).
 
-    A manifest already in the dir (a pulled checkpoint being re-pushed) is left out:
-    push writes a fresh one; so is the record a pull leaves, and so are a signature and
-    its provenance statement (a signed push writes its own, an unsigned one none: those of
-    a pulled copy vouch for another folder).
+    The tool's own files are left out (:func:`tool_file`).
     """
-    skipped = (MANIFEST_NAME, PULL_RECORD_NAME, SIGNATURE_NAME, PROVENANCE_NAME)
-    return {rel: path for rel, path in local_files(root).items() if rel not in skipped}
+    return {rel: path for rel, path in local_files(root).items() if not tool_file(rel)}
+
+
+WRITTEN_BY_PUSH = (MANIFEST_NAME, SIGNATURE_NAME, PROVENANCE_NAME)
+"""What a push writes at the top of a folder itself, from what it pushes."""
+
+
+def tool_file(rel: str) -> bool:
+    """A path of a local dir that push never uploads, since ckpt-action wrote it there: a
+    manifest (a pulled checkpoint being re-pushed: push writes a fresh one), a signature and
+    its provenance statement (a signed push writes its own, an unsigned one none: those of a
+    pulled copy vouch for another folder), and what a pull keeps in its target (its record,
+    lock and staging dirs: :func:`~ckpt_action.names.reserved_in_target`).
+
+    >>> tool_file("ckpt-manifest.json"), tool_file(".ckpt-pull.json"), tool_file("sub/model.sig")
+    (True, True, False)
+    """
+    return rel in WRITTEN_BY_PUSH or names.reserved_in_target(rel)
 
 
 @dataclass

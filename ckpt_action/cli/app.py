@@ -44,6 +44,7 @@ from ckpt_action.cli.render import (
     emit,
     fail,
     fail_with,
+    note,
     route_client_logs,
     setup_logging,
     warn,
@@ -132,7 +133,7 @@ def push(repo: str, local_dir: str, subfolder: str | None, step: int | None, pri
 
     res = api.push_checkpoint(local_dir, repo, step=step, subfolder=subfolder, private=private,
                               commit_message=commit_message, distributed=distributed,
-                              join_job=distributed, **signing.keywords, **hub.hub())
+                              join_job=distributed, note=note, **signing.keywords, **hub.hub())
     result = push_outputs(res)
     if wandb.project:
         result |= _log_wandb(res.handle, wandb)

@@ -68,6 +68,11 @@ def warn(message: str) -> None:
     click.echo(_annotate("warning", render(message, door())), err=True)
 
 
+def note(message: str) -> None:
+    """A note line (``::notice::`` in Actions): something done that the user did not ask for in words."""
+    click.echo(_annotate("notice", render(message, door())), err=True)
+
+
 def fail(message: str, code: int) -> NoReturn:
     click.echo(_annotate("error", message), err=True)
     sys.exit(code)

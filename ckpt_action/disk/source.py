@@ -10,6 +10,8 @@ import os
 from pathlib import Path
 
 from ckpt_action.checkpoint.localfiles import local_files
+from ckpt_action.checkpoint.manifest import PULL_RECORD_NAME, tool_file
+from ckpt_action.disk.target import read_record
 from ckpt_action.errors import InputError, param
 from ckpt_action.handle import step_of
 from ckpt_action.names import reserved_in_target
@@ -23,7 +25,9 @@ def local_dir_to_push(value: str | None, *, allow_empty: bool = False) -> Path:
     nesting than the walk allows (:func:`~ckpt_action.checkpoint.localfiles.local_files`,
     the walk every re-scan of the push repeats). Special files would hang the hashing (a
     FIFO) or cannot be uploaded; finding them half-way through a push would leave it
-    unfinished.
+    unfinished. A name a pull keeps for its own files (``names.reserved_in_target``) is the
+    tool's in a pulled dir (one holding a valid pull record), which the push leaves out,
+    and refused in any other.
     """
     if not value:
         raise InputError(f"{param('local_dir')} is required: give the checkpoint directory to push", param='local_dir')
@@ -36,14 +40,35 @@ def local_dir_to_push(value: str | None, *, allow_empty: bool = False) -> Path:
                          " directory", param="local_dir")
     _refuse_checkpoint_parent(path, value)
     files = local_files(path)
-    for rel in files:
-        if reserved_in_target(rel):
-            raise InputError(f"{param('local_dir')} has {rel!r}, a name reserved for what a pull writes beside"
-                             " the checkpoint (its record, lock and staging dirs): rename it", param="local_dir")
+    reserved = sorted(rel for rel in files if reserved_in_target(rel))
+    if reserved and read_record(path) is None:
+        raise _reserved_error(reserved[0].split("/", 1)[0])
     count = len(files)
     if not count and not allow_empty:
         raise InputError(f"{param('local_dir')} {value} has no files: nothing to push", param='local_dir')
     return path
+
+
+def _reserved_error(name: str) -> InputError:
+    """A name a pull keeps for its own files, in a dir that is not a pulled one (no valid
+    record): a checkpoint holding it could not be pulled, so it is not pushed. Which of the
+    user's or an interrupted pull's it is cannot be told, so both ways out are given."""
+    if name == PULL_RECORD_NAME:
+        return InputError(f"{param('local_dir')} has {name!r}, a name reserved for the record a pull writes inside its"
+                          " target, but not a record this ckpt-action can read: delete it if a pull left it (the"
+                          " files stay), or rename it if it is your own file", param="local_dir")
+    return InputError(f"{param('local_dir')} has {name!r}, a name reserved for what a pull writes inside its target"
+                      " (its record, lock and staging dirs), and is not a pulled dir: delete it if an interrupted pull"
+                      " left it, or rename it if it is your own", param="local_dir")
+
+
+def tool_files(path: Path) -> tuple[str, ...]:
+    """The names at the top of a checked local dir that push leaves out, as ckpt-action's
+    own (:func:`~ckpt_action.checkpoint.manifest.tool_file`): for the one line saying so."""
+    try:
+        return tuple(sorted(entry.name for entry in os.scandir(path) if tool_file(entry.name)))
+    except OSError:
+        return ()
 
 
 def _refuse_checkpoint_parent(path: Path, value: str) -> None:

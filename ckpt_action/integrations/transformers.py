@@ -22,6 +22,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,12 +110,13 @@ class CheckpointCallback(TrainerCallback):
 
     - One push runs at a time, in save order. By default at most one waits behind it and
       a newer save replaces the waiting one: the replaced checkpoint is never pushed, is
-      logged as a WARNING naming it, and listed in ``self.skipped``. With
+      logged as a WARNING naming it (then, in ``on_save``), and listed in ``self.skipped``. With
       ``push_every_save=True`` every save is pushed, in order: up to ``max_waiting`` saves
       (default 2) wait behind the running push, and a save beyond that makes training
       wait in ``on_save`` until the oldest one starts. Each waiting save is a copy of hard
       links under ``output_dir/.ckpt-action-push/`` (no space on the same file system; a
-      full copy where links fail). Only the world's main process (rank 0) pushes.
+      full copy where links fail), removed, with the dir once empty, as soon as its push
+      ends. Only the world's main process (rank 0) pushes.
     - In a job of many processes (several nodes with ``save_on_each_node=True``, FSDP
       sharded state, DeepSpeed per-rank files) every process pushes its node's files of
       each save in step with the others (``push(distributed=True)``): one commit holding
@@ -193,6 +195,8 @@ class CheckpointCallback(TrainerCallback):
         self.skipped: list[str] = []
         """checkpoint-N of every save a newer one replaced before its push began (never pushed)."""
         self._staging: Path | None = None
+        self._staging_lock = threading.Lock()
+        """Held while a staged copy is made and while the emptied staging dir is removed."""
         self._queue: PushQueue[_Job] | None = None
 
     def __repr__(self) -> str:  # the token stays out of logs
@@ -229,10 +233,13 @@ class CheckpointCallback(TrainerCallback):
             self.failures.append((name, error))
             return
         if self._queue is None:
-            self._queue = PushQueue(self._push, discard=lambda job: shutil.rmtree(job.staged, ignore_errors=True),
+            self._queue = PushQueue(self._push, discard=self._discard,
                                     keep="every" if self.push_every_save else "newest", max_waiting=self.max_waiting)
         self._staging = _output_dir(args) / STAGING_DIR
-        self._queue.submit(_Job(step, _stage(src, self._staging)))
+        with self._staging_lock:
+            staged = _stage(src, self._staging)
+        self._queue.submit(_Job(step, staged))
+        self._record(state)  # a save this one replaced is reported now, not at the end of training
 
     def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                     **kwargs: Any) -> None:
@@ -286,8 +293,15 @@ class CheckpointCallback(TrainerCallback):
         except CkptError as exc:
             outcome = Outcome(job, "failed", error=exc)
         finally:
-            shutil.rmtree(job.staged, ignore_errors=True)
+            self._discard(job)
         self._record_one(state, outcome, main=_is_main(args, state))
+
+    def _discard(self, job: _Job) -> None:
+        """Remove a staged copy the queue is done with, and the staging dir once it is empty:
+        a process that dies between saves leaves nothing of it in ``output_dir``."""
+        shutil.rmtree(job.staged, ignore_errors=True)
+        with self._staging_lock, contextlib.suppress(OSError):  # OSError: another copy is staged there
+            job.staged.parent.rmdir()
 
     def _push(self, job: _Job, distributed: bool = False) -> CheckpointHandle:
         subfolder = f"{CHECKPOINT_PREFIX}-{job.step}"
@@ -387,6 +401,7 @@ def resume_from_hub(
     output_dir: str | os.PathLike[str],
     *,
     revision: str | None = None,
+    require: bool = False,
     endpoint: str | None = None,
     token: str | None = None,
     timeout: float | None = None,
@@ -395,9 +410,14 @@ def resume_from_hub(
     """Pull the latest complete ``checkpoint-N`` of ``repo`` into ``output_dir/checkpoint-N``.
 
     Returns that path, for ``trainer.train(resume_from_checkpoint=...)``, or None when the
-    repo has no complete checkpoint (a first run). Errors raise: "could not tell" never
-    looks like "start from scratch". The files are verified before the folder appears;
-    an existing ``output_dir/checkpoint-N`` is replaced by the verified copy.
+    repo has no complete checkpoint (a first run; ``require=True`` raises
+    :class:`~ckpt_action.errors.NoCheckpointError` instead, where a first run is not
+    expected). Errors raise: "could not tell" never looks like "start from scratch". The
+    files are verified before the folder appears; an existing ``output_dir/checkpoint-N``
+    is replaced by the verified copy: an earlier pull is updated in place, anything else
+    (the Trainer's own save of a job restarted on the same disk, whole or torn) is moved
+    aside to ``output_dir/replaced-checkpoint-N-<UTC time>``, never deleted, and a
+    warning says so.
 
     In a job of many processes (torch.distributed initialized, as under torchrun), call it
     on every process: world rank 0 finds the checkpoint, each node's local rank 0 pulls it
@@ -415,11 +435,55 @@ def resume_from_hub(
     options: dict[str, Any] = {"endpoint": endpoint, "token": token, "timeout": timeout, "retries": retries}
     if multinode.active():
         # Rank 0 finds it, each node's local rank 0 pulls it, the other processes wait.
-        found = multinode.once_per_node(lambda: api.latest(repo, revision=revision, **options),
-                                        lambda h: api.pull(h, Path(output_dir) / h.subfolder, force=True, **options))
+        found = multinode.once_per_node(lambda: api.latest(repo, revision=revision, require=require, **options),
+                                        lambda h: _pull_in_place(h, Path(output_dir) / h.subfolder, options))
         return None if found is None else str(Path(output_dir) / found.subfolder)
-    found = api.latest(repo, revision=revision, **options)
+    found = api.latest(repo, revision=revision, require=require, **options)
     if found is None:
         return None
-    target = Path(output_dir) / found.subfolder
-    return str(api.pull(found, target, force=True, **options))
+    return str(_pull_in_place(found, Path(output_dir) / found.subfolder, options))
+
+
+RESUME_DIR = ".ckpt-action-resume"
+"""Under ``output_dir``: where a checkpoint is pulled when the Trainer's own dir of that name
+is in the way, before the swap. A fixed place, so a pull cut short there is resumed (or
+its staging removed) by the next restart's pull."""
+
+
+def _pull_in_place(handle: CheckpointHandle, target: Path, options: dict[str, Any]) -> Path:
+    """Pull ``handle`` to ``target``: into it when it is new, empty or an earlier pull;
+    else (files the pull rules may not replace: the Trainer's own save) into
+    :data:`RESUME_DIR`, then swapped in, the old dir moved aside whole."""
+    if not os.path.lexists(target) or (target.is_dir() and not target.is_symlink() and not any(target.iterdir())):
+        return api.pull(handle, target, force=True, **options)
+    if api.pulled_checkpoint(target) is not None:
+        try:
+            return api.pull(handle, target, force=True, **options)
+        except InputError:  # it holds files the earlier pull did not write: swapped like any other
+            pass
+    fresh = target.parent / RESUME_DIR / target.name
+    api.pull(handle, fresh, force=True, **options)
+    with contextlib.suppress(OSError):  # the mode the Trainer gave its dir, not a new one's
+        os.chmod(fresh, os.lstat(target).st_mode & 0o7777)
+    aside = _free_name(target.parent, f"replaced-{target.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+    os.rename(target, aside)
+    try:
+        os.rename(fresh, target)
+    except OSError:
+        os.rename(aside, target)  # as it was
+        raise
+    with contextlib.suppress(OSError):  # only when empty
+        fresh.parent.rmdir()
+    log.warning("%s held files ckpt-action did not pull (the Trainer's own save, or what was left of it): moved to"
+                " %s, and replaced by the verified copy of %s at %s; delete %s once you no longer need it", target,
+                aside, handle.subfolder, handle.revision, aside.name)
+    return target
+
+
+def _free_name(parent: Path, name: str) -> Path:
+    """``parent/name``, or ``parent/name-2``, ``-3``... when that exists."""
+    path, n = parent / name, 1
+    while os.path.lexists(path):
+        n += 1
+        path = parent / f"{name}-{n}"
+    return path

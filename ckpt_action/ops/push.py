@@ -77,6 +77,9 @@ class PushResult:
     """The directory pushed, as checked."""
     signer: str | None = None
     """Who signed the folder's ``model.sig`` (None: pushed unsigned)."""
+    left_out: tuple[str, ...] = ()
+    """Names at the top of the local dir not uploaded as ckpt-action's own (a pulled dir's
+    record, an old manifest, signature or statement: the push wrote its own)."""
 
 
 _Stamp = tuple[int, int, int, int]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,22 +34,38 @@ def slow_hub(tmp_path: Path, hf_client: Path) -> Iterator[LocalHub]:
         yield hub
 
 
-def test_a_replaced_save_is_a_warning_naming_it_and_listed_in_skipped(slow_hub, tmp_path, caplog) -> None:
-    hub = slow_hub
+def test_a_replaced_save_is_a_warning_naming_it_and_listed_in_skipped(local_hub, tmp_path, caplog,
+                                                                       monkeypatch) -> None:
     out = tmp_path / "out"
     args, control = hook_args(out)
     state = TrainerState()
-    callback = CheckpointCallback(repo=REPO, endpoint=hub.url)
+    callback = CheckpointCallback(repo=REPO, endpoint=local_hub.url)
+    # The first push is held until the two saves behind it are in: save 2 waits, save 3
+    # replaces it, whatever the machine's load (no race with the push's own speed).
+    started, release = threading.Event(), threading.Event()
+    push = callback._push
+
+    def held(job, distributed=False):
+        started.set()
+        assert release.wait(timeout=300), "the test never released the first push"
+        return push(job, distributed)
+
+    monkeypatch.setattr(callback, "_push", held)
     callback.on_train_begin(args, state, control)
     with caplog.at_level(logging.WARNING, logger="ckpt_action"):
-        for step in (1, 2, 3):
-            save(callback, args, control, out, step, state)
+        try:
+            save(callback, args, control, out, 1, state)
+            assert started.wait(timeout=300), "the first push never started"
+            save(callback, args, control, out, 2, state)
+            save(callback, args, control, out, 3, state)
+            # Said when it is skipped, in the save that replaced it, not at the end of training.
+            warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+            assert any("checkpoint-2 was not pushed" in m and "push_every_save=True" in m for m in warned), warned
+        finally:
+            release.set()
         callback.on_train_end(args, state, control)
-    pushed = [h.subfolder for h in callback.pushed]
-    assert len(callback.skipped) == 1 and sorted(pushed + callback.skipped) == [f"checkpoint-{n}" for n in (1, 2, 3)]
-    (skipped,) = callback.skipped
-    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert any(f"{skipped} was not pushed" in m and "push_every_save=True" in m for m in warned), warned
+    assert callback.skipped == ["checkpoint-2"]
+    assert [h.subfolder for h in callback.pushed] == ["checkpoint-1", "checkpoint-3"]
     assert not (out / STAGING_DIR).exists(), "the staging dir is removed once the pushes are done"
 
 
