@@ -30,6 +30,9 @@ record whose mark does not verify (rewritten by hand, written before the mark, o
 another machine) still says which files are the tool's, but proves nothing about their
 bytes: each is hashed, as a file whose stat changed is. Where no key can be kept (a home
 that cannot be written), records carry no mark and re-pulls hash every kept file.
+
+Over 400 lines on purpose: the pull record, its key and the rule for an existing target are
+one rule (a file is the tool's only while its record vouches for it), so they stay together.
 """
 
 from __future__ import annotations

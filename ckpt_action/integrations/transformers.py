@@ -12,6 +12,9 @@ guarantees as ``ckpt-action push`` (manifest last, pinned SHA, retries), while t
 goes on. Unlike Trainer's own ``push_to_hub``/``hub_strategy`` it reports the SHA, marks
 completeness, and resumes from the Hub. Needs the ``transformers`` extra: ``pip install ".[transformers]"``
 in a checkout, or ``pip install "ckpt-action[transformers] @ git+https://github.com/OWNER/ckpt-action@v1"``.
+
+Over 400 lines on purpose: most of it is the one callback class and its user-facing
+docstring, whose Trainer hooks share the push queue's state and read best together.
 """
 
 from __future__ import annotations

@@ -12,6 +12,9 @@ for files written just before the push, their bytes), and the folder's git tree 
 the SHA must equal the one computed from the manifest (one request). A file that
 changed is hashed again and the push converges once more; one that keeps changing is
 an error naming it.
+
+Over 400 lines on purpose: the local dir's stamps, the plan against the Hub and the proof of
+the result are the steps of one loop, which reads best in one module.
 """
 
 from __future__ import annotations

@@ -164,7 +164,7 @@ def test_the_readme_states_the_limits_the_code_has():
     readme = " ".join((ROOT / "README.md").read_text().split())  # prose reflows; the figures must not
     assert f"at most {MAX_JSON_BODY // MIB} MiB of a JSON or form" in readme
     assert f"`--max-connections` ({MAX_CONNECTIONS})" in readme
-    from ckpt_localhub.httpserver import HEADER_TIMEOUT_S
+    from ckpt_localhub.httpconnection import HEADER_TIMEOUT_S
 
     assert f"has not arrived whole {HEADER_TIMEOUT_S:g} s after its first byte" in readme
     from ckpt_localhub.xet.shard import MAX_SHARD_TERMS
@@ -222,9 +222,9 @@ def test_slow_anonymous_connections_do_not_lock_out_the_token_owner(tmp_path, hf
 def test_a_request_head_that_trickles_in_is_cut_off(tmp_path, hf_client, monkeypatch):
     """A head sent a byte at a time is dropped once it took longer than the head timeout (the
     idle timeout restarts at every byte, so it alone never ends such a connection)."""
-    from ckpt_localhub import LocalHub, httpserver
+    from ckpt_localhub import LocalHub, httpconnection
 
-    monkeypatch.setattr(httpserver, "HEADER_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(httpconnection, "HEADER_TIMEOUT_S", 1.0)
     with LocalHub(tmp_path / "d") as hub:
         sock = _slow_head(hub.port)
         stop = threading.Event()

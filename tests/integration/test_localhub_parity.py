@@ -15,7 +15,7 @@ import pytest
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, hf_hub_download
 from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError
 
-from ckpt_localhub.storage import InvalidPath, check_path
+from ckpt_localhub.names import InvalidPath, check_path
 from tests.helpers.localhub_fixtures import TOKEN
 
 

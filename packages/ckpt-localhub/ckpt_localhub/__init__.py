@@ -5,13 +5,15 @@ The real ``huggingface_hub`` client, ``hf`` CLI and ``hf_xet`` talk to it unchan
 offline trials: every claim ckpt-action makes is tested against it, so it behaves like
 the Hub wherever a client can tell the difference (README lists where it still differs).
 
-Rooms: ``httpserver`` (HTTP/1.1 plumbing), ``app`` (one listener's application: route,
+Rooms: ``httpmessages`` / ``httpconnection`` / ``httpserver`` (HTTP/1.1: requests and
+answers, one connection, the listener and its cap), ``app`` (one listener's application: route,
 faults, Hub-worded errors), ``routes`` (method and path to handler), ``context`` (the
 shared state and one request's checks: auth, visibility, revisions), ``api_repos`` /
 ``api_git`` / ``api_commit`` / ``api_storage`` (the endpoints), ``transfer`` (LFS and
 downloads, the CDN), ``api_xet`` and ``xet/`` (the Xet token routes and the CAS service),
-``signing`` (the signed, expiring URLs of LFS, the CDN and the CAS), ``storage`` /
-``objects`` (repos and content-addressed objects), ``usage`` (storage accounting, permanent
+``signing`` (the signed, expiring URLs of LFS, the CDN and the CAS), ``names`` /
+``repos`` / ``storage`` / ``objects`` (names and refusals, repos and refs, trees and commits,
+content-addressed objects), ``usage`` (storage accounting, permanent
 deletion, garbage collection), ``faults`` / ``faultlayer`` (injected failures), ``accesslog``
 (one JSON line per request), ``server`` (listeners), ``command`` and ``__main__`` (the
 command line), ``process`` (the server as a child process, for tests and benchmarks),

@@ -10,8 +10,9 @@ from typing import Any
 
 from .context import Call, repo_url
 from .gitobjects import GitIgnore, is_lfs
-from .httpserver import HttpError, Response, json_response
-from .storage import AddBlob, AddLfs, Delete, InvalidPath, Operation, check_path
+from .httpmessages import HttpError, Response, json_response
+from .names import InvalidPath, check_path
+from .storage import AddBlob, AddLfs, Delete, Operation
 
 # One NDJSON line holds one regular file, base64-encoded; the client sends files of 10 MiB
 # and more through LFS, so a line this long is not a commit the Hub would take either.

@@ -12,9 +12,9 @@ from urllib.parse import quote
 from . import api_xet
 from .context import Call
 from .gitobjects import lfs_pointer
-from .httpserver import HttpError, Response, json_response
+from .httpmessages import HttpError, Response, json_response
+from .names import EntryNotFound
 from .objects import Commit, TreeEntry
-from .storage import EntryNotFound
 from .usage import collecting
 
 TREE_PAGE = 1000  # entries per /tree page with expand=false, as on the Hub

@@ -10,9 +10,9 @@ from urllib.parse import quote
 
 from .context import Call, repo_url
 from .gitobjects import lfs_pointer
-from .httpserver import HttpError, Response, json_response
+from .httpmessages import HttpError, Response, json_response
+from .names import REPO_TYPES, RepoExists, RepoMeta, check_repo_id
 from .objects import AUTHOR
-from .storage import REPO_TYPES, RepoExists, RepoMeta, check_repo_id
 from .usage import used_storage
 
 LIST_PAGE = 1000

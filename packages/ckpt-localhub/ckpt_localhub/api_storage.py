@@ -7,7 +7,7 @@ from __future__ import annotations
 from urllib.parse import quote
 
 from .context import Call
-from .httpserver import HttpError, Response, json_response
+from .httpmessages import HttpError, Response, json_response
 from .usage import permanently_delete, stored_objects
 
 LFS_FILES_PAGE = 1000

@@ -20,8 +20,8 @@ from typing import Any
 from urllib.parse import quote
 
 from .context import Call
-from .httpserver import HttpError, Response, json_response
-from .storage import RepoNotFound
+from .httpmessages import HttpError, Response, json_response
+from .names import RepoNotFound
 from .usage import lfs_held
 from .xet.tokens import mint
 

@@ -12,9 +12,10 @@ from . import faultlayer
 from .accesslog import AccessLog
 from .context import Call, Hub
 from .faults import FaultSet
-from .httpserver import Headers, HttpError, Request, Response, json_response
+from .httpmessages import Headers, HttpError, Request, Response, json_response
+from .names import EntryNotFound, RepoMoved
+from .objects import StorageError
 from .routes import RouteTable
-from .storage import EntryNotFound, RepoMoved, StorageError
 from .xet.tokens import grant_of
 
 

@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
-from .httpserver import HttpError, Request
+from .httpmessages import HttpError, Request
+from .names import RepoMeta, RepoNotFound
 from .signing import Signer
-from .storage import RepoMeta, RepoNotFound, Storage
+from .storage import Storage
 from .xet.store import XetStore
 
 MAX_JSON_BODY = 4 * 1024 * 1024

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 
 from .faults import FaultSet, Firing
-from .httpserver import DropConnection, Request, Response, json_response
+from .httpmessages import DropConnection, Request, Response, json_response
 
 READS = ("GET", "HEAD")
 

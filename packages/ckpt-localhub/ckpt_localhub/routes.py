@@ -16,8 +16,8 @@ from urllib.parse import unquote
 
 from . import api_commit, api_git, api_repos, api_storage, api_xet, transfer
 from .context import Call
-from .httpserver import Response
-from .storage import RepoNotFound
+from .httpmessages import Response
+from .names import RepoNotFound
 from .xet import cas_api
 
 Handler = Callable[[Call], Response]

@@ -20,8 +20,8 @@ from urllib.parse import quote, unquote
 
 from . import api_xet
 from .context import Call
-from .httpserver import FileSlice, HttpError, Response, json_response, parse_range
-from .storage import EntryNotFound
+from .httpmessages import FileSlice, HttpError, Response, json_response, parse_range
+from .names import EntryNotFound
 
 UPLOAD_URL_TTL_S = 24 * 3600
 

@@ -30,8 +30,9 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from .objects import LRU, SHA1_RE, SHA256_RE, TreeEntry
-from .storage import REPO_TYPES, Storage, StorageError
+from .names import REPO_TYPES
+from .objects import LRU, SHA1_RE, SHA256_RE, StorageError, TreeEntry
+from .storage import Storage
 
 GC_GRACE_S = 3600
 """An object no commit names is removed only once it is this old: an upload or a streamed

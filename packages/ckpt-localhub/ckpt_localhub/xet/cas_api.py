@@ -23,7 +23,7 @@ import time
 from typing import Any
 
 from ..context import Call
-from ..httpserver import FileSlice, HttpError, Response, json_response, parse_range
+from ..httpmessages import FileSlice, HttpError, Response, json_response, parse_range
 from ..usage import lfs_held
 from .hashes import HEX_RE, hash_from_hex, xorb_hash
 from .shard import MAX_SHARD_BYTES, ShardError, build_dedupe_shard
