@@ -413,13 +413,20 @@ def resume_from_hub(
     then ``trainer.train(resume_from_checkpoint=resume_from_hub("org/run", args.output_dir))``.
     """
     options: dict[str, Any] = {"endpoint": endpoint, "token": token, "timeout": timeout, "retries": retries}
+    # What latest read of the checkpoint it chose goes to the pull (on the process that chose it).
+    chosen: list[api.LatestResult] = []
+
+    def find() -> CheckpointHandle | None:
+        chosen.append(api.find_latest(repo, revision=revision, **options))
+        return chosen[-1].handle
+
+    def fetch(handle: CheckpointHandle) -> Path:
+        target = Path(output_dir) / handle.subfolder
+        return api.pull(handle, target, force=True, found=chosen[-1] if chosen else None, **options)
+
     if multinode.active():
         # Rank 0 finds it, each node's local rank 0 pulls it, the other processes wait.
-        found = multinode.once_per_node(lambda: api.latest(repo, revision=revision, **options),
-                                        lambda h: api.pull(h, Path(output_dir) / h.subfolder, force=True, **options))
+        found = multinode.once_per_node(find, fetch)
         return None if found is None else str(Path(output_dir) / found.subfolder)
-    found = api.latest(repo, revision=revision, **options)
-    if found is None:
-        return None
-    target = Path(output_dir) / found.subfolder
-    return str(api.pull(found, target, force=True, **options))
+    found = find()
+    return None if found is None else str(fetch(found))
