@@ -30,6 +30,10 @@ record whose mark does not verify (rewritten by hand, written before the mark, o
 another machine) still says which files are the tool's, but proves nothing about their
 bytes: each is hashed, as a file whose stat changed is. Where no key can be kept (a home
 that cannot be written), records carry no mark and re-pulls hash every kept file.
+
+Such a file is read once per pull: the look that hashes it keeps the digest with the stat
+the file held throughout (``TargetState.hashed``), and the pull's later look under its lock
+and its reuse of the file take that digest while the stat still holds.
 """
 
 from __future__ import annotations

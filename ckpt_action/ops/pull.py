@@ -8,16 +8,17 @@ verified source:
 
 1. the dir's earlier pull (see target.py): a file whose stat still matches the pull
    record is hard-linked into the staging dir without being read; one whose stat changed
-   is re-hashed first;
+   is re-hashed first (once per pull: the digest the look at the target made is passed down);
 2. the content cache (``--cache-dir``, see cache.py): copied and hashed on the way;
-3. the Hub: one GET, hashed as it streams, resumed with Range after a drop.
+3. the Hub: one GET, hashed as it streams, resumed with Range after a drop (``model.sig``
+   and the signed statement of a verified pull: the bytes its signature check read).
 
 Then the record is written, last, and the staging dir replaces the target in one rename
 (or, for a mount point, entry by entry with the record removed first and written last).
 A failure at any point removes the staging dir and leaves the target as it was; files of
 the old pull that the new one does not have go with the old dir.
 
-One file's download is :mod:`ckpt_action.hub.fetch`'s. What stays here (a little over 400
+One file's download is :mod:`ckpt_action.hub.fetch`'s. What stays here (about 530
 lines) is the one order of sources and the switch, which read best together.
 """
 
