@@ -483,9 +483,10 @@ def inspect(path: Path, looked: TargetState | None = None) -> TargetState:
                 rec = state.record.files[rel]
                 if rec.unchanged(st):
                     continue
-                hashed = looked.hashed.get(rel) if looked is not None and looked.path == path else None
-                if hashed is None or not hashed.unchanged(st):  # not hashed by the earlier look, or changed since
-                    hashed = _hashed(Path(entry.path), rec, st)
+                earlier = looked if looked is not None and looked.path == path else None
+                hashed = earlier.hashed.get(rel) if earlier is not None else None
+                if hashed is None or earlier is None or _stat_key(earlier.files[rel]) != _stat_key(st):
+                    hashed = _hashed(Path(entry.path), rec, st)  # not hashed by the earlier look, or changed since
                 if hashed is not None and satisfies(hashed.digest, rec.digest):
                     state.hashed[rel] = hashed
                 else:
