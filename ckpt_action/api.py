@@ -38,6 +38,7 @@ b'weights'
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
@@ -50,7 +51,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ckpt_action import names
 from ckpt_action.disk.source import local_dir_to_push, tool_files
-from ckpt_action.disk.target import pull_target
+from ckpt_action.disk.target import check_target
 
 from .errors import InputError, LocalIOError, NoCheckpointError, NotFoundError, param, param_on, render
 from .handle import SHA_RE, CheckpointHandle
@@ -589,10 +590,15 @@ def pull_checkpoint(
     timeout: float | None = None,
     retries: int | None = None,
     warn: Warn | None = None,
+    found: LatestResult | None = None,
 ) -> PullResult:
     """:func:`pull`, answering the full :class:`~ckpt_action.ops.pull.PullResult` (the
     handle, files and bytes, what was downloaded, reused, filled from the cache, removed, and
-    what the signature check found)."""
+    what the signature check found).
+
+    ``found``: the :func:`find_latest` result whose handle ``source`` is: what it read of
+    that folder (its manifest, its listing) is not read again. Its signature check is
+    not taken over: ``verify_*`` given here are checked here."""
     from ckpt_action.disk.cache import CacheConfig
     from ckpt_action.ops.pull import Selection
     from ckpt_action.ops.pull import pull as core_pull
@@ -605,7 +611,8 @@ def pull_checkpoint(
     if by_pointer and isinstance(source, CheckpointHandle):
         raise InputError(f"a handle does not go with {param(named[0])}: the handle pins the checkpoint already",
                          param=named[0])
-    target = pull_target(os.fspath(local_dir) if local_dir is not None else "", force=force)
+    looked = check_target(os.fspath(local_dir) if local_dir is not None else "", force=force)
+    target = looked.path
     cache = CacheConfig.from_options(os.fspath(cache_dir) if cache_dir is not None else None, target)
     select = Selection.from_options(tuple(include), tuple(exclude))
     check = verifier(verify_key=verify_key, verify_certificate_chain=verify_certificate_chain,
@@ -636,12 +643,18 @@ def pull_checkpoint(
             sha = rev
     remote = _remote(settings, repo)
     sub = sub_or_latest
+    # What latest read of the folder it chose goes down to the pull, which does not read it
+    # again; its signature check too, when made here with this very verifier.
+    chosen = found.chosen if found is not None and found.handle == source else None
+    if chosen is not None:
+        chosen = dataclasses.replace(chosen, signature=None, verifier=None)
     if sub is None:
-        found = _latest(remote, rev, warn, check).handle
-        if found is None:
+        res = _latest(remote, rev, warn, check)
+        if res.handle is None:
             raise no_checkpoint(repo, " to pull")
-        sub, sha = found.subfolder, found.revision
-    return core_pull(remote, sub, rev, target, force=force, sha=sha, select=select, cache=cache, verifier=check)
+        sub, sha, chosen = res.handle.subfolder, res.handle.revision, res.chosen
+    return core_pull(remote, sub, rev, target, force=force, sha=sha, select=select, cache=cache, verifier=check,
+                     chosen=chosen, looked=looked)
 
 
 @_local_errors
@@ -668,6 +681,7 @@ def pull(
     token: str | None = None,
     timeout: float | None = None,
     retries: int | None = None,
+    found: LatestResult | None = None,
 ) -> Path:
     """Download a checkpoint into ``local_dir`` (its files, not a nested folder) and return the path.
 
@@ -690,6 +704,8 @@ def pull(
     ``verify_min_step=N`` also refuses a signed step below N (a signed older checkpoint
     put back verifies: a signature does not prove it is the newest), and
     ``verify_require_provenance=True`` a folder without a signed ``ckpt-provenance.json``.
+    ``found``, the :func:`find_latest` result whose handle ``source`` is, saves reading
+    again what it read of that folder.
 
     >>> ckpt.pull(found, "resume/") == scratch / "resume"
     True
@@ -704,7 +720,8 @@ def pull(
                            verify_certificate_chain=verify_certificate_chain, verify_identity=verify_identity,
                            verify_issuer=verify_issuer, sigstore_trust_config=sigstore_trust_config,
                            verify_min_step=verify_min_step, verify_require_provenance=verify_require_provenance,
-                           endpoint=endpoint, token=token, timeout=timeout, retries=retries).local_dir
+                           endpoint=endpoint, token=token, timeout=timeout, retries=retries,
+                           found=found).local_dir
 
 
 # --------------------------------------------------------------------------- W&B

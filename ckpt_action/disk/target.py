@@ -31,6 +31,10 @@ another machine) still says which files are the tool's, but proves nothing about
 bytes: each is hashed, as a file whose stat changed is. Where no key can be kept (a home
 that cannot be written), records carry no mark and re-pulls hash every kept file.
 
+Such a file is read once per pull: the look that hashes it keeps the digest with the stat
+the file held throughout (``TargetState.hashed``), and the pull's later look under its lock
+and its reuse of the file take that digest while the stat still holds.
+
 Over 400 lines on purpose: the pull record, its key and the rule for an existing target are
 one rule (a file is the tool's only while its record vouches for it), so they stay together.
 """
@@ -400,6 +404,10 @@ class TargetState:
     """Entries the record does not account for (other files, symlinks, FIFOs, devices)."""
     edited: list[str] = field(default_factory=list)
     """Recorded files whose bytes no longer hash to what the record says was written."""
+    hashed: dict[str, RecordedFile] = field(default_factory=dict)
+    """Recorded files whose stat did not vouch for them, hashed during this look and found
+    to hold the recorded bytes: that digest with the stat they had throughout the hashing.
+    What comes next in the same pull takes it while the stat holds, instead of reading them again."""
 
     @property
     def empty(self) -> bool:
@@ -434,11 +442,13 @@ def _cwd() -> Path:
         return Path("/nonexistent-cwd")
 
 
-def inspect(path: Path) -> TargetState:
-    """Walk an existing target (bounded, no symlink followed, no file opened but the record).
+def inspect(path: Path, looked: TargetState | None = None) -> TargetState:
+    """Walk an existing target (bounded, no symlink followed, no file opened but the record
+    and the recorded files whose stat does not vouch for them, each hashed once).
 
     Directories count for nothing: replacing an empty one loses nothing, and a file in one
-    is looked at like any other.
+    is looked at like any other. ``looked``: an earlier look at the same target in the same
+    pull; a file it hashed whose stat still holds is not hashed again.
     """
     path = Path(os.path.abspath(path))
     state = TargetState(path)
@@ -473,7 +483,16 @@ def inspect(path: Path) -> TargetState:
                 stack.append((Path(entry.path), rel + "/"))
             elif stat.S_ISREG(st.st_mode) and state.record is not None and rel in state.record.files:
                 state.files[rel] = st
-                if not _still_written(Path(entry.path), state.record.files[rel], st):
+                rec = state.record.files[rel]
+                if rec.unchanged(st):
+                    continue
+                earlier = looked if looked is not None and looked.path == path else None
+                hashed = earlier.hashed.get(rel) if earlier is not None else None
+                if hashed is None or earlier is None or _stat_key(earlier.files[rel]) != _stat_key(st):
+                    hashed = _hashed(Path(entry.path), rec, st)  # not hashed by the earlier look, or changed since
+                if hashed is not None and satisfies(hashed.digest, rec.digest):
+                    state.hashed[rel] = hashed
+                else:
                     state.edited.append(rel)
             elif stat.S_ISREG(st.st_mode):
                 state.files[rel] = st
@@ -485,29 +504,36 @@ def inspect(path: Path) -> TargetState:
     return state
 
 
-def _still_written(path: Path, rec: RecordedFile, st: os.stat_result) -> bool:
-    """``path`` holds what the record says the tool wrote: the same stat, else the same bytes
-    (read once, never past the recorded size; a record without a digest proves nothing)."""
-    if rec.unchanged(st):
-        return True
+def _hashed(path: Path, rec: RecordedFile, st: os.stat_result) -> RecordedFile | None:
+    """``path``'s digest with its stat, read once, never past the recorded size; None when
+    it cannot hold the recorded bytes (another size, no digest to check, unreadable) or
+    changed while it was read."""
     if st.st_size != rec.size or (rec.sha256 is None and rec.git_oid is None):
-        return False
+        return None
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError:
-        return False
+        return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return False
+        before = os.fstat(fd)
+        if not stat.S_ISREG(before.st_mode):
+            return None
         hasher = Hasher(rec.size, git=rec.sha256 is None)
         with open(fd, "rb", buffering=0, closefd=False) as reader:
             while (chunk := reader.read(_HASH_CHUNK)) and hasher.done <= rec.size:
                 hasher.update(chunk)
-        return satisfies(hasher.digest(), rec.digest)
+        after = os.fstat(fd)
+        if _stat_key(after) != _stat_key(before) or _stat_key(before) != _stat_key(st):
+            return None  # written to while we looked: what was hashed is not what is there
+        return RecordedFile.of(hasher.digest(), before)
     except OSError:
-        return False
+        return None
     finally:
         os.close(fd)
+
+
+def _stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
 def _holds_a_file(path: Path) -> bool:
@@ -524,8 +550,9 @@ def _holds_a_file(path: Path) -> bool:
     return False
 
 
-def check_target(value: str | None, *, force: bool) -> TargetState:
+def check_target(value: str | None, *, force: bool, looked: TargetState | None = None) -> TargetState:
     """Apply the rule above to ``--local-dir`` before anything is sent or created (exit 2).
+    ``looked``: this pull's earlier check of the same dir (see :func:`inspect`).
 
     >>> check_target("new-dir", force=False).exists
     False
@@ -555,7 +582,7 @@ def check_target(value: str | None, *, force: bool) -> TargetState:
         if why is not None:
             raise InputError(f"{param('local_dir')} {value} {why}: pull into a dedicated dir (new, empty, or holding an"
                              " earlier pull), never one that holds other work")
-    state = inspect(path)
+    state = inspect(path, looked)
     if state.empty:
         return state
     if state.record is None:

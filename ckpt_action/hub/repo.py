@@ -294,14 +294,20 @@ class RemoteRepo:
 
 
 def open_complete(remote: RemoteRepo, subfolder: str, sha: str | None, doing: str,
-                  vet: Callable[[Snapshot], None] | None = None) -> tuple[Snapshot, CheckpointHandle]:
+                  vet: Callable[[Snapshot], None] | None = None, *, read: Snapshot | None = None,
+                  manifest_bytes: bytes | None = None) -> tuple[Snapshot, CheckpointHandle]:
     """``subfolder`` at ``sha`` (None: the repo has no commits), refused unless it is a
     complete checkpoint, with its handle (the step from its manifest, else from its name).
     ``vet`` sees the folder first (a pull refuses paths it could not write). ``doing``
-    (``pull``, ``promote``) words the messages."""
+    (``pull``, ``promote``) words the messages. What an earlier step read of this very
+    folder at this SHA (``read``, the whole snapshot; or its ``manifest_bytes``) is taken
+    instead of read again: at a pinned SHA it cannot have changed."""
     if sha is None:
         raise NotFoundError(f"{remote.repo} has no commits yet: nothing to {doing}")
-    snap = remote.snapshot(sha, subfolder)
+    if read is not None and (read.revision, read.subfolder) == (sha, subfolder):
+        snap = read
+    else:
+        snap = remote.snapshot(sha, subfolder, manifest_bytes=manifest_bytes)
     if not snap.exists:
         raise NotFoundError(f"{subfolder}/ does not exist in {remote.repo} at {sha[:12]}: check {param('subfolder')}")
     if vet is not None:

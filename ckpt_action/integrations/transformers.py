@@ -436,15 +436,24 @@ def resume_from_hub(
     then ``trainer.train(resume_from_checkpoint=resume_from_hub("org/run", args.output_dir))``.
     """
     options: dict[str, Any] = {"endpoint": endpoint, "token": token, "timeout": timeout, "retries": retries}
+    # What latest read of the checkpoint it chose goes to the pull (on the process that chose it).
+    chosen: list[api.LatestResult] = []
+
+    def find() -> CheckpointHandle | None:
+        chosen.append(api.find_latest(repo, revision=revision, **options))
+        if chosen[-1].handle is None and require:
+            raise api.no_checkpoint(repo)
+        return chosen[-1].handle
+
+    def fetch(handle: CheckpointHandle) -> Path:
+        return _pull_in_place(handle, Path(output_dir) / handle.subfolder, options, chosen[-1] if chosen else None)
+
     if multinode.active():
         # Rank 0 finds it, each node's local rank 0 pulls it, the other processes wait.
-        found = multinode.once_per_node(lambda: api.latest(repo, revision=revision, require=require, **options),
-                                        lambda h: _pull_in_place(h, Path(output_dir) / h.subfolder, options))
+        found = multinode.once_per_node(find, fetch)
         return None if found is None else str(Path(output_dir) / found.subfolder)
-    found = api.latest(repo, revision=revision, require=require, **options)
-    if found is None:
-        return None
-    return str(_pull_in_place(found, Path(output_dir) / found.subfolder, options))
+    found = find()
+    return None if found is None else str(fetch(found))
 
 
 RESUME_DIR = ".ckpt-action-resume"
@@ -453,19 +462,20 @@ is in the way, before the swap. A fixed place, so a pull cut short there is resu
 its staging removed) by the next restart's pull."""
 
 
-def _pull_in_place(handle: CheckpointHandle, target: Path, options: dict[str, Any]) -> Path:
+def _pull_in_place(handle: CheckpointHandle, target: Path, options: dict[str, Any],
+                   found: api.LatestResult | None = None) -> Path:
     """Pull ``handle`` to ``target``: into it when it is new, empty or an earlier pull;
     else (files the pull rules may not replace: the Trainer's own save) into
     :data:`RESUME_DIR`, then swapped in, the old dir moved aside whole."""
     if not os.path.lexists(target) or (target.is_dir() and not target.is_symlink() and not any(target.iterdir())):
-        return api.pull(handle, target, force=True, **options)
+        return api.pull(handle, target, force=True, found=found, **options)
     if api.pulled_checkpoint(target) is not None:
         try:
-            return api.pull(handle, target, force=True, **options)
+            return api.pull(handle, target, force=True, found=found, **options)
         except InputError:  # it holds files the earlier pull did not write: swapped like any other
             pass
     fresh = target.parent / RESUME_DIR / target.name
-    api.pull(handle, fresh, force=True, **options)
+    api.pull(handle, fresh, force=True, found=found, **options)
     with contextlib.suppress(OSError):  # the mode the Trainer gave its dir, not a new one's
         os.chmod(fresh, os.lstat(target).st_mode & 0o7777)
     aside = _free_name(target.parent, f"replaced-{target.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import posixpath
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ckpt_action.checkpoint.manifest import MANIFEST_NAME, Manifest, RemoteFile, folder_tree_oid
@@ -15,6 +15,23 @@ from ckpt_action.hub.repo import RemoteRepo, Snapshot, folder_problem, skip_name
 
 if TYPE_CHECKING:
     from ckpt_action.checkpoint.verifying import Verifier
+    from ckpt_action.ops.signatures import SignatureCheck
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """What latest read of the folder it chose, at its SHA: a pull of that folder
+    (``pull --latest``, ``resume_from_hub``) takes it instead of reading it again."""
+
+    revision: str
+    subfolder: str
+    manifest_bytes: bytes | None
+    """The folder's manifest as read (None: it has none)."""
+    snapshot: Snapshot | None = None
+    """The folder's listing and manifest, when latest listed it (no tree-id shortcut, or to verify)."""
+    signature: SignatureCheck | None = None
+    """The signature check latest made of ``snapshot``, with ``verifier``."""
+    verifier: Verifier | None = None
 
 
 @dataclass(frozen=True)
@@ -29,6 +46,8 @@ class LatestResult:
     has_manifest: bool = False
     repo_missing: bool = False
     """The Hub said 404 for the repo: it does not exist, or the token cannot see it."""
+    chosen: Chosen | None = field(default=None, repr=False, compare=False)
+    """What was read of the chosen folder, for the pull that follows (None when none was chosen)."""
 
     def missing_warning(self, repo: str, *, token: bool, require: str) -> str | None:
         """The warning for a repo the Hub says is not there (None when it is), with the
@@ -73,37 +92,42 @@ def latest(remote: RemoteRepo, revision: str | None = None, verifier: Verifier |
     candidates = sorted(((s, name) for name in folders if (s := step_of(name)) is not None), reverse=True)
     skipped: list[tuple[str, str]] = []
     for stp, name in candidates:
-        problems, has_manifest = _check(remote, sha, name, folders[name])
+        problems, chosen = _check(remote, sha, name, folders[name])
         if not problems and verifier is not None:
             from ckpt_action.ops.signatures import latest_problem
 
-            problems = [why] if (why := latest_problem(remote, sha, name, verifier)) else []
+            why, snap, check = latest_problem(remote, sha, name, verifier, read=chosen.snapshot,
+                                              manifest_bytes=chosen.manifest_bytes)
+            problems = [why] if why else []
+            chosen = Chosen(sha, name, chosen.manifest_bytes, snap, check, verifier)
         if not problems:
             handle = CheckpointHandle(remote.repo, name, sha, stp, remote.settings.endpoint)
-            return LatestResult(handle, sha, skipped, has_manifest)
+            return LatestResult(handle, sha, skipped, chosen.manifest_bytes is not None, chosen=chosen)
         skipped.append((name, problems[0]))
     return LatestResult(None, sha, skipped)
 
 
-def _check(remote: RemoteRepo, sha: str, name: str, tree_id: str) -> tuple[list[str], bool]:
-    """Is ``name`` at ``sha`` a complete checkpoint? (problems, whether it has a manifest).
+def _check(remote: RemoteRepo, sha: str, name: str, tree_id: str) -> tuple[list[str], Chosen]:
+    """Is ``name`` at ``sha`` a complete checkpoint? (problems, what was read of it).
 
     Fast path, one request: read the manifest and recompute the folder's git tree id from
     it; equal to the id the listing gave, the folder holds exactly the manifest's files.
     A folder without a manifest (Trainer, ``hf upload``) is taken as it is: git has no
     empty folders. Otherwise list the folder and compare file by file.
     """
+    chosen = Chosen(sha, name, None)
     try:
         data = remote.read_small_file(sha, f"{name}/{MANIFEST_NAME}", missing_ok=True)
         if data is None:
-            return [], False
+            return [], chosen
+        chosen = Chosen(sha, name, data)
         manifest = Manifest.from_json(data)
         if folder_tree_oid(manifest.files, data) == tree_id:
-            return ([] if manifest.complete else ["its push has not finished (manifest marked incomplete)"]), True
+            return ([] if manifest.complete else ["its push has not finished (manifest marked incomplete)"]), chosen
         snap = remote.snapshot(sha, name, manifest_bytes=data)
     except IntegrityError as exc:  # this folder's manifest or listing: the others may be fine
-        return [str(exc)], True
-    return snap.problems(), snap.manifest is not None
+        return [str(exc)], chosen
+    return snap.problems(), Chosen(sha, name, snap.manifest_bytes, snap)
 
 
 @dataclass(frozen=True)

@@ -8,16 +8,17 @@ verified source:
 
 1. the dir's earlier pull (see target.py): a file whose stat still matches the pull
    record is hard-linked into the staging dir without being read; one whose stat changed
-   is re-hashed first;
+   is re-hashed first (once per pull: the digest the look at the target made is passed down);
 2. the content cache (``--cache-dir``, see cache.py): copied and hashed on the way;
-3. the Hub: one GET, hashed as it streams, resumed with Range after a drop.
+3. the Hub: one GET, hashed as it streams, resumed with Range after a drop (``model.sig``
+   and the signed statement of a verified pull: the bytes its signature check read).
 
 Then the record is written, last, and the staging dir replaces the target in one rename
 (or, for a mount point, entry by entry with the record removed first and written last).
 A failure at any point removes the staging dir and leaves the target as it was; files of
 the old pull that the new one does not have go with the old dir.
 
-One file's download is :mod:`ckpt_action.hub.fetch`'s. What stays here (a little over 400
+One file's download is :mod:`ckpt_action.hub.fetch`'s. What stays here (about 530
 lines) is the one order of sources and the switch, which read best together.
 """
 
@@ -57,6 +58,8 @@ from ckpt_action.progress import Ticker
 
 if TYPE_CHECKING:
     from ckpt_action.checkpoint.verifying import Verifier
+    from ckpt_action.ops.discover import Chosen
+    from ckpt_action.ops.signatures import SignatureCheck
 
 log = logging.getLogger(__name__)
 DOWNLOAD_THREADS = 8
@@ -186,11 +189,16 @@ class _OldFiles:
         self.taken: set[str] = set()
         self.lock = threading.Lock()
         record = state.record
-        for rel, rec in (record.files.items() if record is not None else ()):
+        for rel, recorded in (record.files.items() if record is not None else ()):
             st = state.files.get(rel)
             if st is None:
                 continue
-            if rec.unchanged(st):
+            # A file hashed while the target was looked at (its stat changed, or its record is
+            # not vouched for) is kept on that digest while its stat holds: not read again.
+            rec = recorded if recorded.unchanged(st) else state.hashed.get(rel)
+            if rec is not None and not rec.unchanged(st):
+                rec = None
+            if rec is not None:
                 self.unchanged[rel] = rec
                 for key in self._keys(rec.digest):
                     self.by_digest.setdefault(key, rel)
@@ -264,12 +272,18 @@ class _OldFiles:
 
 def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path, *, force: bool = False,
          sha: str | None = None, select: Selection | None = None, cache: CacheConfig | None = None,
-         verifier: Verifier | None = None) -> PullResult:
+         verifier: Verifier | None = None, chosen: Chosen | None = None,
+         looked: localdir.TargetState | None = None) -> PullResult:
     """Download ``subfolder`` at ``revision`` into ``target`` (its contents, not a nested folder).
 
     With ``verifier``, ``model.sig`` is checked before any download (against the trusted
     signer, the manifest and the signed provenance) and every staged byte after, before the
     target changes (see :mod:`ckpt_action.ops.signatures`).
+
+    What the caller learned already is passed down, not worked out again: ``chosen``, what
+    latest read of this folder when it chose it (its manifest, listing and, with this very
+    ``verifier``, its signature check); ``looked``, the caller's own check of ``target``
+    (files it hashed are not hashed again while their stat holds).
 
     >>> res = pull(RemoteRepo(settings, "org/run"), "checkpoint-300", None, Path("resume"))
     >>> res.handle.revision == sha, (Path("resume") / "config.json").read_text()
@@ -286,7 +300,11 @@ def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path,
                                      " pull writes in its target (the record, its temp file, the lock, staging"
                                      " dirs): refusing to pull it; rename it on the Hub")
 
-    snap, handle = open_complete(remote, subfolder, sha or remote.resolve(revision), "pull", vet)
+    sha = sha or remote.resolve(revision)
+    if chosen is not None and (chosen.revision, chosen.subfolder) != (sha, subfolder):
+        chosen = None  # latest read another folder or commit: nothing of it applies
+    snap, handle = open_complete(remote, subfolder, sha, "pull", vet, read=chosen.snapshot if chosen else None,
+                                 manifest_bytes=chosen.manifest_bytes if chosen else None)
     if snap.manifest is not None:
         expected = {rel: snap.manifest.files[rel] for rel in snap.files if rel != SIGNATURE_NAME}
         if SIGNATURE_NAME in snap.files:  # the one file the manifest cannot list: the listing vouches for it
@@ -313,18 +331,17 @@ def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path,
                          " the patterns (they match paths inside the folder; '*' also matches '/')")
     check = None
     if verifier is not None:
-        from ckpt_action.ops.signatures import before_download
-
-        check = before_download(remote, snap, verifier, handle.step, partial=partial)
+        check = _signature_check(remote, snap, handle, verifier, chosen, partial)
 
     target = Path(os.path.abspath(target))
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         with localdir.target_lock(target):
             localdir.remove_stale_staging(target)
-            state = localdir.check_target(str(target), force=force)
+            state = localdir.check_target(str(target), force=force, looked=looked)
             tally = _fill(remote, handle, wanted, manifest_bytes, target, state, cache, partial, select,
-                          (lambda digests: check.after_download(digests, partial=partial)) if check else None)
+                          (lambda digests: check.after_download(digests, partial=partial)) if check else None,
+                          check.read if check else {})
     except CkptError:
         raise
     except Exception as exc:
@@ -338,11 +355,27 @@ def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path,
                       provenance=check.provenance.report() if check and check.provenance else None)
 
 
+def _signature_check(remote: RemoteRepo, snap: Snapshot, handle: CheckpointHandle, verifier: Verifier,
+                     chosen: Chosen | None, partial: bool) -> SignatureCheck:
+    """The signature check of ``snap``: the one latest made when it chose this very
+    snapshot with this very verifier, for the same step (so the same check), else made now."""
+    from ckpt_action.ops.signatures import before_download
+
+    if (chosen is not None and chosen.signature is not None and chosen.verifier is verifier
+            and chosen.snapshot is snap and snap.manifest is not None and snap.manifest.step == handle.step):
+        return chosen.signature
+    return before_download(remote, snap, verifier, handle.step, partial=partial)
+
+
 def _fill(remote: RemoteRepo, handle: CheckpointHandle, wanted: dict[str, FileDigest], manifest_bytes: bytes | None,
           target: Path, state: localdir.TargetState, cache_config: CacheConfig | None, partial: bool,
-          select: Selection, before_switch: Callable[[dict[str, FileDigest]], None] | None = None) -> _Tally:
+          select: Selection, before_switch: Callable[[dict[str, FileDigest]], None] | None = None,
+          read: dict[str, bytes] | None = None) -> _Tally:
     """Stage every wanted file from its cheapest verified source, then switch the target;
-    ``before_switch`` sees the staged files' digests last and may refuse them."""
+    ``before_switch`` sees the staged files' digests last and may refuse them. ``read``:
+    small files of the folder already read from the Hub (by the signature check), staged
+    from those bytes when they hash to what is wanted."""
+    read = read or {}
     old = _OldFiles(target, state)
     cache = ContentCache(cache_config) if cache_config is not None else None
     tally = _Tally()
@@ -364,6 +397,9 @@ def _fill(remote: RemoteRepo, handle: CheckpointHandle, wanted: dict[str, FileDi
                 tally.add(rel, digest, "reuse")
             elif cache is not None and (digest := cache.fill(want, dest, stop)) is not None:
                 tally.add(rel, digest, "cache")
+            elif rel in read and satisfies(known := _digest_of(read[rel]), want):
+                dest.write_bytes(read[rel])  # already fetched from the Hub this pull: not fetched twice
+                tally.add(rel, known, "download")
             else:
                 path = f"{handle.subfolder}/{rel}"
                 tally.add(rel, fetch_file(remote, handle.revision, path, dest, want, stopped(stop, path),

@@ -9,7 +9,7 @@ downloaded byte's sha256 must be the signed one, before anything appears in the 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ckpt_action.checkpoint.manifest import FileDigest, digest_bytes, expected_from_remote, satisfies
 from ckpt_action.checkpoint.provenance import PROVENANCE_NAME, Provenance
@@ -30,6 +30,9 @@ from ckpt_action.hub.repo import RemoteRepo, Snapshot
 class SignatureCheck:
     verified: Verified
     provenance: Provenance | None
+    read: dict[str, bytes] = field(default_factory=dict, repr=False)
+    """The folder's files the check read (``model.sig``, the statement), each checked against
+    the listing or the signature: a pull stages these bytes instead of downloading them again."""
 
     def after_download(self, digests: Mapping[str, FileDigest], *, partial: bool) -> None:
         """The bytes a pull staged (path -> digest of what was written) are the signed ones:
@@ -48,29 +51,35 @@ def before_download(remote: RemoteRepo, snap: Snapshot, verifier: Verifier, step
     if snap.manifest is None and partial:
         raise SignatureError(f"{snap.subfolder or 'the folder'} has no manifest: its signature can only be checked "
                              "on a pull of the whole folder (drop --include/--exclude)")
-    signature = _read(remote, snap, SIGNATURE_NAME) if SIGNATURE_NAME in snap.files else None
+    read: dict[str, bytes] = {}
+    signature = _read(remote, snap, SIGNATURE_NAME, read) if SIGNATURE_NAME in snap.files else None
     verified = check_before_download(verifier, signature, snap.manifest, snap.manifest_bytes)
-    statement = _read(remote, snap, PROVENANCE_NAME) if PROVENANCE_NAME in snap.files else None
+    statement = _read(remote, snap, PROVENANCE_NAME, read) if PROVENANCE_NAME in snap.files else None
     provenance = check_provenance(verified, statement, remote.repo, snap.subfolder, step)
     check_policy(verifier, snap.subfolder or "the folder", snap.manifest, provenance)
-    return SignatureCheck(verified, provenance)
+    return SignatureCheck(verified, provenance, read)
 
 
-def latest_problem(remote: RemoteRepo, sha: str, subfolder: str, verifier: Verifier) -> str | None:
-    """Why ``latest --verify-*`` passes over this (complete) folder, or None."""
+def latest_problem(remote: RemoteRepo, sha: str, subfolder: str, verifier: Verifier, *,
+                   read: Snapshot | None = None, manifest_bytes: bytes | None = None,
+                   ) -> tuple[str | None, Snapshot | None, SignatureCheck | None]:
+    """Why ``latest --verify-*`` passes over this (complete) folder, or None; with the
+    snapshot it looked at and the check it made, for the pull that follows. What latest
+    already read of the folder (``read``, or its ``manifest_bytes``) is not read again."""
+    snap = read
     try:
-        snap = remote.snapshot(sha, subfolder)
+        if snap is None:
+            snap = remote.snapshot(sha, subfolder, manifest_bytes=manifest_bytes)
         if snap.manifest is None:
-            return "it has no manifest, so its signature cannot be checked without downloading it"
-        before_download(remote, snap, verifier, snap.manifest.step)
+            return "it has no manifest, so its signature cannot be checked without downloading it", snap, None
+        return None, snap, before_download(remote, snap, verifier, snap.manifest.step)
     except BelowMinimumStep:
         raise  # the newest verified checkpoint is too old: refused, not passed over for an older one
     except (SignatureError, UnreadableManifest) as exc:
-        return str(exc)
-    return None
+        return str(exc), snap, None
 
 
-def _read(remote: RemoteRepo, snap: Snapshot, name: str) -> bytes:
+def _read(remote: RemoteRepo, snap: Snapshot, name: str, read: dict[str, bytes]) -> bytes:
     """One small file of the folder (bounded like a manifest), checked against the listing."""
     path = f"{snap.subfolder}/{name}" if snap.subfolder else name
     try:
@@ -80,4 +89,5 @@ def _read(remote: RemoteRepo, snap: Snapshot, name: str) -> bytes:
     assert data is not None
     if not satisfies(digest_bytes(name, data), expected_from_remote({name: snap.files[name]})[name]):
         raise SignatureError(f"{name} as read differs from what the Hub lists for it")
+    read[name] = data
     return data

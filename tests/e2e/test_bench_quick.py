@@ -30,7 +30,7 @@ def test_bench_quick(tmp_path: Path) -> None:
     assert doc["quick"] is True
     assert doc["failed_checks"] == []
     s = doc["sections"]
-    assert set(s) == {str(n) for n in range(1, 11)}
+    assert set(s) == {str(n) for n in range(1, 12)}
     latest = s["1"]["data"]
     assert latest["latest_requests"] == 3  # refs, top-level tree, the winner's manifest
     assert latest["latest_request_budget"] == 3
@@ -58,6 +58,8 @@ def test_bench_quick(tmp_path: Path) -> None:
     assert set(xet["push_reads_per_byte"]) == set(xet["push_rchar"]) == runs
     assert all(len(counts) == xet["repetitions"] and min(counts) > 0 for counts in xet["push_rchar"].values())
     assert xet["checkpoint_bytes"] > xet["file_bytes"] > GIT_OID_LIMIT  # the one-read path, even in quick mode
+    reads = s["11"]["data"]["reads_per_byte"]  # each kept byte hashed once, not three times
+    assert 1.0 <= reads["mtime_changed"] < 1.5 and 1.0 <= reads["record_not_vouched"] < 1.5
     ranks = s["10"]["data"]
     if "ranks" in ranks:  # torch installed: four ranks pushed one checkpoint
         assert ranks["commits"] == 1

@@ -1,0 +1,163 @@
+"""What a pull learned once it does not work out again: counted, in requests in the local
+Hub's access log and in bytes this process read (``/proc/self/io`` rchar).
+
+- a pull that chose its checkpoint with latest reads that folder's manifest once (latest
+  read it to choose; the pull takes those bytes);
+- a verified pull reads ``model.sig`` (and the signed statement) once and checks the
+  signature once;
+- a re-pull over files whose bytes are unchanged but whose mtime changed (a restore from a
+  cache) reads each of them once: the API's look at the target hashes it, and the pull
+  under the lock and its reuse take that digest while the file's stat holds. A record whose
+  mark does not verify still has every kept file hashed: once.
+
+The Hub runs in its own process, so its reads are not counted.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import ckpt_action as ckpt
+import ckpt_action.api
+from tests.conftest import write_checkpoint
+from tests.helpers.chaos_helpers import env_for, seed
+from tests.helpers.signing_helpers import make_key
+
+BIG = 4 * 1024 * 1024  # far above what a listing, a manifest and a record take
+needs_proc_io = pytest.mark.skipif(not os.path.exists("/proc/self/io"),
+                                   reason="counts reads with Linux's /proc/self/io")
+
+
+def _read_so_far() -> int:
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/self/io")
+
+
+def _gets(entries: list[dict], name: str) -> int:
+    """GETs of ``name`` (a path in the repo) through /resolve."""
+    return sum(1 for e in entries if e["method"] == "GET" and "/resolve/" in e["path"]
+               and e["path"].split("?", 1)[0].endswith("/" + name))
+
+
+@pytest.fixture
+def hub(hub_server, hf_client):
+    return hub_server()
+
+
+@pytest.fixture
+def two_checkpoints(hub, tmp_path):
+    seed(hub.url, "o/r", "checkpoint-1", {"config.json": b'{"step": 1}'}, tmp_path / "seeds", step=1)
+    seed(hub.url, "o/r", "checkpoint-2", {"config.json": b'{"step": 2}', "model.safetensors": b"w" * 5000},
+         tmp_path / "seeds", step=2)
+    return hub
+
+
+# --------------------------------------------------------------------------- latest, then pull
+
+
+def test_a_pull_through_the_api_with_latest_reads_the_chosen_manifest_once(two_checkpoints, tmp_path):
+    hub = two_checkpoints
+    hub.mark()
+    res = ckpt.api.pull_checkpoint("o/r", tmp_path / "d", latest=True, endpoint=hub.url, retries=0)
+    log = hub.since_mark()
+    assert res.handle.subfolder == "checkpoint-2" and (tmp_path / "d" / "model.safetensors").exists()
+    assert _gets(log, "checkpoint-2/ckpt-manifest.json") == 1, [e["path"] for e in log]
+
+
+def test_pull_latest_on_the_command_line_reads_the_chosen_manifest_once(two_checkpoints, cli, tmp_path):
+    hub = two_checkpoints
+    hub.mark()
+    run = cli("pull", "--repo", "o/r", "--latest", "--local-dir", str(tmp_path / "d"), "--json",
+              env=env_for(hub, tmp_path))
+    log = hub.since_mark()
+    assert run.code == 0, run.stderr
+    assert run.json["subfolder"] == "checkpoint-2"
+    assert _gets(log, "checkpoint-2/ckpt-manifest.json") == 1, [e["path"] for e in log]
+
+
+def test_resume_from_hub_reads_the_chosen_manifest_once(two_checkpoints, tmp_path):
+    pytest.importorskip("transformers", reason="resume_from_hub needs the [transformers] extra")
+    from ckpt_action.integrations.transformers import resume_from_hub
+
+    hub = two_checkpoints
+    hub.mark()
+    path = resume_from_hub("o/r", tmp_path / "out", endpoint=hub.url, retries=0)
+    log = hub.since_mark()
+    assert path == str(tmp_path / "out" / "checkpoint-2")
+    assert _gets(log, "checkpoint-2/ckpt-manifest.json") == 1, [e["path"] for e in log]
+
+
+# --------------------------------------------------------------------------- a verified pull
+
+
+def test_a_verified_pull_with_latest_reads_and_checks_the_signature_once(hub, tmp_path, monkeypatch):
+    from ckpt_action.ops import signatures
+
+    key = make_key(tmp_path)
+    src = write_checkpoint(tmp_path / "src", {"config.json": b'{"step": 3}', "model.safetensors": b"w" * 5000})
+    ckpt.push(src, "o/r", step=3, signing_key=key.private, endpoint=hub.url, retries=0)
+    checks = []
+    real = signatures.check_before_download
+
+    def counted(*args, **kwargs):
+        checks.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(signatures, "check_before_download", counted)
+    hub.mark()
+    res = ckpt.api.pull_checkpoint("o/r", tmp_path / "d", latest=True, verify_key=key.public,
+                                   endpoint=hub.url, retries=0)
+    log = hub.since_mark()
+    assert res.signature_verified and res.provenance is not None
+    assert res.handle.subfolder == "checkpoint-3"
+    seen = {name: _gets(log, f"checkpoint-3/{name}")
+            for name in ("model.sig", "ckpt-provenance.json", "ckpt-manifest.json")}
+    assert seen == {"model.sig": 1, "ckpt-provenance.json": 1, "ckpt-manifest.json": 1}, [e["path"] for e in log]
+    assert len(checks) == 1, f"the signature was checked {len(checks)} times"
+    assert (tmp_path / "d" / "model.sig").exists() and (tmp_path / "d" / "ckpt-provenance.json").exists()
+
+
+# --------------------------------------------------------------------------- a re-pull after an mtime change
+
+
+def _pulled_then_touched(hub, tmp_path) -> tuple[Path, bytes]:
+    weights = os.urandom(BIG)
+    seed(hub.url, "o/r", "checkpoint-1", {"model.safetensors": weights, "config.json": b'{"step": 1}'},
+         tmp_path / "seeds", step=1)
+    dest = tmp_path / "dest"
+    ckpt.pull("o/r", dest, subfolder="checkpoint-1", endpoint=hub.url, retries=0)
+    ckpt.pull("o/r", dest, subfolder="checkpoint-1", endpoint=hub.url, retries=0)  # warm every import
+    st = (dest / "model.safetensors").stat()
+    os.utime(dest / "model.safetensors", ns=(st.st_atime_ns, st.st_mtime_ns - 10**9))  # a restore from a cache
+    return dest, weights
+
+
+@needs_proc_io
+def test_a_repull_after_an_mtime_change_reads_the_file_once(hub, tmp_path):
+    dest, weights = _pulled_then_touched(hub, tmp_path)
+    hub.mark()
+    before = _read_so_far()
+    res = ckpt.api.pull_checkpoint("o/r", dest, subfolder="checkpoint-1", endpoint=hub.url, retries=0)
+    read = _read_so_far() - before
+    assert res.reused_files == 2 and res.downloaded_files == 0
+    assert _gets(hub.since_mark(), "checkpoint-1/model.safetensors") == 0
+    assert BIG <= read < BIG + BIG // 4, f"read {read / BIG:.2f} times the file's bytes, not once"
+    assert (dest / "model.safetensors").read_bytes() == weights
+
+
+@needs_proc_io
+def test_a_repull_whose_record_mark_does_not_verify_hashes_each_kept_file_once(hub, tmp_path, monkeypatch):
+    dest, weights = _pulled_then_touched(hub, tmp_path)
+    os.utime(dest / "model.safetensors")  # back to a fresh mtime: the key below is what makes it be hashed
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "another-home"))  # another key: the record's mark fails
+    before = _read_so_far()
+    res = ckpt.api.pull_checkpoint("o/r", dest, subfolder="checkpoint-1", endpoint=hub.url, retries=0)
+    read = _read_so_far() - before
+    assert res.reused_files == 2 and res.downloaded_files == 0
+    assert BIG <= read < BIG + BIG // 4, f"read {read / BIG:.2f} times the file's bytes, not once"
+    assert (dest / "model.safetensors").read_bytes() == weights
