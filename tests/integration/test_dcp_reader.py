@@ -121,3 +121,29 @@ def test_a_bytes_entry_that_would_run_code_is_refused_and_tensors_still_load(loc
     state = {"w": torch.zeros(4)}  # the same checkpoint's tensors alone
     _load(state, HubStorageReader(handle, cache_dir=downloads, endpoint=local_hub.url))
     assert torch.equal(state["w"], torch.ones(4))
+
+
+def test_a_metadata_pointing_outside_the_checkpoint_is_refused(local_hub, tmp_path):
+    # DCP's own metadata classes, naming a shard file outside the checkpoint's dir: the reader
+    # would open it on this machine and load whatever is there as the tensor.
+    import ckpt_action as ckpt
+
+    staged = tmp_path / "staged"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dcp.save({"w": torch.ones(2)}, storage_writer=dcp.FileSystemWriter(staged))
+    import pickle
+
+    with open(staged / ".metadata", "rb") as fh:
+        loaded = pickle.load(fh)  # noqa: S301 - this test's own file
+    for info in loaded.storage_data.values():
+        info.relative_path = "../../outside.distcp"
+    (staged / ".metadata").write_bytes(pickle.dumps(loaded))
+    handle = ckpt.push(staged, REPO, step=9, endpoint=local_hub.url)
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    with pytest.raises(CheckpointException) as refused:
+        _load({"w": torch.zeros(2)}, HubStorageReader(handle, cache_dir=downloads, endpoint=local_hub.url))
+    assert "CkptError: .metadata names the file '../../outside.distcp', which is not a file name of this" \
+           " checkpoint" in str(refused.value)
+    assert list(downloads.iterdir()) == []
