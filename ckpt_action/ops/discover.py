@@ -78,7 +78,9 @@ def latest(remote: RemoteRepo, revision: str | None = None, verifier: Verifier |
         problems, has_manifest = _check(remote, sha, name, folders[name])
         if not problems and not has_manifest:
             if ours is None:
-                ours = bool(remote.existing(sha, [f"{n}/{MANIFEST_NAME}" for _s, n in candidates]))
+                manifests = [f"{n}/{MANIFEST_NAME}" for _s, n in candidates]
+                ours = any(remote.existing(sha, manifests[i:i + _PATHS_PER_REQUEST])
+                           for i in range(0, len(manifests), _PATHS_PER_REQUEST))
             problems = [why] if (why := foreign_problem(ours)) else []
         if not problems and verifier is not None:
             from ckpt_action.ops.signatures import latest_problem
@@ -91,6 +93,8 @@ def latest(remote: RemoteRepo, revision: str | None = None, verifier: Verifier |
     return LatestResult(None, sha, skipped)
 
 
+_PATHS_PER_REQUEST = 100
+"""Manifest paths asked about in one paths-info request (latest stops at the first found)."""
 TORN = ("it has no manifest, and other checkpoint-N folders of this repo have one: taken as a push cut short,"
         " not as a checkpoint another tool wrote")
 
