@@ -155,7 +155,7 @@ class Session:
     def claim_commit(self) -> None:
         """Rank 0: decide that the commit is made; raises if a failure was recorded first."""
         decided = self.store.compare_set(self._key("decision"), "", _COMMIT)
-        if decided.decode() != _COMMIT:
+        if decided.decode("utf-8", "replace") != _COMMIT:
             raise self._error(decided, "")
 
     def failure(self, doc: object) -> DistributedError:
@@ -214,7 +214,7 @@ class Session:
         poll = _POLL_MIN
         while True:
             decision = self._decision()
-            if decision is not None and decision.decode().startswith(_ABORT):
+            if decision is not None and decision.decode("utf-8", "replace").startswith(_ABORT):
                 raise self._error(decision, "")
             missing = [r for r, key in keys.items() if not self.store.check([key])]
             if not missing:

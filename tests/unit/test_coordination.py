@@ -164,11 +164,12 @@ def test_values_of_the_wrong_shape_are_refused_naming_the_rank() -> None:
             check(session)
 
 
-def test_a_planted_failure_of_the_wrong_shape_reads_as_not_ckpt_actions() -> None:
+@pytest.mark.parametrize("planted", [b'abort:{"message": ["x"], "exit_code": 99}', b"abort:\xff\xfe"])
+def test_a_planted_failure_of_the_wrong_shape_reads_as_not_ckpt_actions(planted) -> None:
     store = torch.distributed.HashStore()
     with pytest.raises(DistributedError, match="a failure was recorded in the job's store that is not"
                                                " ckpt-action's") as raised, \
             Session(store, 0, 1, name="t", timeout=5.0, what="push x") as session:
-        store.set(session._key("decision"), 'abort:{"message": ["x"], "exit_code": 99}')
+        store.set(session._key("decision"), planted)
         session.gather("scan", 0)
     assert raised.value.exit_code == 1
