@@ -846,8 +846,8 @@ def list_checkpoints(
     Each :class:`~ckpt_action.ops.discover.CheckpointInfo` has ``subfolder``, ``step``,
     ``complete``, ``status`` (complete, foreign, incomplete, mismatch), ``files``, ``size``
     and the ``revision`` it was read at. A ``foreign`` ``checkpoint-N`` (no manifest) is
-    complete only where no ``checkpoint-N`` of the repo has a manifest (``problem`` says why). A repo that does not exist has none (a warning
-    says so); any other failure raises.
+    complete only where no ``checkpoint-N`` of the repo has a manifest (``problem`` says why).
+    A repo that does not exist has none (a warning says so); any other failure raises.
 
     >>> [(i.subfolder, i.status) for i in ckpt.list_checkpoints("org/run")]
     [('checkpoint-300', 'complete'), ('checkpoint-200', 'complete')]

@@ -202,7 +202,7 @@ class Session:
             self.fail(f"rank {rank}'s {phase} in the job's store is {len(raw)} bytes, above the {limit} it may be")
         try:
             return json.loads(raw)
-        except ValueError as exc:  # UnicodeDecodeError is one too
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError; nesting, a RecursionError
             self.fail(f"rank {rank}'s {phase} in the job's store is not ckpt-action's (not JSON: {one_line(exc, 80)})")
 
     def reject(self, rank: int, phase: str, why: str) -> NoReturn:
@@ -253,7 +253,7 @@ def _failure(doc: str | object) -> tuple[str, int]:
     if isinstance(doc, str):
         try:
             parsed = json.loads(doc)
-        except ValueError:
+        except (ValueError, RecursionError):
             parsed = None
     if (isinstance(parsed, dict) and isinstance(parsed.get("message"), str)
             and parsed.get("exit_code") in (1, 2)):

@@ -132,6 +132,14 @@ def test_a_pickle_planted_in_a_gathered_value_is_refused_not_run(tmp_path) -> No
     assert not marker.exists()
 
 
+def test_a_value_nested_too_deep_to_parse_is_refused() -> None:
+    store = torch.distributed.HashStore()
+    with pytest.raises(DistributedError, match=r"rank 0's ready in the job's store is not ckpt-action's \(not JSON"), \
+            Session(store, 1, 2, name="t", timeout=5.0, what="push x") as session:
+        store.set(session._key("ready"), "[" * 200_000)
+        session.fetch("ready", 0)
+
+
 def test_a_value_above_its_bound_is_refused_before_it_is_parsed() -> None:
     store = torch.distributed.HashStore()
     with pytest.raises(DistributedError, match=r"rank 0's ready in the job's store is 2000002 bytes, above the"
