@@ -397,13 +397,14 @@ def _push_on_ranks(remote: RemoteRepo, local_dir: str, subfolder: str, *, step: 
                    commit_message: str | None, group: Any) -> PushResult | None:
     """This rank's part of a push from every rank of ``group`` (None: the job's process
     group); None when this process is in no process group (push alone)."""
-    from ckpt_action.ops.distpush import push_distributed
+    from ckpt_action.ops.distpush import agree, identity, push_distributed
     from ckpt_action.ops.torchgroup import session as group_session
 
     session = group_session(group, remote.settings.distributed_timeout, f"push {subfolder}")
     if session is None:
         return None
     with session:
+        agree(session, identity(remote, subfolder, step=step, private=private, commit_message=commit_message))
         # Checked inside the session: a bad dir on one rank fails every rank at once.
         path = session.run("checking the local dir", lambda: local_dir_to_push(local_dir, allow_empty=True))
         return push_distributed(remote, path, subfolder, session, step=step, private=private,
@@ -454,7 +455,9 @@ def push(
     'sft'
 
     ``distributed=True``, called on every rank of an initialized ``torch.distributed``
-    process group (or of ``group``): each rank uploads the files of its own ``local_dir``
+    process group (or of ``group``), each with the same ``repo``, ``step``, ``subfolder``,
+    ``private``, ``commit_message`` and endpoint (a rank that differs fails every rank before
+    any upload, naming it): each rank uploads the files of its own ``local_dir``
     (a path several ranks hold must be the same bytes on each, and is uploaded once),
     rank 0 makes the commit, and every rank returns the same handle. If any rank fails,
     or does not join within ``CKPT_DISTRIBUTED_TIMEOUT`` seconds, nothing is committed
@@ -944,8 +947,9 @@ def list_checkpoints(
 
     Each :class:`~ckpt_action.ops.discover.CheckpointInfo` has ``subfolder``, ``step``,
     ``complete``, ``status`` (complete, foreign, incomplete, mismatch), ``files``, ``size``
-    and the ``revision`` it was read at. A repo that does not exist has none (a warning
-    says so); any other failure raises.
+    and the ``revision`` it was read at. A ``foreign`` ``checkpoint-N`` (no manifest) is
+    complete only where no ``checkpoint-N`` of the repo has a manifest (``problem`` says why).
+    A repo that does not exist has none (a warning says so); any other failure raises.
 
     >>> [(i.subfolder, i.status) for i in ckpt.list_checkpoints("org/run")]
     [('checkpoint-300', 'complete'), ('checkpoint-200', 'complete')]

@@ -225,10 +225,7 @@ class Manifest:
                 raise ValueError("not a JSON object")
             if doc.get("format") != FORMAT:
                 raise ValueError(f"unknown format {quoted(doc.get('format'), 60)}")
-            raw_files = doc.get("files")
-            if not isinstance(raw_files, dict):
-                raise ValueError("files is not an object")
-            files = {_path(p): _digest(p, d) for p, d in raw_files.items()}
+            files = parse_files(doc.get("files"))
             step = doc.get("step")
             if step is not None and not is_step(step):
                 raise ValueError(f"step {quoted(step, 40)} is not a whole number from 0 to {MAX_STEP}")
@@ -270,6 +267,15 @@ class Manifest:
         return problems
 
 
+
+
+def parse_files(raw: object) -> dict[str, FileDigest]:
+    """A manifest's ``files`` object (``to_dict`` of each digest), every path and hash
+    checked; ValueError names the first that is wrong. Also what a rank of a distributed
+    push sends the others: the same data, from outside as much as a manifest is."""
+    if not isinstance(raw, dict):
+        raise ValueError("files is not an object")
+    return {_path(p): _digest(p, d) for p, d in raw.items()}
 
 
 def _path(path: str) -> str:

@@ -289,6 +289,16 @@ class RemoteRepo:
         entries = self._call(f"reading {path}/", self.api.get_paths_info, self.repo, [path], revision=sha)
         return next((str(e.tree_id) for e in entries if isinstance(e, RepoFolder) and e.path == path), None)
 
+    def existing(self, sha: str, paths: list[str]) -> set[str]:
+        """Which of ``paths`` are files at sha, in one request (the Hub ignores the others)."""
+        from huggingface_hub import RepoFile
+
+        if not paths:
+            return set()
+        entries = self._call(f"reading {len(paths)} path(s)", self.api.get_paths_info, self.repo, paths, revision=sha)
+        wanted = set(paths)
+        return {str(e.path) for e in entries if isinstance(e, RepoFile) and e.path in wanted}
+
     def error(self, exc: BaseException, what: str) -> Exception:
         return translate(exc, what, self.settings, self.repo)
 

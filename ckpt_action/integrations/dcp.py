@@ -17,23 +17,31 @@ the push runs (the coordinator only reaches ``finish`` once they have written), 
 ``writer.handle`` waits for it.
 
 The reader downloads ``.metadata``, then on each rank only the files holding what that
-rank loads, each verified against the manifest at the pinned SHA; DCP reshards, so the
-world size may differ from the save's. ``.metadata`` is a pickle: it is read by an
-unpickler that builds only DCP's metadata classes and the torch types they hold.
+rank loads, each verified against the manifest at the pinned SHA, into a dir removed once
+they are read (and on error); DCP reshards, so the world size may differ from the save's.
+Nothing from the repo runs as code: ``.metadata`` is a pickle, read by an unpickler that
+builds only an exact list of DCP's metadata classes and the torch values they hold; bytes
+entries (DCP's planners ``torch.load`` them with ``weights_only=False``) are loaded with
+``weights_only=True`` first.
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
+import io
 import os
+import pathlib
 import pickle
 import shutil
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from .. import api
-from ..errors import CkptError, InputError
+from ..errors import CkptError, InputError, one_line
 from ..handle import SHA_RE, CheckpointHandle
 
 try:
@@ -41,6 +49,7 @@ try:
     import torch.distributed as dist
     from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
     from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
+    from torch.distributed.checkpoint.planner import LoadPlanner
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         f"ckpt_action.integrations.dcp needs torch: pip install 'ckpt-action[distributed]' ({exc})") from exc
@@ -131,32 +140,98 @@ class HubStorageWriter(FileSystemWriter):
         return self._outcome
 
 
+def _metadata_classes() -> dict[tuple[str, str], Any]:
+    """Every global a DCP ``.metadata`` may name, each (module, name) to the object itself:
+    DCP's metadata classes and the torch values they hold, nothing that runs code on being
+    called with data. Names are looked up here, never imported or resolved through a
+    module's globals (``filesystem`` + ``os.system`` would run a command)."""
+    from torch.distributed.checkpoint import filesystem, metadata
+
+    allowed: dict[tuple[str, str], Any] = {
+        ("torch.distributed.checkpoint.filesystem", "_StorageInfo"): filesystem._StorageInfo,
+        ("torch.serialization", "_get_layout"): torch.serialization._get_layout,  # a layout by its name
+        ("torch", "Size"): torch.Size,
+        ("collections", "OrderedDict"): collections.OrderedDict,
+        ("builtins", "set"): set,
+        ("builtins", "frozenset"): frozenset,
+        ("pathlib", "PosixPath"): pathlib.PosixPath,  # storage_meta.checkpoint_id, as DCP's own writer records it
+        ("pathlib", "PurePosixPath"): pathlib.PurePosixPath,
+    }
+    for name in ("Metadata", "StorageMeta", "MetadataIndex", "TensorStorageMetadata", "TensorProperties",
+                 "ChunkStorageMetadata", "BytesStorageMetadata", "_MEM_FORMAT_ENCODING"):
+        allowed["torch.distributed.checkpoint.metadata", name] = getattr(metadata, name)
+    for name in dir(torch):  # dtypes, layouts and memory formats: values, not callables
+        value = getattr(torch, name, None)
+        if isinstance(value, (torch.dtype, torch.layout, torch.memory_format)):
+            allowed["torch", name] = value
+    return allowed
+
+
 class _MetadataUnpickler(pickle.Unpickler):
-    """Builds DCP's metadata and the torch types in it, nothing else: ``.metadata`` comes
+    """Builds DCP's metadata and the torch values in it, nothing else: ``.metadata`` comes
     from the Hub, and a plain unpickler would run whatever it names."""
 
-    _TORCH: ClassVar[set[str]] = {"Size", "device", "dtype", "memory_format", "layout"}
+    _ALLOWED: ClassVar[dict[tuple[str, str], Any]] = {}
 
     def find_class(self, module: str, name: str) -> Any:
-        if module.startswith("torch.distributed.checkpoint.") or (module == "collections" and name == "OrderedDict"):
-            return super().find_class(module, name)
-        if module == "torch" and (name in self._TORCH or isinstance(getattr(torch, name, None), torch.dtype)):
-            return super().find_class(module, name)
-        if module == "torch.serialization" and name == "_get_layout":  # a layout by its name: torch pickles them so
-            return super().find_class(module, name)
-        if module == "pathlib" and name in {"PosixPath", "PurePosixPath"}:  # storage_meta.checkpoint_id
-            return super().find_class(module, name)
-        if module == "builtins" and name in {"set", "frozenset", "slice", "complex"}:
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"{METADATA} names {module}.{name}, which DCP metadata does not hold:"
-                                     " refusing to load it")
+        if not self._ALLOWED:
+            type(self)._ALLOWED = _metadata_classes()
+        found = self._ALLOWED.get((module, name))
+        if found is None:
+            raise CkptError(f"{METADATA} names {one_line(module, 80)}.{one_line(name, 80)}, which DCP metadata"
+                            " does not hold: refusing to load it")
+        return found
+
+    def persistent_load(self, pid: Any) -> Any:
+        raise CkptError(f"{METADATA} holds a persistent reference, which DCP metadata does not: refusing to load it")
+
+
+class _SafeBytes:
+    """The load planner, as the reader hands it to DCP's file reader: a bytes entry is
+    unpickled with ``torch.load(weights_only=True)`` (DCP's own planners load them with
+    ``weights_only=False``, which runs whatever the saved object says); what that builds is
+    saved again and given to the planner, so the planner's own load sees only bytes made
+    from objects the safe loader accepted."""
+
+    def __init__(self, planner: Any) -> None:
+        self._planner = planner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._planner, name)
+
+    def load_bytes(self, read_item: Any, value: io.BytesIO) -> None:
+        fqn = read_item.dest_index.fqn
+        try:
+            obj = torch.load(value, map_location="cpu", weights_only=True)
+        except Exception as exc:  # noqa: BLE001 - torch's UnpicklingError, or anything the bytes provoke
+            # torch's message is a page long; the line naming what the bytes asked for is the point.
+            why = next((line for line in str(exc).splitlines() if "unsupported" in line.lower()), str(exc))
+            raise CkptError(f"the entry {fqn!r} of this checkpoint is stored as bytes and is not loaded:"
+                            f" torch.load(weights_only=True) refuses it ({one_line(why, 200)}); load only"
+                            " its tensors, or allow its types with torch.serialization.add_safe_globals"
+                            " if you trust this repo") from None
+        clean = io.BytesIO()
+        torch.save(obj, clean)
+        clean.seek(0)
+        self._planner.load_bytes(read_item, clean)
+
+
+def _relative_path(value: object) -> str:
+    """A file name from ``.metadata`` (it comes from the Hub): a plain relative path inside
+    the checkpoint, matched literally by the pull's include patterns."""
+    if (not isinstance(value, str) or not value or len(value) > 255 or value.startswith("/")
+            or any(part in ("", ".", "..") for part in value.split("/")) or any(c in value for c in "*?[]\\")
+            or not value.isprintable()):
+        raise CkptError(f"{METADATA} names the file {one_line(repr(value), 80)}, which is not a file name of"
+                        " this checkpoint: refusing to load it")
+    return value
 
 
 class HubStorageReader(FileSystemReader):
     """DCP's file reader over a checkpoint on the Hub: ``HubStorageReader(handle)`` or
     ``HubStorageReader(repo=..., subfolder=..., revision=SHA)``; each rank downloads (and
-    verifies) only the files holding the tensors it loads, into ``cache_dir`` (default:
-    a temp dir of its own)."""
+    verifies) only the files holding what it loads, into a temp dir of its own under
+    ``cache_dir`` (default: the system's temp dir), removed once they are read (and on error)."""
 
     def __init__(self, source: CheckpointHandle | str | None = None, *, repo: str | None = None,
                  subfolder: str | None = None, revision: str | None = None,
@@ -174,8 +249,9 @@ class HubStorageReader(FileSystemReader):
         self._source: CheckpointHandle | str = source if source is not None else str(repo)
         self._subfolder, self._revision = subfolder, revision
         self._options = options
-        self.local = Path(tempfile.mkdtemp(prefix="ckpt-dcp-read-", dir=cache_dir))
-        super().__init__(self.local / "data")
+        self._cache_dir = cache_dir
+        # Nothing is created until a read: the path is set to each read's own download dir.
+        super().__init__(os.fspath(cache_dir) if cache_dir is not None else tempfile.gettempdir())
         self.downloaded: list[str] = []
         """The files this rank downloaded, besides ``.metadata``."""
 
@@ -187,21 +263,38 @@ class HubStorageReader(FileSystemReader):
             raise InputError("HubStorageReader takes no checkpoint_id=: give the handle to the reader")
         super().reset(None)
 
-    def _pull(self, dest: Path, include: list[str]) -> Path:
-        return api.pull(self._source, dest, include=include, subfolder=self._subfolder, revision=self._revision,
-                        **self._options)
+    @contextlib.contextmanager
+    def _pulled(self, include: list[str]) -> Iterator[Path]:
+        """The files ``include`` names, downloaded and verified into a dir removed on leaving."""
+        scratch = Path(tempfile.mkdtemp(prefix="ckpt-dcp-read-", dir=self._cache_dir))
+        try:
+            yield api.pull(self._source, scratch / "files", include=include, subfolder=self._subfolder,
+                           revision=self._revision, **self._options)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
     def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
-        where = self._pull(self.local / "meta", [METADATA])
-        with open(where / METADATA, "rb") as fh:
-            metadata = _MetadataUnpickler(fh).load()
+        with self._pulled([METADATA]) as where, open(where / METADATA, "rb") as fh:
+            try:
+                metadata = _MetadataUnpickler(fh).load()
+            except CkptError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a truncated or malformed pickle
+                raise CkptError(f"{METADATA} of this checkpoint cannot be read: {one_line(exc, 200)}") from None
         if not isinstance(metadata, Metadata):
             raise CkptError(f"{METADATA} of this checkpoint is not DCP metadata")
+        meta = metadata.storage_meta or StorageMeta()  # as DCP's own reader does
+        meta.load_id = self.load_id
+        metadata.storage_meta = meta
         return metadata
 
-    def prepare_local_plan(self, plan: Any) -> Any:
-        files = sorted({self.storage_data[item.storage_index].relative_path for item in plan.items})
-        if files:
-            self._pull(self.local / "data", files)
+    def read_data(self, plan: Any, planner: Any) -> Any:
+        files = sorted({_relative_path(getattr(self.storage_data[item.storage_index], "relative_path", None))
+                        for item in plan.items})
         self.downloaded = files
-        return super().prepare_local_plan(plan)
+        safe = cast(LoadPlanner, _SafeBytes(planner))
+        if not files:
+            return super().read_data(plan, safe)
+        with self._pulled(files) as where:
+            self.path = where
+            return super().read_data(plan, safe)

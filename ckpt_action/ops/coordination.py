@@ -11,25 +11,31 @@ rank: its heartbeat goes on.
 The outcome is decided once, by compare-and-set on one key: the first failure recorded
 there (or rank 0's claim that it commits) is what every rank sees, so every rank raises
 the same error, naming the rank and the cause.
+
+The values are JSON, each bounded in bytes by its reader: the store listens on the
+network in a multi-node job, so whatever a key holds is data from outside, parsed, never
+unpickled; the caller checks its shape (see :mod:`ckpt_action.ops.distpush`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import pickle
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, NoReturn, Protocol, TypeVar
 
-from ckpt_action.errors import DistributedError, unrendered
+from ckpt_action.errors import DistributedError, one_line, unrendered
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _COMMIT = "commit"
 _ABORT = "abort:"
+MAX_VALUE_BYTES = 1024 * 1024
+"""Bytes of one value read from the store, unless its reader says otherwise."""
+_MAX_MESSAGE = 2000
 _POLL_MIN, _POLL_MAX = 0.02, 0.25
 """Seconds between two looks at the store while waiting: short first (the others are often
 a moment behind), then longer, so hundreds of waiting ranks do not flood the store."""
@@ -138,11 +144,10 @@ class Session:
         return self.store.compare_set(self._key("decision"), "", _ABORT + doc)
 
     def _error(self, decision: bytes, mine: str) -> DistributedError:
-        text = decision.decode()
+        text = decision.decode("utf-8", "replace")
         if text.startswith(_ABORT):
-            doc = json.loads(text[len(_ABORT):])
-            return DistributedError(f"{self.what} failed, nothing was committed: {doc['message']}",
-                                    int(doc["exit_code"]))
+            message, code = _failure(text[len(_ABORT):])
+            return DistributedError(f"{self.what} failed, nothing was committed: {message}", code)
         # Rank 0 claimed the commit before this rank gave up on it.
         return DistributedError(f"{self.what}: {mine}, while rank 0 was committing: the commit may have"
                                 " landed; check with latest before pushing again")
@@ -150,8 +155,13 @@ class Session:
     def claim_commit(self) -> None:
         """Rank 0: decide that the commit is made; raises if a failure was recorded first."""
         decided = self.store.compare_set(self._key("decision"), "", _COMMIT)
-        if decided.decode() != _COMMIT:
+        if decided.decode("utf-8", "replace") != _COMMIT:
             raise self._error(decided, "")
+
+    def failure(self, doc: object) -> DistributedError:
+        """The error another rank posted (``{"message": ..., "exit_code": 1|2}``), checked."""
+        message, code = _failure(doc)
+        return DistributedError(message, code)
 
     def failed_commit(self, exc: BaseException) -> DistributedError:
         """Rank 0's commit failed after the claim: the error every rank raises."""
@@ -160,15 +170,17 @@ class Session:
 
     # ------------------------------------------------------------------ exchanging values
 
-    def gather(self, phase: str, value: object, *, root: int | None = None) -> list[Any] | None:
-        """Post this rank's ``value`` and return every rank's, in rank order (on ``root``
-        only, when given: the others get None and go on at once)."""
-        self.store.set(self._key(phase, self.rank), pickle.dumps(value))
+    def gather(self, phase: str, value: object, *, root: int | None = None,
+               limit: int = MAX_VALUE_BYTES) -> list[Any] | None:
+        """Post this rank's ``value`` (JSON) and return every rank's, in rank order (on ``root``
+        only, when given: the others get None and go on at once). A value above ``limit``
+        bytes, or not JSON, fails the operation naming the rank whose key held it."""
+        self.store.set(self._key(phase, self.rank), _encode(value))
         if root is not None and root != self.rank:
             return None
         keys = {r: self._key(phase, r) for r in range(self.world)}
         self._await(keys)
-        return [pickle.loads(self.store.get(keys[r])) for r in range(self.world)]  # noqa: S301 - our ranks
+        return [self._read(keys[r], r, phase, limit) for r in range(self.world)]
 
     def drop(self, phase: str) -> None:
         """Delete every rank's value of ``phase`` (the only reader, once it has read them)."""
@@ -176,20 +188,33 @@ class Session:
             self.store.delete_key(self._key(phase, r))
 
     def post(self, phase: str, value: object) -> None:
-        self.store.set(self._key(phase), pickle.dumps(value))
+        self.store.set(self._key(phase), _encode(value))
 
-    def fetch(self, phase: str, sender: int) -> Any:
-        """The value ``sender`` posts for ``phase``, waiting (bounded) for it."""
+    def fetch(self, phase: str, sender: int, *, limit: int = MAX_VALUE_BYTES) -> Any:
+        """The value ``sender`` posts for ``phase`` (JSON), waiting (bounded) for it."""
         key = self._key(phase)
         self._await({sender: key})
-        return pickle.loads(self.store.get(key))  # noqa: S301 - our ranks
+        return self._read(key, sender, phase, limit)
+
+    def _read(self, key: str, rank: int, phase: str, limit: int) -> Any:
+        raw = self.store.get(key)
+        if len(raw) > limit:
+            self.fail(f"rank {rank}'s {phase} in the job's store is {len(raw)} bytes, above the {limit} it may be")
+        try:
+            return json.loads(raw)
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError; nesting, a RecursionError
+            self.fail(f"rank {rank}'s {phase} in the job's store is not ckpt-action's (not JSON: {one_line(exc, 80)})")
+
+    def reject(self, rank: int, phase: str, why: str) -> NoReturn:
+        """Fail the operation over a value of the wrong shape (a caller's check)."""
+        self.fail(f"rank {rank}'s {phase} in the job's store is not ckpt-action's: {why}")
 
     def _await(self, keys: dict[int, str]) -> None:
         seen: dict[int, tuple[int, float]] = {}
         poll = _POLL_MIN
         while True:
             decision = self._decision()
-            if decision is not None and decision.decode().startswith(_ABORT):
+            if decision is not None and decision.decode("utf-8", "replace").startswith(_ABORT):
                 raise self._error(decision, "")
             missing = [r for r, key in keys.items() if not self.store.check([key])]
             if not missing:
@@ -215,3 +240,22 @@ class Session:
                     " (see its own log)")
         return f"rank {rank} stopped responding (no sign of life for {bound}): it died or hangs"
 
+
+
+def _encode(value: object) -> bytes:
+    return json.dumps(value, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _failure(doc: str | object) -> tuple[str, int]:
+    """A recorded failure's (message, exit code) from its JSON (or parsed) form; what the
+    store holds, checked."""
+    parsed = doc
+    if isinstance(doc, str):
+        try:
+            parsed = json.loads(doc)
+        except (ValueError, RecursionError):
+            parsed = None
+    if (isinstance(parsed, dict) and isinstance(parsed.get("message"), str)
+            and parsed.get("exit_code") in (1, 2)):
+        return one_line(parsed["message"], _MAX_MESSAGE), int(parsed["exit_code"])
+    return "a failure was recorded in the job's store that is not ckpt-action's", 1

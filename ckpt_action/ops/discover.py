@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import posixpath
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from ckpt_action.checkpoint.manifest import MANIFEST_NAME, Manifest, RemoteFile, folder_tree_oid
@@ -70,7 +70,8 @@ def latest(remote: RemoteRepo, revision: str | None = None, verifier: Verifier |
 
     Lists only the top level, at a SHA resolved first, then checks candidates from the
     highest down: one with a manifest must match it; one without (written by Trainer or
-    ``hf upload``) is taken as it is; one whose manifest or listing cannot be read is
+    ``hf upload``) is taken as it is only where no candidate has a manifest
+    (:func:`foreign_problem`); one whose manifest or listing cannot be read is
     passed over with why, so one bad folder never hides the others. A missing repo or
     branch is "none"; any other failure raises, because "could not tell" must never look
     like "start from scratch". With ``verifier``, a complete folder whose signature does not
@@ -91,8 +92,15 @@ def latest(remote: RemoteRepo, revision: str | None = None, verifier: Verifier |
     folders = remote.top_level_folders(sha)
     candidates = sorted(((s, name) for name in folders if (s := step_of(name)) is not None), reverse=True)
     skipped: list[tuple[str, str]] = []
+    ours: bool | None = None  # whether a checkpoint-N here has a manifest: asked once, when it matters
     for stp, name in candidates:
         problems, chosen = _check(remote, sha, name, folders[name])
+        if not problems and chosen.manifest_bytes is None:
+            if ours is None:
+                manifests = [f"{n}/{MANIFEST_NAME}" for _s, n in candidates]
+                ours = any(remote.existing(sha, manifests[i:i + _PATHS_PER_REQUEST])
+                           for i in range(0, len(manifests), _PATHS_PER_REQUEST))
+            problems = [why] if (why := foreign_problem(ours)) else []
         if not problems and verifier is not None:
             from ckpt_action.ops.signatures import latest_problem
 
@@ -105,6 +113,21 @@ def latest(remote: RemoteRepo, revision: str | None = None, verifier: Verifier |
             return LatestResult(handle, sha, skipped, chosen.manifest_bytes is not None, chosen=chosen)
         skipped.append((name, problems[0]))
     return LatestResult(None, sha, skipped)
+
+
+_PATHS_PER_REQUEST = 100
+"""Manifest paths asked about in one paths-info request (latest stops at the first found)."""
+TORN = ("it has no manifest, and other checkpoint-N folders of this repo have one: taken as a push cut short,"
+        " not as a checkpoint another tool wrote")
+
+
+def foreign_problem(manifests_here: bool) -> str | None:
+    """The one rule for a ``checkpoint-N`` folder without a manifest (latest, pull --latest,
+    prune's "latest", list): taken as another tool's checkpoint (Trainer, ``hf upload``)
+    only where no ``checkpoint-N`` folder of the repo has a manifest. Beside ckpt-action's
+    own checkpoints such a folder is far more likely a push that was cut short (or ranks
+    that wrote elsewhere), so it is never resumed from by default."""
+    return TORN if manifests_here else None
 
 
 def _check(remote: RemoteRepo, sha: str, name: str, tree_id: str) -> tuple[list[str], Chosen]:
@@ -251,5 +274,9 @@ def list_checkpoints(remote: RemoteRepo, revision: str | None = None) -> tuple[s
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         infos = list(pool.map(info, sorted(grouped)))
+    ours = any(MANIFEST_NAME in grouped[r] for r in roots if step_of(r) is not None)
+    if (why := foreign_problem(ours)) is not None:
+        infos = [replace(i, complete=False, problem=why) if i.status == "foreign" and step_of(i.subfolder) is not None
+                 else i for i in infos]
     infos.sort(key=lambda i: (i.step is None, -(i.step or 0), i.subfolder))
     return sha, infos

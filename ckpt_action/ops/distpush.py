@@ -14,18 +14,26 @@ The steps, every rank in step with the others through a :class:`~ckpt_action.ops
    push's own planner, commit loop and proof, its manifest built from the gathered
    digests (it reads no other rank's files); every rank returns its result.
 
+Before all of it the ranks :func:`agree` on what is pushed (endpoint, repo, folder, step,
+branch, privacy, message): a rank that differs fails every rank before any upload. What
+another rank sends is data from the job's store (see :mod:`.coordination`): rank 0 makes
+every commit operation itself, under the agreed folder, from the gathered digests,
+taking from each rank only which of its own files went through LFS and the bytes of
+those sent inline, each checked against its agreed digest.
+
 Any failure before the claim means no commit, and every rank raises the same
 :class:`~ckpt_action.errors.DistributedError`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import base64
 from pathlib import Path
 from typing import Any
 
-from ckpt_action.checkpoint.manifest import GIT_OID_LIMIT, FileDigest, digest_bytes
-from ckpt_action.errors import IntegrityError
+from ckpt_action.checkpoint.manifest import GIT_OID_LIMIT, FileDigest, digest_bytes, parse_files
+from ckpt_action.errors import IntegrityError, param, quoted, unrendered
+from ckpt_action.handle import SHA_RE, CheckpointHandle, is_whole
 from ckpt_action.hub.commits import commit
 from ckpt_action.hub.repo import RemoteRepo
 from ckpt_action.hub.transport import call
@@ -40,14 +48,100 @@ INLINE_LIMIT = GIT_OID_LIMIT
 LFS, and a Hub asking otherwise would have a rank ship a whole shard to rank 0's memory."""
 
 
-@dataclass(frozen=True)
-class Shipped:
-    """What a rank sends the committing rank for one file it owns: the preuploaded
-    operation, or the bytes of a file that goes inline in the commit."""
+IDENTITY = ("endpoint", "repo", "step", "subfolder", "branch", "private", "commit_message")
+"""What every rank must push alike, each named as the parameter that sets it: a rank that
+differs would put its files in another folder, repo or commit. ``step`` before ``subfolder``:
+a folder named after the step differs because the step does."""
 
-    rel: str
-    op: Any = None
-    data: bytes | None = None
+
+def identity(remote: RemoteRepo, subfolder: str, *, step: int | None, private: bool,
+             commit_message: str | None, branch: str = "main") -> dict[str, object]:
+    """This rank's answer to "what are we pushing?", compared across ranks before any upload."""
+    return {"endpoint": remote.settings.endpoint, "repo": remote.repo, "subfolder": subfolder, "step": step,
+            "branch": branch, "private": private, "commit_message": commit_message}
+
+
+def disagreement(identities: list[object]) -> str | None:
+    """The first thing a rank pushes otherwise than rank 0, as a message, or None.
+
+    >>> from ckpt_action.errors import render
+    >>> render(disagreement([{"step": 7}, {"step": 7}, {"step": 8}]), "cli")
+    "rank 2 disagrees with rank 0 about --step: '8' vs '7'; every rank must push the same checkpoint (rank 0: '7')"
+    """
+    first = identities[0]
+    for rank, mine in enumerate(identities):
+        if not isinstance(mine, dict) or not isinstance(first, dict):
+            return f"rank {rank}'s part of the agreement in the job's store is not ckpt-action's"
+        for key in IDENTITY:
+            if mine.get(key) != first.get(key):
+                theirs, ours = quoted(mine.get(key), 80), quoted(first.get(key), 80)
+                return (f"rank {rank} disagrees with rank 0 about {param(key)}: {theirs} vs {ours}; every rank"
+                        f" must push the same checkpoint (rank 0: {ours})")
+    return None
+
+
+def _scan(session: Session, rank: int, raw: object) -> dict[str, FileDigest]:
+    """A rank's digests, as gathered: a manifest's ``files`` (paths and hashes checked), each with its sha256."""
+    try:
+        files = parse_files(raw)
+    except ValueError as exc:
+        session.reject(rank, "scan", str(exc))
+    if any(d.sha256 is None for d in files.values()):
+        session.reject(rank, "scan", "a file without its sha256")
+    return files
+
+
+def _shipped(session: Session, rank: int, raw: object, mine: dict[str, FileDigest]) -> dict[str, bytes | None]:
+    """What ``rank`` says it uploaded, checked against what it was given to upload (``mine``,
+    from the gathered digests): each path of its own once, and inline bytes only of the
+    size and sha256 agreed; None for a file uploaded through LFS."""
+    if not isinstance(raw, dict) or set(raw) != set(mine):
+        session.reject(rank, "upload", f"it does not name exactly the {len(mine)} file(s) that rank uploads")
+    out: dict[str, bytes | None] = {}
+    for rel, value in raw.items():
+        if value is None:
+            out[rel] = None
+            continue
+        digest = mine[rel]
+        if not isinstance(value, str) or len(value) > 4 * (-(-INLINE_LIMIT // 3)):
+            session.reject(rank, "upload", f"the inline bytes of {quoted(rel)} are not base64 of at most"
+                                           f" {INLINE_LIMIT} bytes")
+        try:
+            data = base64.b64decode(value, validate=True)
+        except ValueError:
+            session.reject(rank, "upload", f"the inline bytes of {quoted(rel)} are not base64")
+        if digest_bytes(rel, data).sha256 != digest.sha256:
+            session.reject(rank, "upload", f"the inline bytes of {quoted(rel)} are not the ones it hashed")
+        out[rel] = data
+    return out
+
+
+def _operation(subfolder: str, rel: str, digest: FileDigest, data: bytes | None) -> Any:
+    """The commit operation for one file, made by the committing rank from agreed facts:
+    under the agreed folder, with the gathered digest (an upload another rank made)."""
+    from huggingface_hub import CommitOperationAdd
+    from huggingface_hub.lfs import UploadInfo
+
+    if data is not None:
+        op = CommitOperationAdd(f"{subfolder}/{rel}", data)
+        op._upload_mode = "regular"
+        return op
+    assert digest.sha256 is not None
+    op = CommitOperationAdd(f"{subfolder}/{rel}", b"")
+    op.upload_info = UploadInfo(sha256=bytes.fromhex(digest.sha256), size=digest.size, sample=b"")
+    op._upload_mode, op._is_uploaded, op._should_ignore = "lfs", True, False
+    return op
+
+
+def _result(session: Session, raw: object) -> tuple[str, int, int, int]:
+    """Rank 0's outcome as posted: (revision, commits, uploaded, deleted); its error is raised."""
+    if isinstance(raw, dict) and isinstance(raw.get("error"), dict):
+        raise session.failure(raw["error"])
+    ok = raw.get("ok") if isinstance(raw, dict) else None
+    if (isinstance(ok, list) and len(ok) == 4 and isinstance(ok[0], str) and SHA_RE.match(ok[0])
+            and all(is_whole(n) for n in ok[1:])):
+        return ok[0], ok[1], ok[2], ok[3]
+    session.reject(0, "result", "not a commit's SHA and counts")
 
 
 def assign(scans: list[dict[str, FileDigest]]) -> tuple[dict[str, FileDigest], dict[str, int], str | None]:
@@ -91,8 +185,9 @@ def _read_inline(local: LocalDir, rel: str) -> bytes:
 
 
 def upload_owned(remote: RemoteRepo, local: LocalDir, subfolder: str, mine: list[str], branch: str,
-                 label: str) -> list[Shipped]:
-    """Preupload the files this rank owns; what rank 0 needs to commit them."""
+                 label: str) -> dict[str, str | None]:
+    """Preupload the files this rank owns; what rank 0 needs to commit them: each path,
+    with the base64 of its bytes when the Hub takes it inline in the commit."""
     ops = [local.add(subfolder, rel) for rel in mine]
     total = sum(local.digests[rel].size for rel in mine)
     with Ticker(label, total, bytes_read_since_now()):
@@ -100,8 +195,8 @@ def upload_owned(remote: RemoteRepo, local: LocalDir, subfolder: str, mine: list
             batch = ops[start:start + PREUPLOAD_BATCH]
             call(remote.settings, f"uploading {len(batch)} file(s) of {subfolder}", remote.api.preupload_lfs_files,
                  remote.repo, additions=batch, revision=branch, repo=remote.repo)
-    shipped = [Shipped(rel, op=op) if op._upload_mode == "lfs" else Shipped(rel, data=_read_inline(local, rel))
-               for rel, op in zip(mine, ops, strict=True)]
+    shipped = {rel: None if op._upload_mode == "lfs" else base64.b64encode(_read_inline(local, rel)).decode()
+               for rel, op in zip(mine, ops, strict=True)}
     changed = local.refresh(thorough=True)
     if changed:
         raise IntegrityError(f"{changed[0]} in {local.root} changed while it was pushed: stop writing to it"
@@ -109,10 +204,21 @@ def upload_owned(remote: RemoteRepo, local: LocalDir, subfolder: str, mine: list
     return shipped
 
 
+def agree(session: Session, mine: dict[str, object]) -> None:
+    """Every rank's identity gathered and compared with rank 0's, before anything is read or
+    uploaded: on the first difference every rank fails, naming the rank and the parameter."""
+    everyone = session.gather("agree", mine)
+    assert everyone is not None
+    problem = disagreement(everyone)
+    if problem is not None:
+        session.fail(problem)
+
+
 def push_distributed(remote: RemoteRepo, local_dir: Path, subfolder: str, session: Session, *,
                      step: int | None = None, private: bool = True, commit_message: str | None = None,
                      branch: str = "main", source: dict[str, str] | None = None) -> PushResult:
-    """Called on every rank of ``session``; every rank returns the same result or raises the same error.
+    """Called on every rank of ``session``, after :func:`agree`; every rank returns the same
+    result or raises the same error.
 
     On every rank (a process group is needed, so this example is not run here)::
 
@@ -120,12 +226,12 @@ def push_distributed(remote: RemoteRepo, local_dir: Path, subfolder: str, sessio
             push_distributed(RemoteRepo(settings, "org/run"), Path("out/checkpoint-8"), "checkpoint-8", s, step=8)
         # -> PushResult(handle=CheckpointHandle(repo='org/run', subfolder='checkpoint-8', revision='3f1c…', ...), ...)
     """
-    from huggingface_hub import CommitOperationAdd
-
     rank = session.rank
     local = session.run(f"hashing {local_dir}", lambda: LocalDir(local_dir, f"push {subfolder}").hash_all())
-    scans = session.gather("scan", dict(local.digests))
-    assert scans is not None
+    bound = remote.settings.max_manifest_bytes  # a rank's digests are a manifest's worth at most
+    raw_scans = session.gather("scan", {rel: d.to_dict() for rel, d in local.digests.items()}, limit=bound)
+    assert raw_scans is not None
+    scans = [_scan(session, r, raw) for r, raw in enumerate(raw_scans)]
     merged, owners, problem = assign(scans)
     if problem is not None:
         session.fail(problem)
@@ -137,22 +243,23 @@ def push_distributed(remote: RemoteRepo, local_dir: Path, subfolder: str, sessio
         session.post("ready", head)
     else:
         head = session.fetch("ready", 0)
+        if head is not None and not (isinstance(head, str) and SHA_RE.match(head)):
+            session.reject(0, "ready", "not a commit SHA")
     mine = sorted(rel for rel, owner in owners.items() if owner == rank)
     shipped = session.run(f"uploading {len(mine)} file(s)", lambda: upload_owned(
         remote, local, subfolder, mine, branch, f"push {subfolder}: uploading (rank {rank})"))
-    gathered = session.gather("upload", shipped, root=0)
+    owned = [{rel: merged[rel] for rel, owner in owners.items() if owner == r} for r in range(session.world)]
+    inline = [sum(d.size for d in files.values() if d.size <= INLINE_LIMIT) for files in owned]
+    gathered = session.gather("upload", shipped, root=0, limit=bound + 2 * max(inline, default=0))
     if gathered is None:
-        result = session.fetch("result", 0)
-        if isinstance(result, Exception):
-            raise result
-        assert isinstance(result, PushResult)
-        return replace(result, local_dir=local_dir)  # the same commit; this rank's own dir
+        revision, commits, uploaded, deleted = _result(session, session.fetch("result", 0))
+        handle = CheckpointHandle(remote.repo, subfolder, revision, step, remote.settings.endpoint)
+        return PushResult(handle, commits, uploaded, deleted, local_dir)  # the same commit; this rank's own dir
     session.drop("upload")  # the inline bytes: rank 0 holds them now, the store need not
     ops: dict[str, Any] = {}
-    for part in gathered:
-        for item in part:
-            ops[item.rel] = item.op if item.op is not None else CommitOperationAdd(f"{subfolder}/{item.rel}",
-                                                                                item.data)
+    for r, part in enumerate(gathered):
+        for rel, data in _shipped(session, r, part, owned[r]).items():
+            ops[rel] = _operation(subfolder, rel, merged[rel], data)
     session.claim_commit()
 
     def make_commit() -> PushResult:
@@ -167,8 +274,8 @@ def push_distributed(remote: RemoteRepo, local_dir: Path, subfolder: str, sessio
         result = make_commit()
     except Exception as exc:
         error = session.failed_commit(exc)
-        session.post("result", error)
+        session.post("result", {"error": {"message": unrendered(error), "exit_code": error.exit_code}})
         raise error from exc
-    session.post("result", result)
+    session.post("result", {"ok": [result.handle.revision, result.commits, result.uploaded_files,
+                                   result.deleted_files]})
     return result
-

@@ -54,3 +54,24 @@ def test_a_job_that_cannot_be_joined_fails_within_the_timeout_saying_where(cli, 
     assert run.code == 1, run
     assert "--distributed: rank 1 could not join the job's process group at 127.0.0.1:" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+@pytest.mark.timeout(300)
+def test_ranks_given_different_steps_each_exit_1_naming_the_rank_and_the_flag(hub_server, hf_client, tmp_path):
+    import sys
+
+    from tests.helpers.dist_helpers import standalone
+
+    server = hub_server(token=TOKEN)
+    shared = write_checkpoint(tmp_path / "ckpt", {"model.bin": os.urandom(3000), "config.json": b"{}\n"})
+    env = make_hub_env(server.url, tmp_path / "hf_home", server.token)
+    env.update(CKPT_DISTRIBUTED_TIMEOUT="30", CKPT_RETRY_DELAY="0.05")
+    # Each rank its own step (7, 8), as a job script with a bug in its step arithmetic would.
+    cmd = (f"{sys.executable} {ENTRYPOINT} push --repo {REPO} --local-dir {shared} --step $((7 + RANK))"
+           " --distributed; echo \"rank $RANK exit $?\"")
+    [(_code, log)] = standalone(2, ["--no-python", "sh", "-c", cmd], env, tmp_path)
+    assert "rank 0 exit 1" in log and "rank 1 exit 1" in log, log
+    assert log.count("rank 1 disagrees with rank 0 about --step: '8' vs '7'") == 2, log
+    assert "Traceback" not in log
+    assert not entries(server, "POST", contains="/preupload/")
+    assert not entries(server, "POST", contains="/commit/")

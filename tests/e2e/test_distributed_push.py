@@ -184,7 +184,7 @@ def test_a_rank_killed_mid_upload_means_no_commit_and_the_others_name_it(hub_ser
             outs.append(base / "out")
             outs[-1].mkdir()
             envs.append(_env(server, tmp_path, outs[-1], LOCAL_DIR=str(base / "rank-{rank}"), PID_DIR=str(pids),
-                             ENDPOINT_RANK_3=proxy.url, CKPT_DISTRIBUTED_TIMEOUT=SILENCE))
+                             PROXY_RANK_3=proxy.url, CKPT_DISTRIBUTED_TIMEOUT=SILENCE))
         two_nodes([str(PUSH_SCRIPT)], envs, tmp_path, done=lambda: {0, 1} <= set(results(outs, 4)))
     got = results(outs, 4)
     assert 3 not in got
@@ -227,7 +227,7 @@ def test_an_upload_refused_on_one_rank_fails_every_rank_naming_it(hub_server, hf
     with CommitProxy(server.url) as proxy:
         # Only rank 1 talks through the proxy, which refuses every LFS upload.
         proxy.fail("PUT", r"/localhub-lfs/", status=403, times=-1)
-        env = _env(server, tmp_path, out, LOCAL_DIR=str(tmp_path / "node" / "rank-{rank}"), ENDPOINT_RANK_1=proxy.url)
+        env = _env(server, tmp_path, out, LOCAL_DIR=str(tmp_path / "node" / "rank-{rank}"), PROXY_RANK_1=proxy.url)
         standalone(2, [str(PUSH_SCRIPT)], env, tmp_path)
     error = _same_error(results([out], 2), 2)
     assert "nothing was committed: rank 1: uploading" in error["message"], error

@@ -7,7 +7,9 @@ environment (HF_ENDPOINT, HF_TOKEN, CKPT_*), as a job's would:
 - ``LOCAL_DIR``: the rank's dir, ``{rank}`` and ``{node}`` filled in;
 - ``REPO``, ``STEP``;
 - ``RAISE_RANK``: that rank raises in the "training code" before it calls push;
-- ``ENDPOINT_RANK_<r>``: rank r talks to this endpoint instead (a proxy that can kill it);
+- ``PROXY_RANK_<r>``: rank r's requests to the Hub go through this reverse proxy (one that
+  can kill it or refuse its uploads), its endpoint the same as every other rank's (the
+  ranks must agree on it);
 - ``PID_DIR``: each rank writes its pid there first;
 - ``GROUP_RANKS``: only these ranks push, with ``group=`` a group of them.
 """
@@ -26,6 +28,28 @@ import torch.distributed as dist
 import ckpt_action as ckpt
 
 
+def through(proxy: str, hub: str) -> None:
+    """Send this process's requests for ``hub`` to ``proxy`` instead, every URL unchanged
+    (the Host header too), through the client factory huggingface_hub offers for that."""
+    from urllib.parse import urlsplit
+
+    import httpx2
+    import huggingface_hub
+    from huggingface_hub.utils._http import hf_request_event_hook
+
+    to = urlsplit(proxy)
+
+    class Via(httpx2.HTTPTransport):
+        def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+            request.url = request.url.copy_with(host=to.hostname, port=to.port)
+            return super().handle_request(request)
+
+    origin = urlsplit(hub)
+    huggingface_hub.set_client_factory(lambda: httpx2.Client(
+        mounts={f"{origin.scheme}://{origin.hostname}:{origin.port}": Via()},
+        event_hooks={"request": [hf_request_event_hook]}, follow_redirects=True, timeout=None))
+
+
 def main() -> int:
     if os.environ.get("DUMP_AFTER"):  # debugging a hung job: every thread's stack, to stderr
         faulthandler.dump_traceback_later(float(os.environ["DUMP_AFTER"]))
@@ -35,7 +59,8 @@ def main() -> int:
     if os.environ.get("PID_DIR"):
         Path(os.environ["PID_DIR"], f"rank-{rank}.pid").write_text(str(os.getpid()))
     local_dir = os.environ["LOCAL_DIR"].format(rank=rank, node=node)
-    endpoint = os.environ.get(f"ENDPOINT_RANK_{rank}")
+    if os.environ.get(f"PROXY_RANK_{rank}"):
+        through(os.environ[f"PROXY_RANK_{rank}"], os.environ["HF_ENDPOINT"])
     started = time.monotonic()
     record: dict[str, object]
     members = [int(r) for r in os.environ["GROUP_RANKS"].split(",")] if os.environ.get("GROUP_RANKS") else None
@@ -47,7 +72,7 @@ def main() -> int:
             record = {"skipped": True}
         else:
             handle = ckpt.push(local_dir, os.environ["REPO"], step=int(os.environ["STEP"]), distributed=True,
-                               group=group, endpoint=endpoint)
+                               group=group)
             record = {"handle": [handle.repo, handle.subfolder, handle.revision, handle.step]}
     except Exception as exc:  # the test reads what each rank raised
         record = {"error": type(exc).__name__, "message": str(exc), "exit_code": getattr(exc, "exit_code", None)}

@@ -151,10 +151,12 @@ def test_list_shows_complete_partial_and_foreign(hub, env, cli, tmp_path):
     assert run.json["revision"] == head and all(r["revision"] == head for r in rows.values())
     assert rows["checkpoint-100"]["status"] == "complete" and rows["checkpoint-100"]["files"] == 2
     assert rows["checkpoint-100"]["size"] == BIG + 100 + len(b'{"a": 1}')
-    assert rows["checkpoint-300"]["status"] == "foreign" and rows["checkpoint-300"]["complete"] is True
+    # No manifest, beside checkpoints that have one: a push cut short, not another tool's checkpoint.
+    assert rows["checkpoint-300"]["status"] == "foreign" and rows["checkpoint-300"]["complete"] is False
+    assert rows["checkpoint-300"]["problem"].startswith("it has no manifest, and other checkpoint-N folders")
     assert rows["checkpoint-400"]["status"] == "incomplete" and rows["checkpoint-400"]["complete"] is False
     assert rows["sft"]["status"] == "complete" and rows["sft"]["step"] is None
-    assert run.json["subfolder"] == "checkpoint-300", "the newest complete checkpoint-N"
+    assert run.json["subfolder"] == "checkpoint-100", "the newest complete checkpoint-N"
     table = cli("list", "--repo", "o/r", env=env)
     assert table.code == 0 and "checkpoint-400" in table.stdout and "incomplete" in table.stdout
     summary = tmp_path / "summary.md"

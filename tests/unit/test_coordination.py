@@ -92,3 +92,92 @@ def test_shared_paths_must_agree_and_are_uploaded_by_one_rank_each() -> None:
     assert owners == {"s0": 0, "s1": 1, "cfg": 2}  # the rank with the fewest bytes so far
     _merged, _owners, problem = assign([{"cfg": small}, {"cfg": FileDigest(10, "c" * 64)}])
     assert problem is not None and problem.startswith("cfg differs between ranks 0 and 1")
+
+
+class _RunsCode:
+    """Unpickled, it runs ``touch <marker>``: what a process reaching the job's store could plant."""
+
+    def __init__(self, marker: Any) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        import os
+
+        return (os.system, (f"touch {self.marker}",))
+
+
+@pytest.mark.parametrize("phase", ["ready", "result"])
+def test_a_pickle_planted_where_a_rank_reads_is_refused_not_run(tmp_path, phase) -> None:
+    import pickle
+
+    marker = tmp_path / "ran"
+    store = torch.distributed.HashStore()
+    with pytest.raises(DistributedError, match=rf"rank 0's {phase} in the job's store is not ckpt-action's"
+                                               r" \(not JSON"), \
+            Session(store, 1, 2, name="t", timeout=5.0, what="push x") as session:
+        store.set(session._key(phase), pickle.dumps(_RunsCode(marker)))
+        session.fetch(phase, 0)
+    assert not marker.exists()
+
+
+def test_a_pickle_planted_in_a_gathered_value_is_refused_not_run(tmp_path) -> None:
+    import pickle
+
+    marker = tmp_path / "ran"
+    store = torch.distributed.HashStore()
+    with pytest.raises(DistributedError, match=r"rank 1's upload in the job's store is not ckpt-action's"), \
+            Session(store, 0, 2, name="t", timeout=5.0, what="push x") as session:
+        store.set(session._key("upload", 1), pickle.dumps(_RunsCode(marker)))
+        session.gather("upload", {}, root=0)
+    assert not marker.exists()
+
+
+def test_a_value_nested_too_deep_to_parse_is_refused() -> None:
+    store = torch.distributed.HashStore()
+    with pytest.raises(DistributedError, match=r"rank 0's ready in the job's store is not ckpt-action's \(not JSON"), \
+            Session(store, 1, 2, name="t", timeout=5.0, what="push x") as session:
+        store.set(session._key("ready"), "[" * 200_000)
+        session.fetch("ready", 0)
+
+
+def test_a_value_above_its_bound_is_refused_before_it_is_parsed() -> None:
+    store = torch.distributed.HashStore()
+    with pytest.raises(DistributedError, match=r"rank 0's ready in the job's store is 2000002 bytes, above the"
+                                               r" 1000 it may be"), \
+            Session(store, 1, 2, name="t", timeout=5.0, what="push x") as session:
+        store.set(session._key("ready"), '"' + "a" * 2_000_000 + '"')
+        session.fetch("ready", 0, limit=1000)
+
+
+def test_values_of_the_wrong_shape_are_refused_naming_the_rank() -> None:
+    from ckpt_action.ops import distpush
+
+    good = {"size": 1, "sha256": "a" * 64}
+    cases: list[tuple[Any, str]] = [
+        (lambda s: distpush._scan(s, 1, {"../escape": good}), "rank 1's scan .*unusable path '../escape'"),
+        (lambda s: distpush._scan(s, 1, {"a.bin": {"size": -1, "sha256": "a" * 64}}), "rank 1's scan .*size"),
+        (lambda s: distpush._scan(s, 1, {"a.bin": {"size": 1, "git_oid": "b" * 40}}), "without its sha256"),
+        # A rank may name only the files it was given to upload, inline bytes only as agreed.
+        (lambda s: distpush._shipped(s, 1, {"other/../x": None}, {"a.bin": FileDigest(1, "a" * 64)}),
+         "does not name exactly the 1 file"),
+        (lambda s: distpush._shipped(s, 1, {"a.bin": "eA=="}, {"a.bin": FileDigest(1, "a" * 64)}),
+         "inline bytes of 'a.bin' are not the ones it hashed"),
+        (lambda s: distpush._result(s, {"ok": ["main", 1, 1, 0]}), "rank 0's result .*not a commit's SHA"),
+        (lambda s: distpush._result(s, ["anything"]), "rank 0's result .*not a commit's SHA"),
+    ]
+    for check, message in cases:
+        store = torch.distributed.HashStore()
+        with pytest.raises(DistributedError, match=message), \
+                Session(store, 0, 1, name="t", timeout=5.0, what="push x") as session:
+            check(session)
+
+
+@pytest.mark.parametrize("planted", [b'abort:{"message": ["x"], "exit_code": 99}', b"abort:\xff\xfe"])
+def test_a_planted_failure_of_the_wrong_shape_reads_as_not_ckpt_actions(planted) -> None:
+    store = torch.distributed.HashStore()
+    with pytest.raises(DistributedError, match="a failure was recorded in the job's store that is not"
+                                               " ckpt-action's") as raised, \
+            Session(store, 0, 1, name="t", timeout=5.0, what="push x") as session:
+        store.set(session._key("decision"), planted)
+        session.gather("scan", 0)
+    assert raised.value.exit_code == 1
