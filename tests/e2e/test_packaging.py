@@ -62,7 +62,7 @@ def test_the_built_package_runs_as_a_console_script_outside_the_checkout(tmp_pat
     bare = subprocess.run([sys.executable, "-S", str(script), "demo"], env=bare_env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=300)
     assert bare.returncode == 2 and bare.stdout == "", bare
-    assert len(bare.stderr.strip().splitlines()) == 1 and "pip install ./packages/ckpt-localhub" in bare.stderr
+    assert len(bare.stderr.strip().splitlines()) == 1 and 'pip install "ckpt-action[demo]"' in bare.stderr
     install = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target",
                               str(target), str(server_wheel)], capture_output=True, text=True, timeout=300)
     assert install.returncode == 0, install.stderr
