@@ -15,7 +15,8 @@ from ckpt_action.errors import InputError
 
 PACKAGE = "ckpt_localhub"
 # The PyPI extra first (the release publishes both distributions at one version), then a checkout's copy.
-INSTALL = ('pip install "ckpt-action[demo]" (or pip install ./packages/ckpt-localhub in a checkout of ckpt-action)')
+INSTALL = ('pip install "ckpt-action[demo]" (the package ckpt-action-localhub; in a checkout of ckpt-action: '
+           "pip install ./packages/ckpt-localhub)")
 
 
 def import_local_hub(command: str, module: str = PACKAGE) -> ModuleType:
