@@ -14,13 +14,12 @@ classes, the Python API from the docstrings (mkdocstrings renders the names this
 from __future__ import annotations
 
 import argparse
-import importlib
 import inspect
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import readme_tables  # noqa: E402  (a sibling script)
+import readme_tables  # a sibling script, found through the path above
 
 ROOT = readme_tables.ROOT
 REFERENCE = ROOT / "docs" / "reference"
@@ -41,7 +40,8 @@ def exit_codes() -> str:
     errors = [getattr(ckpt_action, n) for n in ckpt_action.__all__]
     errors = [e for e in errors if inspect.isclass(e) and issubclass(e, ckpt_action.CkptError)]
     for error in sorted(errors, key=lambda e: (e.exit_code, e is not ckpt_action.CkptError, e.__name__)):
-        code = "`1`, `2` or `3`, the failing rank's" if error is ckpt_action.DistributedError else f"`{error.exit_code}`"
+        ranks = error is ckpt_action.DistributedError
+        code = "`1`, `2` or `3`, the failing rank's" if ranks else f"`{error.exit_code}`"
         rows.append(f"| {code} | `{error.__name__}` | {_first_paragraph(error.__doc__)} |")
     return ("# Exit codes\n\nThe CLI's exit code is the `exit_code` of the error it stops on; in Python the "
             "error is raised. Every error a user can cause says in one line what to change.\n\n"

@@ -5,8 +5,9 @@ naming the pip command that works from PyPI."""
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 from ckpt_action.cli import localhub
 from ckpt_action.version import __version__
