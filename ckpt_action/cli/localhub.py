@@ -1,7 +1,8 @@
 """The local Hub, which the demo and ``local-hub`` run, from its own distribution.
 
 The server is not a dependency of ckpt-action (a training script or the image has no use for
-it): ``ckpt-action-localhub``, in ``packages/ckpt-localhub`` of this repository. Without it
+it): ``ckpt-action-localhub``, in ``packages/ckpt-localhub`` of this repository, installed from PyPI
+by the extra ``ckpt-action[demo]``. Without it
 installed, those two commands say in one line what to install (exit 2, nothing started).
 """
 
@@ -13,8 +14,9 @@ from types import ModuleType
 from ckpt_action.errors import InputError
 
 PACKAGE = "ckpt_localhub"
-INSTALL = ("pip install ./packages/ckpt-localhub in a checkout of ckpt-action, or pip install "
-           "\"ckpt-action-localhub @ git+https://github.com/OWNER/ckpt-action@v1#subdirectory=packages/ckpt-localhub\"")
+# The PyPI extra first (the release publishes both distributions at one version), then a checkout's copy.
+INSTALL = ('pip install "ckpt-action[demo]" (the package ckpt-action-localhub; in a checkout of ckpt-action: '
+           "pip install ./packages/ckpt-localhub)")
 
 
 def import_local_hub(command: str, module: str = PACKAGE) -> ModuleType:

@@ -62,10 +62,74 @@ def test_the_built_package_runs_as_a_console_script_outside_the_checkout(tmp_pat
     bare = subprocess.run([sys.executable, "-S", str(script), "demo"], env=bare_env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=300)
     assert bare.returncode == 2 and bare.stdout == "", bare
-    assert len(bare.stderr.strip().splitlines()) == 1 and "pip install ./packages/ckpt-localhub" in bare.stderr
+    assert len(bare.stderr.strip().splitlines()) == 1 and 'pip install "ckpt-action[demo]"' in bare.stderr
     install = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target",
                               str(target), str(server_wheel)], capture_output=True, text=True, timeout=300)
     assert install.returncode == 0, install.stderr
     demo = subprocess.run([str(script), "demo"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert demo.returncode == 0, demo.stderr
     assert "pulled bytes are identical" in demo.stdout
+
+
+# The release's distributions, built once for the tests below as release.yml builds them.
+@pytest.fixture(scope="module")
+def dists(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    for source in (ROOT, ROOT / "packages" / "ckpt-localhub"):
+        build = subprocess.run([sys.executable, "-m", "build", "-o", str(out), str(source)],
+                               capture_output=True, text=True, cwd=out, timeout=600)
+        assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    return out
+
+
+def _wheels(dists: Path) -> list[str]:
+    from ckpt_action.version import __version__
+
+    return [str(dists / f"ckpt_action-{__version__}-py3-none-any.whl"),
+            str(dists / f"ckpt_action_localhub-{__version__}-py3-none-any.whl")]
+
+
+def test_the_release_distributions_pass_twine_check_and_hold_exactly_their_packages(dists):
+    twine = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", *map(str, sorted(dists.iterdir()))],
+                           capture_output=True, text=True, timeout=300)
+    assert twine.returncode == 0 and twine.stdout.count("PASSED") == 4, twine.stdout + twine.stderr
+    check = subprocess.run([sys.executable, str(ROOT / "scripts" / "check_dist.py"), str(dists)],
+                           capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0, check.stderr
+
+
+def _fresh_venv_demo(tmp_path: Path, dists: Path, extras: str) -> Path:
+    """A new venv (nothing of this one), the built wheel with ``extras`` installed from the wheels
+    and the package index, and `ckpt-action demo` run from it, outside the checkout."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    ckpt_wheel, server_wheel = _wheels(dists)
+    # The server's wheel beside it: pip takes it for the demo extra's ckpt-action-localhub pin.
+    install = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
+                              f"{ckpt_wheel}[{extras}]", server_wheel],
+                             capture_output=True, text=True, timeout=1200, cwd=tmp_path)
+    assert install.returncode == 0, install.stderr[-3000:]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    demo = subprocess.run([str(venv / "bin" / "ckpt-action"), "demo"], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert demo.returncode == 0, demo.stderr
+    assert "pulled bytes are identical" in demo.stdout
+    where = subprocess.run([str(venv / "bin" / "python"), "-c", "import ckpt_action, ckpt_localhub; "
+                            "print(ckpt_action.__file__); print(ckpt_localhub.__file__)"],
+                           env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert all(line.startswith(str(venv)) for line in where.stdout.splitlines()), where
+    return venv
+
+
+def test_the_built_wheel_with_the_demo_extra_runs_the_demo_in_a_fresh_venv(tmp_path, dists):
+    _fresh_venv_demo(tmp_path, dists, "demo")
+
+
+@pytest.mark.slow
+def test_the_built_wheel_with_the_transformers_and_signing_extras_in_a_fresh_venv(tmp_path, dists):
+    # Several minutes (torch, transformers, the signing stack into a new venv): marked slow, run by .ci/run.
+    venv = _fresh_venv_demo(tmp_path, dists, "demo,transformers,signing")
+    imports = subprocess.run([str(venv / "bin" / "python"), "-c",
+                              "import ckpt_action.integrations.transformers, model_signing, torch"],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert imports.returncode == 0, imports.stderr[-3000:]
