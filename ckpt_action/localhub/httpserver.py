@@ -48,6 +48,9 @@ IDLE_TIMEOUT_S = 300
 LINGER_S = 2.0  # how long a refused request's unread body is read and dropped before closing
 MAX_CONNECTIONS = 64
 """Connections served at once (``--max-connections``); one past it is answered 503 with ``Retry-After``."""
+POLL_S = 0.05
+"""How often a listener's accept loop looks for a stop request: a stop waits up to this long
+(``serve_forever``'s default, 0.5 s, made each stop of a test's Hub cost that much)."""
 
 
 class HttpError(Exception):
@@ -625,7 +628,7 @@ class Listener(socketserver.ThreadingTCPServer):
                 self._open.discard(sock)
 
     def start(self, name: str) -> None:
-        self._thread = threading.Thread(target=self.serve_forever, name=name, daemon=True)
+        self._thread = threading.Thread(target=self.serve_forever, args=(POLL_S,), name=name, daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
