@@ -164,7 +164,8 @@ GIVE_UP: list[tuple[str, str, dict[str, object]]] = [
 
 
 @pytest.mark.parametrize(("mode", "endpoint", "fault"), GIVE_UP,
-                         ids=[f"{m}-{e}-{'-'.join(map(str, f.values()))}" for m, e, f in GIVE_UP])
+                         ids=[f"{m}-{e}-{'slow' if 'delay_s' in f else '-'.join(map(str, f.values()))}"
+                              for m, e, f in GIVE_UP])
 def test_persistent_fault_gives_up_cleanly(mode, endpoint, fault, hub_server, hf_client, cli, tmp_path):
     hub = hub_server()
     seed(hub.url, "o/r", "checkpoint-1", ckpt(1), tmp_path, step=1)
