@@ -11,6 +11,7 @@ real ``hf`` CLI, ``model_signing``, a script of the test's own) are not concerne
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 from collections.abc import Iterator
 from typing import Any
@@ -23,7 +24,9 @@ _OURS = ("ckpt_action", "ckpt_action.localhub", "ckpt_action.__main__", "ckpt_ac
 def ours(argv: Any) -> bool:
     """Whether a child's command line runs the CLI or a local Hub (directly, by ``-m``, by
     the console script, or through a wrapper naming the entry point)."""
-    args = [os.fspath(a) for a in ([argv] if isinstance(argv, (str, bytes, os.PathLike)) else argv)]
+    if isinstance(argv, (str, bytes)):  # a shell line (shell=True) or one program
+        argv = shlex.split(argv.decode() if isinstance(argv, bytes) else argv)
+    args = [os.fspath(a) for a in ([argv] if isinstance(argv, os.PathLike) else argv)]
     args = [a.decode() if isinstance(a, bytes) else a for a in args]
     return any("entrypoint.py" in a or os.path.basename(a) == "ckpt-action" or a in _OURS
                or "-m ckpt_action" in a for a in args)
