@@ -132,6 +132,23 @@ def _teardown_wandb() -> None:
         sys.modules["wandb"].teardown()
 
 
+@contextlib.contextmanager
+def _commands_kept() -> Iterator[None]:
+    """Click keeps on each command what a run made of it (its help option, spelled as the
+    group's context had it): a child's run leaves nothing behind, so neither does this one."""
+    from ckpt_action.cli.app import cli
+
+    commands = [cli, *cli.commands.values()]
+    saved = [dict(vars(command)) for command in commands]
+    try:
+        yield
+    finally:
+        for command, before in zip(commands, saved, strict=True):
+            for name in set(vars(command)) - set(before):
+                delattr(command, name)
+            vars(command).update(before)
+
+
 def _in_process_cli(tmp_path: Path) -> Callable[..., Run]:
     def run(*args: str, env: dict[str, str] | None = None, timeout: float = 300, **extra: str) -> Run:
         from click.testing import CliRunner
@@ -140,7 +157,7 @@ def _in_process_cli(tmp_path: Path) -> Callable[..., Run]:
 
         del timeout  # the child's bound; in-process, pytest's own timeout bounds the test
         full_env = clean_env(tmp_path, **extra) if env is None else env
-        with CliRunner().isolation() as (out, err, _), _as_a_child(full_env, tmp_path):
+        with CliRunner().isolation() as (out, err, _), _as_a_child(full_env, tmp_path), _commands_kept():
             try:
                 main(list(args))
                 code = 0
