@@ -67,13 +67,59 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Iterator[N
 
 # --------------------------------------------------------------------------- doctest fixtures
 # The docstring examples run for real: every doctest gets a scratch dir as its working dir
-# (``scratch``), and those of the modules that talk to a Hub a local Hub started for them
-# (HF_ENDPOINT points at it) holding ``org/run`` with checkpoint-200 and checkpoint-300,
-# plus ``out/checkpoint-300`` and ``out/sft`` to push. Names the examples use are in the
-# doctest namespace: ``ckpt``, ``Path``, ``settings``, ``found`` (latest), ``sha`` (its SHA).
+# (``scratch``) holding ``out/checkpoint-300`` and ``out/sft`` to push. Those of the modules
+# that talk to a Hub, when their examples name a Hub's things (``_NEEDS_HUB``), share one
+# local Hub per module (HF_ENDPOINT points at it), started and seeded by the first of them:
+# ``org/run`` with checkpoint-200 and checkpoint-300. The others of those modules get an
+# endpoint where nothing listens, so an example that does reach for a Hub fails here rather
+# than going anywhere. Names the examples use are in the doctest namespace: ``ckpt``,
+# ``Path``, ``settings``, ``found`` (latest at seeding), ``sha`` (its SHA), ``hub``.
+# The examples of a module run in their order against its Hub: each example reads only what
+# the seeding put there or what it wrote itself.
 
 _HUB_MODULES = ("ckpt_action.api", "ckpt_action.ops.", "ckpt_action.hub.", "ckpt_action.disk.",
                 "ckpt_action.integrations.")
+_NEEDS_HUB = ("hub", "found", "sha", "settings", "ckpt.", "org/", "HF_ENDPOINT", "RemoteRepo", "resume_from_hub",
+              "CheckpointCallback")
+_NOWHERE = "http://127.0.0.1:9"  # the discard port: nothing listens, a request fails at once
+_SCRATCH = {"out/checkpoint-200/model.safetensors": b"w200", "out/checkpoint-300/model.safetensors": b"w300",
+            "out/checkpoint-300/config.json": b'{"step": 300}', "out/sft/model.safetensors": b"sft"}
+
+
+def _write_scratch(root: Path) -> None:
+    for rel, data in _SCRATCH.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+
+
+@pytest.fixture(scope="module")
+def _doctest_module_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """The module's shared local Hub, filled in by the first doctest that needs it."""
+    shared: dict[str, Any] = {"base": tmp_path_factory.mktemp("doctest-hub")}
+    yield shared
+    if "hub" in shared:
+        shared["hub"].stop()
+
+
+def _seeded_hub(shared: dict[str, Any]) -> dict[str, Any]:
+    if "hub" not in shared:
+        import ckpt_action as ckpt
+        from ckpt_localhub import LocalHub
+
+        base: Path = shared["base"]
+        _write_scratch(base / "seed")
+        hub = LocalHub(base / "hub")
+        try:
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setenv("HF_ENDPOINT", hub.url)
+                patch.setenv("HF_HOME", str(base / "hf-home"))
+                ckpt.push(base / "seed" / "out" / "checkpoint-200", "org/run", step=200)
+                found = ckpt.push(base / "seed" / "out" / "checkpoint-300", "org/run", step=300)
+        except BaseException:
+            hub.stop()
+            raise
+        shared.update(hub=hub, found=found)
+    return shared
 
 
 @pytest.fixture(autouse=True)
@@ -98,17 +144,17 @@ def _doctest_environment(request: pytest.FixtureRequest) -> Iterator[None]:
     if not request.node.name.startswith(_HUB_MODULES):
         yield
         return
+    _write_scratch(scratch)
+    source = "".join(example.source for example in request.node.dtest.examples)
+    if not any(word in source for word in _NEEDS_HUB):
+        monkeypatch.setenv("HF_ENDPOINT", _NOWHERE)
+        yield
+        return
     import ckpt_action as ckpt
     from ckpt_action.settings import Settings
-    from ckpt_localhub import LocalHub
 
-    for rel, data in {"out/checkpoint-200/model.safetensors": b"w200", "out/checkpoint-300/model.safetensors": b"w300",
-                      "out/checkpoint-300/config.json": b'{"step": 300}', "out/sft/model.safetensors": b"sft"}.items():
-        (scratch / rel).parent.mkdir(parents=True, exist_ok=True)
-        (scratch / rel).write_bytes(data)
-    with LocalHub(tmp_path / "hub") as hub:
-        monkeypatch.setenv("HF_ENDPOINT", hub.url)
-        ckpt.push(scratch / "out" / "checkpoint-200", "org/run", step=200)
-        found = ckpt.push(scratch / "out" / "checkpoint-300", "org/run", step=300)
-        namespace.update(ckpt=ckpt, hub=hub, settings=Settings.from_env(), found=found, sha=found.revision)
-        yield
+    shared = _seeded_hub(request.getfixturevalue("_doctest_module_hub"))
+    monkeypatch.setenv("HF_ENDPOINT", shared["hub"].url)
+    found = shared["found"]
+    namespace.update(ckpt=ckpt, hub=shared["hub"], settings=Settings.from_env(), found=found, sha=found.revision)
+    yield

@@ -43,8 +43,9 @@ def human(n: float) -> str:
     raise AssertionError
 
 
-def interactive(stream: TextIO = sys.stderr) -> bool:
-    return stream.isatty() and not os.environ.get("CI")
+def interactive(stream: TextIO | None = None) -> bool:
+    """Whether ``stream`` (default: stderr as it is now, not as it was at import) is a terminal outside CI."""
+    return (stream or sys.stderr).isatty() and not os.environ.get("CI")
 
 
 def quiet_client_bars() -> None:
@@ -112,8 +113,9 @@ class Ticker:
     """
 
     def __init__(self, label: str, total: int, measure: Callable[[], int], interval: float | None = None,
-                 stream: TextIO = sys.stderr) -> None:
-        self.label, self.total, self.measure, self.stream = label, total, measure, stream
+                 stream: TextIO | None = None) -> None:
+        # stderr as it is when the transfer runs: a caller may have redirected it since import.
+        self.label, self.total, self.measure, self.stream = label, total, measure, stream or sys.stderr
         self.interval = interval if interval is not None else float(os.environ.get("CKPT_PROGRESS_INTERVAL", "10"))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import json
 import os
 import subprocess
@@ -55,44 +57,130 @@ def _child_cli(tmp_path: Path) -> Callable[..., Run]:
 
 
 @pytest.fixture
-def cli(tmp_path):
-    """Run ``python entrypoint.py ARGS`` as a user would; returns a Run."""
-    return _child_cli(tmp_path)
-
-
-@pytest.fixture
 def cli_process(tmp_path):
-    """The same as ``cli``, under a name a module that runs ``cli`` in-process keeps for the
-    tests that need a process of their own."""
+    """Run ``python entrypoint.py ARGS`` in a child process, as a user would; returns a Run.
+    For the tests where the process itself is the point (they live in ``tests/e2e/``, whose
+    ``cli`` is this one; elsewhere a test marks why it needs one: ``tests/integration/conftest.py``)."""
     return _child_cli(tmp_path)
 
 
-@pytest.fixture
-def cli_in_process(tmp_path, monkeypatch):
-    """Run the CLI in this process, as ``cli`` runs it in a child: the same arguments, a
-    clean environment, stdout and stderr apart (Click's ``CliRunner`` isolation); returns a
-    Run. Logging and the client's bars, which ``main`` sets process-wide, are left as they are."""
-    from click.testing import CliRunner
+# What a child's Python does with warnings (no -W, no PYTHONWARNINGS): the in-process run
+# prints them on its stderr the same way, not into pytest's record.
+_CHILD_WARNING_FILTERS = [
+    ("default", None, DeprecationWarning, "__main__", 0),
+    ("ignore", None, DeprecationWarning, None, 0),
+    ("ignore", None, PendingDeprecationWarning, None, 0),
+    ("ignore", None, ImportWarning, None, 0),
+    ("ignore", None, ResourceWarning, None, 0),
+]
 
-    from ckpt_action.cli.app import run as run_cli
 
+@contextlib.contextmanager
+def _as_a_child(env: dict[str, str], cwd: Path) -> Iterator[None]:
+    """This process set up for one CLI run as a child would have it: exactly ``env`` as its
+    environment (huggingface_hub's constants, which it reads once at import, read anew from
+    it), ``cwd``, the console script's logging, warnings printed on stderr, an HTTP client
+    and a W&B SDK of its own (made under ``env``: its proxy variables, its W&B settings); all
+    restored after."""
+    import logging
+    import warnings
+
+    from huggingface_hub import constants
+    from huggingface_hub.utils import _http, are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+
+    from ckpt_action.cli.render import route_client_logs, setup_logging
+
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    saved_constants = dict(vars(constants))
+    root, client = logging.getLogger(), logging.getLogger("huggingface_hub")
+    saved_logging = (root.handlers[:], root.level, client.handlers[:])
+    bars_were_off = are_progress_bars_disabled()
+    saved_client = _http._GLOBAL_CLIENT
+    _teardown_wandb()
+    try:
+        _http._GLOBAL_CLIENT = None
+        os.environ.clear()
+        os.environ.update(env)
+        os.chdir(cwd)
+        importlib.reload(constants)
+        with warnings.catch_warnings():
+            warnings.filters[:] = list(_CHILD_WARNING_FILTERS)
+            warnings.showwarning = warnings._showwarning_orig  # type: ignore[attr-defined]
+            setup_logging()
+            route_client_logs()
+            yield
+    finally:
+        _teardown_wandb()
+        if _http._GLOBAL_CLIENT is not None:
+            _http._GLOBAL_CLIENT.close()
+        _http._GLOBAL_CLIENT = saved_client
+        os.environ.clear()
+        os.environ.update(saved_env)
+        os.chdir(saved_cwd)
+        for name in set(vars(constants)) - set(saved_constants):
+            delattr(constants, name)
+        for name, value in saved_constants.items():
+            setattr(constants, name, value)
+        root.handlers[:], client.handlers[:] = saved_logging[0], saved_logging[2]
+        root.setLevel(saved_logging[1])
+        (disable_progress_bars if bars_were_off else enable_progress_bars)()
+
+
+def _teardown_wandb() -> None:
+    """W&B's SDK keeps one process-wide setup, made from the environment of its first use."""
+    if "wandb" in sys.modules:
+        sys.modules["wandb"].teardown()
+
+
+@contextlib.contextmanager
+def _commands_kept() -> Iterator[None]:
+    """Click keeps on each command what a run made of it (its help option, spelled as the
+    group's context had it): a child's run leaves nothing behind, so neither does this one."""
+    from ckpt_action.cli.app import cli
+
+    commands = [cli, *cli.commands.values()]
+    saved = [dict(vars(command)) for command in commands]
+    try:
+        yield
+    finally:
+        for command, before in zip(commands, saved, strict=True):
+            for name in set(vars(command)) - set(before):
+                delattr(command, name)
+            vars(command).update(before)
+
+
+def _in_process_cli(tmp_path: Path) -> Callable[..., Run]:
     def run(*args: str, env: dict[str, str] | None = None, timeout: float = 300, **extra: str) -> Run:
+        from click.testing import CliRunner
+
+        from ckpt_action.cli.app import main
+
         del timeout  # the child's bound; in-process, pytest's own timeout bounds the test
         full_env = clean_env(tmp_path, **extra) if env is None else env
-        with monkeypatch.context() as patch, CliRunner().isolation() as (out, err, _):
-            for key in [k for k in os.environ if k not in full_env]:
-                patch.delenv(key)
-            for key, value in full_env.items():
-                patch.setenv(key, value)
-            patch.chdir(tmp_path)
+        with CliRunner().isolation() as (out, err, _), _as_a_child(full_env, tmp_path), _commands_kept():
             try:
-                run_cli(list(args))
+                main(list(args))
                 code = 0
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
         return Run(code, out.getvalue().decode(), err.getvalue().decode())
 
     return run
+
+
+@pytest.fixture
+def cli(tmp_path):
+    """Run the CLI with ARGS as ``python entrypoint.py ARGS`` would, in this process: the
+    same arguments, an environment of its own (``clean_env`` unless ``env=``), the working
+    dir ``tmp_path``, no stdin, stdout and stderr apart, the exit code; returns a Run.
+    ``tests/e2e/`` runs a child instead (``cli_process``)."""
+    return _in_process_cli(tmp_path)
+
+
+@pytest.fixture
+def cli_in_process(cli):
+    """``cli``, under the name the tests that asked for an in-process run used."""
+    return cli
 
 
 @pytest.fixture

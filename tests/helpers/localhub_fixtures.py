@@ -3,18 +3,21 @@
 Use them with ``pytest_plugins = ["tests.helpers.localhub_fixtures"]`` (conftest) or
 ``from tests.helpers.localhub_fixtures import *``.
 
-- ``hub_server``: factory; ``hub_server(token=None, faults=None, extra_args=())`` starts
-  ``python -m ckpt_localhub`` as a subprocess on a free port and returns a
-  :class:`HubProcess` (``.url``, ``.port``, ``.data_dir``, ``.access_log``, ``.faults_path``,
-  ``.token``, ``.set_faults(list)``, ``.log_entries()``, ``.stop()``, ``.restart()``; the class is
-  :class:`ckpt_localhub.process.HubProcess`, which the benchmarks use too).
-  Every server started is stopped at teardown.
+- ``hub_server``: factory; ``hub_server(token=None, faults=None, extra_args=())`` starts a
+  local Hub in this process on a free port (``extra_args``: flags of ``python -m
+  ckpt_localhub``) and returns an :class:`InProcessHub`, which answers as a
+  :class:`HubProcess` does (``.url``, ``.port``, ``.data_dir``, ``.access_log``, ``.faults_path``,
+  ``.token``, ``.set_faults(list)``, ``.log_entries()``, ``.stop()``, ``.restart()``) but has no
+  ``.proc``. Every server started is stopped at teardown.
+- ``hub_process``: the same factory starting ``python -m ckpt_localhub`` as a child
+  (:class:`ckpt_localhub.process.HubProcess`, which the benchmarks use too), for the
+  tests about the server's process itself (its memory, a kill -9, its stderr).
 - ``hub_env``: ``hub_env(server, token=...)`` -> env dict for a client subprocess (``hf ...``).
 - ``local_hub``: an in-process :class:`~ckpt_localhub.LocalHub` (fast; no faults file).
 - ``hf_client``: configures the in-process huggingface_hub for a local Hub (no Xet, no
   telemetry, cache and token files under tmp) and returns the cache dir to pass as ``cache_dir``.
-- ``served``: a subprocess Hub (no token) holding ``REPO`` with an LFS and a regular file;
-  returns ``(server, api, weights)``.
+- ``served``: a local Hub (no token) holding ``REPO`` with an LFS and a regular file;
+  returns ``(server, api, weights)``; ``served_process``: the same on a ``hub_process``.
 
 Access-log lines of a request are written before its response's last byte leaves, so a
 test may read the log as soon as the client has an answer.
@@ -25,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +36,7 @@ from typing import Any
 import pytest
 
 from ckpt_localhub import LocalHub
+from ckpt_localhub.command import local_hub as local_hub_command
 from ckpt_localhub.process import HubProcess
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -40,8 +45,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 LOCALHUB_ROOT = REPO_ROOT / "packages" / "ckpt-localhub"
 TOKEN = "hf_local_test_token"
 REPO = "local-user/ckpts"
-__all__ = ["REPO", "TOKEN", "HubProcess", "configure_client", "entries", "hf_client", "hub_env", "hub_server",
-           "local_hub", "make_hub_env", "served", "sha256_file"]
+__all__ = ["REPO", "TOKEN", "HubProcess", "InProcessHub", "configure_client", "entries", "hf_client", "hub_env",
+           "hub_process", "hub_server", "local_hub", "make_hub_env", "served", "served_process", "sha256_file"]
 
 
 def sha256_file(path: str | Path) -> str:
@@ -83,19 +88,65 @@ def make_hub_env(url: str, home: Path, token: str | None = None) -> dict[str, st
     return env
 
 
-@pytest.fixture
-def hub_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., HubProcess]]:
+class InProcessHub(HubProcess):
+    """A :class:`HubProcess` served from this process: a :class:`LocalHub` with the options
+    ``extra_args`` give the command line, the same files (data dir, access log, faults file
+    reread when it changes) and the same methods. Starting and stopping one costs
+    milliseconds, a child about a second."""
+
+    def _start(self, port: int) -> None:
+        argv = ["--data-dir", str(self.data_dir), *self.extra_args]
+        params = local_hub_command.make_context("local-hub", argv).params
+        self.hub = LocalHub(self.data_dir, host=params["host"], port=port, faults=self.faults_path, token=self.token,
+                            access_log=self.access_log, lfs_redirect=not params["lfs_direct"],
+                            cdn_port=params["cdn_port"], xet=not params["no_xet"], cas_port=params["cas_port"],
+                            max_connections=params["max_connections"])
+        self.running = True
+        self.port, self.url = self.hub.port, self.hub.url
+
+    def peak_rss(self) -> int:
+        raise NotImplementedError("an in-process Hub shares this process's memory: use hub_process")
+
+    def stop(self, remove: bool = False) -> None:
+        if getattr(self, "running", False):
+            self.running = False
+            self.hub.stop()
+        if remove:
+            shutil.rmtree(self.base, ignore_errors=True)
+
+    def restart(self) -> None:
+        self.stop()
+        try:
+            self._start(self.port)
+        except OSError:
+            self._start(0)
+
+
+def _hub_factory(kind: type[HubProcess],
+                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., HubProcess]]:
     started: list[HubProcess] = []
 
     def start(token: str | None = None, faults: list[dict[str, Any]] | None = None,
               extra_args: tuple[str, ...] = ()) -> HubProcess:
-        server = HubProcess(tmp_path_factory.mktemp("hub"), token=token, faults=faults, extra_args=extra_args)
+        server = kind(tmp_path_factory.mktemp("hub"), token=token, faults=faults, extra_args=extra_args)
         started.append(server)
         return server
 
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture
+def hub_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., HubProcess]]:
+    """Start local Hubs in this process (:class:`InProcessHub`); all stopped at teardown."""
+    yield from _hub_factory(InProcessHub, tmp_path_factory)
+
+
+@pytest.fixture
+def hub_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., HubProcess]]:
+    """Start local Hubs as child processes (:class:`HubProcess`); all stopped at teardown."""
+    yield from _hub_factory(HubProcess, tmp_path_factory)
 
 
 @pytest.fixture
@@ -143,15 +194,24 @@ def local_hub(tmp_path: Path, hf_client: Path) -> Iterator[LocalHub]:
         yield hub
 
 
-@pytest.fixture
-def served(hub_server: Callable[..., HubProcess], hf_client: Path) -> tuple[HubProcess, Any, bytes]:
-    """A subprocess hub (no token) with one repo holding a regular and an LFS file."""
+def _serve_repo(server: HubProcess) -> tuple[HubProcess, Any, bytes]:
     from huggingface_hub import CommitOperationAdd, HfApi
 
-    server = hub_server()
     api = HfApi(endpoint=server.url, token=False)
     api.create_repo(REPO)
     weights = os.urandom(5000)
     api.create_commit(REPO, [CommitOperationAdd("model/weights.bin", weights),
                              CommitOperationAdd("model/config.json", b'{"a": 1}')], commit_message="first")
     return server, api, weights
+
+
+@pytest.fixture
+def served(hub_server: Callable[..., HubProcess], hf_client: Path) -> tuple[HubProcess, Any, bytes]:
+    """A local Hub (no token) with one repo holding a regular and an LFS file."""
+    return _serve_repo(hub_server())
+
+
+@pytest.fixture
+def served_process(hub_process: Callable[..., HubProcess], hf_client: Path) -> tuple[HubProcess, Any, bytes]:
+    """``served`` with the Hub as a child process (``.proc``), for a test that kills it."""
+    return _serve_repo(hub_process())

@@ -345,6 +345,7 @@ def test_top_level_help_names_the_demo_the_token_and_the_endpoint(cli):
     assert "ckpt-action demo" in run.stdout and "HF_TOKEN" in run.stdout and "HF_ENDPOINT" in run.stdout
 
 
+@pytest.mark.process("what the process prints on its own stderr besides its result")
 def test_ci_logs_get_progress_lines_not_bars(hub, cli_process, tmp_path):
     cli = cli_process
     env = env_for(hub, tmp_path, CI="true", CKPT_PROGRESS_INTERVAL="0.01")

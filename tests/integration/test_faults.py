@@ -9,11 +9,15 @@ faults must end in exit 1 with one ``error:`` line, nothing reported, nothing wr
 Push runs on the Xet path (the default: the xet token, xorb and shard cells) and, for the
 LFS cells, with ``HF_HUB_DISABLE_XET=1``, so both upload paths meet every fault.
 
-Timeouts and retry delays are shortened through CKPT_* variables, not patched.
+Timeouts and retry delays are shortened through CKPT_* variables, not patched. Every
+duration here derives from one setting, ``TIMEOUT`` (the environment's
+``FAULT_MATRIX_TIMEOUT``, default 1 s): the client's timeout, the server's slow answers,
+the bounds; on a machine too slow for it, raise that one value.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import time
 
@@ -31,9 +35,10 @@ from tests.helpers.chaos_helpers import (
     seed,
 )
 
-TIMEOUT = 1.5  # CKPT_TIMEOUT for the matrix
-SLOW = 3.5  # seconds a "slow" answer waits; more than TIMEOUT, so the client gives up on it
-BOUND = 45.0  # no cell may take longer than this (bounded retries)
+TIMEOUT = float(os.environ.get("FAULT_MATRIX_TIMEOUT", "1"))  # CKPT_TIMEOUT for the matrix: the one setting
+SLOW = 2.5 * TIMEOUT  # seconds a "slow" answer waits; well past TIMEOUT, so the client gives up on it
+BOUND = 30 * TIMEOUT  # no cell may take longer than this (bounded retries)
+SETTLE = 10 * TIMEOUT  # how long a cell waits for the server to log a request it finished late
 
 # endpoint -> (method, path regex) as the client requests it from the local Hub.
 ENDPOINTS = {
@@ -113,7 +118,7 @@ def test_fault_cell(mode, endpoint, fault, hub_server, hf_client, cli, tmp_path)
                   env=env)
     elapsed = time.monotonic() - t0
     # A slow request is logged once the server finishes it (and, for a write, lands it): wait for that.
-    deadline = time.monotonic() + SLOW + 1
+    deadline = time.monotonic() + SLOW + SETTLE
     while not (fired := _fired(hub.log_entries()[start:], endpoint, fault)) and time.monotonic() < deadline:
         time.sleep(0.1)
     hub.set_faults([])
@@ -159,7 +164,8 @@ GIVE_UP: list[tuple[str, str, dict[str, object]]] = [
 
 
 @pytest.mark.parametrize(("mode", "endpoint", "fault"), GIVE_UP,
-                         ids=[f"{m}-{e}-{'-'.join(map(str, f.values()))}" for m, e, f in GIVE_UP])
+                         ids=[f"{m}-{e}-{'slow' if 'delay_s' in f else '-'.join(map(str, f.values()))}"
+                              for m, e, f in GIVE_UP])
 def test_persistent_fault_gives_up_cleanly(mode, endpoint, fault, hub_server, hf_client, cli, tmp_path):
     hub = hub_server()
     seed(hub.url, "o/r", "checkpoint-1", ckpt(1), tmp_path, step=1)
@@ -190,7 +196,7 @@ def test_persistent_fault_gives_up_cleanly(mode, endpoint, fault, hub_server, hf
     assert "none found" not in line and "no complete checkpoint" not in line
     assert run.stdout == "", "a failed run must report nothing"
     assert not gh_out.exists() or "found" not in gh_out.read_text()
-    assert elapsed < 60, f"gave up only after {elapsed:.1f}s"
+    assert elapsed < 2 * BOUND, f"gave up only after {elapsed:.1f}s"
     assert commit_ids(hub.url, "o/r") == before, "a failed push must not leave commits behind"
     assert not dest.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".dest")]
 
@@ -200,10 +206,12 @@ def test_commit_that_lands_after_a_timeout_is_found_not_repeated(hub_server, hf_
     hub = hub_server()
     seed(hub.url, "o/r", "checkpoint-1", ckpt(1), tmp_path, step=1)
     before = commit_ids(hub.url, "o/r")
-    # The server sleeps 2.5 s then commits; the client gives up at 1 s and re-reads ~3-4.5 s later.
-    hub.set_faults([{"method": "POST", "path": ENDPOINTS["commit"][1], "times": 1, "delay_s": 2.5}])
+    # The server sleeps SLOW then commits; the client gives up at TIMEOUT and re-reads 3-4.5
+    # TIMEOUTs later, once the commit has landed.
+    hub.set_faults([{"method": "POST", "path": ENDPOINTS["commit"][1], "times": 1, "delay_s": SLOW}])
     start = len(hub.log_entries())
-    env = env_for(hub, tmp_path, CKPT_TIMEOUT="1", CKPT_RETRY_DELAY="3", CKPT_RETRY_MAX_DELAY="4")
+    env = env_for(hub, tmp_path, CKPT_TIMEOUT=str(TIMEOUT), CKPT_RETRY_DELAY=str(3 * TIMEOUT),
+                  CKPT_RETRY_MAX_DELAY=str(4 * TIMEOUT))
     new = ckpt(1, salt=b"landed")
     src = write_checkpoint(tmp_path / "src", new)
     run = cli("push", "--repo", "o/r", "--local-dir", str(src), "--step", "1", "--json", env=env)

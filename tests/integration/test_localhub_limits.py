@@ -67,9 +67,10 @@ def _raw_request(port: int, head: bytes, body_bytes: int, chunked: bool = False)
     return answer
 
 
+@pytest.mark.process("reads the server's own memory (VmRSS of its process)")
 @pytest.mark.parametrize("chunked", [False, True])
-def test_an_oversized_json_body_is_413_and_never_held(hub_server, chunked):
-    server = hub_server(token=TOKEN)
+def test_an_oversized_json_body_is_413_and_never_held(hub_process, chunked):
+    server = hub_process(token=TOKEN)
     assert server.proc is not None
     pid = server.proc.pid
     httpx.get(f"{server.url}/api/models/a/b")  # warm up: the first request imports what routes need
@@ -151,6 +152,7 @@ def _start_module(tmp_path: Path, *args: str) -> str:
     return err
 
 
+@pytest.mark.process("the warning is what the command line prints on its stderr")
 def test_listening_beyond_loopback_without_a_token_warns(tmp_path):
     err = _start_module(tmp_path, "--host", "0.0.0.0")  # noqa: S104 - the case under test
     assert "warning" in err and "open to everyone who can reach it" in err and "--token" in err

@@ -240,8 +240,9 @@ def test_commit_with_many_big_regular_files_streams(local_hub):
     assert len(files) == 12 and all(f.lfs is None for f in files.values())
 
 
-def test_server_killed_during_upload_keeps_nothing_partial(served):
-    server, api, _ = served
+@pytest.mark.process("kills the server's process (kill -9) mid-upload")
+def test_server_killed_during_upload_keeps_nothing_partial(served_process):
+    server, api, _ = served_process
     files_before = api.list_repo_files(REPO)
     data = os.urandom(2_000_000)
     oid = hashlib.sha256(data).hexdigest()

@@ -131,6 +131,7 @@ def test_bad_cache_settings_exit_2_before_any_request(extra, env, words, puller,
     assert len(puller.hub.log_entries()) == start and listing(tmp_path) == before
 
 
+@pytest.mark.process("reads the pull's peak memory (VmHWM of its process)")
 @pytest.mark.slow
 def test_memory_stays_bounded_whatever_the_source(puller, tmp_path):
     """A 256 MiB file downloaded, re-hashed after a touch, and copied from the cache: the

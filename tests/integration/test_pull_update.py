@@ -167,6 +167,7 @@ def test_a_failed_update_leaves_the_earlier_pull_whole(puller, tmp_path):
     assert again.code == 0 and again.gets == {}, "the earlier pull is still recognised and kept"
 
 
+@pytest.mark.process("kills a pull's process mid-transfer")
 def test_staging_left_by_a_killed_pull_is_removed_by_the_next(puller, tmp_path):
     files = ckpt(1, big=BIG)
     puller.seed("checkpoint-1", files, step=1)
@@ -198,6 +199,7 @@ def test_staging_left_by_a_killed_pull_is_removed_by_the_next(puller, tmp_path):
     assert all(p.exists() for p in unrelated), "only names a pull makes are removed"
 
 
+@pytest.mark.process("two pulls at once, each a process holding its lock")
 def test_a_second_pull_into_the_same_dir_fails_fast_while_one_runs(puller, tmp_path):
     files = ckpt(1, big=BIG)
     puller.seed("checkpoint-1", files, step=1)
@@ -286,6 +288,7 @@ def _in_mount_namespace(dest: Path) -> list[str] | None:
     return None
 
 
+@pytest.mark.process("runs the pull in its own mount namespace (unshare)")
 def test_a_mount_point_is_updated_entry_by_entry_and_never_left_half_done(puller, tmp_path):
     one, two, _sha1, _sha2 = _two_checkpoints(puller)
     dest = tmp_path / "mnt"
@@ -339,6 +342,7 @@ def test_a_folder_without_manifest_is_re_pulled_by_the_hashes_the_listing_gives(
     assert pulled(dest) == files
 
 
+@pytest.mark.process("runs pulls with the work dir as their current dir (pull_here)")
 def test_the_current_dir_holding_an_earlier_pull_is_updated_but_never_forced(puller, tmp_path):
     """The container's case: the work dir is the mounted dir pulled into, again and again.
     A file the earlier pull did not write stays, even with --force."""
@@ -372,6 +376,7 @@ def _forge_record(dest: Path, names: list[str]) -> None:
     (dest / RECORD).write_text(json.dumps(doc))
 
 
+@pytest.mark.process("runs pulls as processes of their own (pull_here)")
 @pytest.mark.parametrize("here", [False, True], ids=["dir", "cwd"])
 def test_a_forged_record_never_makes_user_files_the_tools(here, puller, cli, tmp_path):
     puller.seed("checkpoint-1", ckpt(1, big=BIG), step=1)

@@ -47,6 +47,7 @@ def _push(env: dict[str, str], src: Path, out: Path) -> tuple[dict[str, int], di
     return json.loads(out.read_text()), json.loads(proc.stdout)
 
 
+@pytest.mark.process("counts the bytes a push's process reads (bench.readcount)")
 @pytest.mark.parametrize(("path", "reads"), [("xet", 1), ("lfs", 2)])
 def test_push_reads_each_byte_once_on_xet_twice_on_lfs(hub_server, tmp_path, path, reads):
     hub = hub_server()

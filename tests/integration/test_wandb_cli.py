@@ -75,6 +75,7 @@ def test_a_failing_wandb_leaves_the_push_reported(hub, cli, tmp_path):
     assert fatal.code == 1 and fatal.stderr.strip().splitlines()[-1].startswith("error: ")
 
 
+@pytest.mark.process("which modules a fresh process imports")
 def test_wandb_is_not_imported_unless_used(hub, tmp_path):
     env = clean_env(tmp_path, HF_ENDPOINT=hub.url)
     probe = (

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 import subprocess
 import sys
@@ -22,7 +24,14 @@ CONTRACT_OUTPUTS = {"repo", "subfolder", "revision", "step", "hub-url", "local-d
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, cwd=ROOT)
+    """``python scripts/readme_tables.py ARGS``, run in this process (its ``main``)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = readme_tables.main(list(args))
+        except SystemExit as exc:  # argparse refusing the arguments
+            code = exc.code if isinstance(exc.code, int) else 1
+    return subprocess.CompletedProcess([str(SCRIPT), *args], code, out.getvalue(), err.getvalue())
 
 
 def test_readme_tables_match_action_yml() -> None:

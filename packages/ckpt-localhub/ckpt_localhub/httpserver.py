@@ -32,6 +32,9 @@ from .httpmessages import App
 MAX_CONNECTIONS = 64
 """Connections served at once (``--max-connections``); one past it is answered 503 with ``Retry-After``,
 unless its request carries the server's own credentials (see ``Listener``)."""
+POLL_S = 0.05
+"""How often a listener's accept loop looks for a stop request: a stop waits up to this long
+(``serve_forever``'s default, 0.5 s, made each stop of a test's Hub cost that much)."""
 
 
 class _Handler(socketserver.BaseRequestHandler):
@@ -127,7 +130,7 @@ class Listener(socketserver.ThreadingTCPServer):
                 self._open.discard(sock)
 
     def start(self, name: str) -> None:
-        self._thread = threading.Thread(target=self.serve_forever, name=name, daemon=True)
+        self._thread = threading.Thread(target=self.serve_forever, args=(POLL_S,), name=name, daemon=True)
         self._thread.start()
 
     def stop(self) -> None:

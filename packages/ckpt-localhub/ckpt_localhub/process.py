@@ -6,18 +6,53 @@ file it can rewrite while it runs. The in-process server is :class:`~.server.Loc
 
 from __future__ import annotations
 
+import atexit
+import ctypes
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
 # The dir holding this package (packages/ckpt-localhub in a checkout, or site-packages): the
 # child imports the same code.
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_RUNNING: weakref.WeakSet[HubProcess] = weakref.WeakSet()
+
+
+def _dies_with_parent() -> Any:
+    """What the child runs before the server (Linux): the kernel sends it SIGTERM when the
+    process that started it ends, however that ends (SIGKILL included), so no Hub outlives
+    an interrupted test run. The kernel ties this to the starting thread, and the tests and
+    the bench start Hubs from their main thread. libc is looked up here, in the parent:
+    between fork and exec the child only calls."""
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    parent, sigterm = os.getpid(), int(signal.SIGTERM)
+
+    def in_child() -> None:
+        prctl(_PR_SET_PDEATHSIG, sigterm, 0, 0, 0)
+        if os.getppid() != parent:  # the parent ended before the request took effect
+            os._exit(1)
+
+    return in_child
+
+
+def _stop_all() -> None:
+    """At exit (a run that ends without its teardown, e.g. Ctrl-C): stop every Hub still running."""
+    for hub in list(_RUNNING):
+        hub.stop()
+
+
+atexit.register(_stop_all)
 
 
 class HubProcess:
@@ -60,7 +95,9 @@ class HubProcess:
         env.pop("LOCAL_HUB_TOKEN", None)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), os.environ.get("PYTHONPATH")) if p)
         with open(self.stderr_path, "ab") as stderr:
-            self.proc = subprocess.Popen(cmd, cwd=PACKAGE_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+            self.proc = subprocess.Popen(cmd, cwd=PACKAGE_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=stderr,
+                                         preexec_fn=_dies_with_parent())
+        _RUNNING.add(self)
         deadline = time.monotonic() + 30
         while not self.port_file.exists():
             if self.proc.poll() is not None:
@@ -134,6 +171,7 @@ class HubProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        _RUNNING.discard(self)
         if remove:
             shutil.rmtree(self.base, ignore_errors=True)
 

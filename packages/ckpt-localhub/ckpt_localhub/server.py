@@ -107,8 +107,13 @@ class LocalHub:
             listener.start(("localhub", "localhub-cdn", "localhub-cas")[i] if i < 3 else "localhub")
 
     def _close(self) -> None:
-        for listener in self._listeners:
-            listener.stop()
+        # The listeners stop side by side: each waits for its accept loop to notice, so one
+        # after another would add those waits up.
+        stopping = [threading.Thread(target=listener.stop, name="localhub-stop") for listener in self._listeners]
+        for thread in stopping:
+            thread.start()
+        for thread in stopping:
+            thread.join()
         self.hub.store.close()
         self._log.close()
 
