@@ -86,12 +86,16 @@ def cli_reference() -> str:
     from ckpt_action.cli import app as cli
 
     parts = []
-    group_ctx = click.Context(cli.cli, info_name="ckpt-action")
+    # The group's own settings (``-h``), inherited as when ``ckpt-action NAME --help`` runs:
+    # a context built without them would render whatever help option Click cached on the
+    # command first, so the text would depend on what ran before in the process.
+    group_ctx = click.Context(cli.cli, info_name="ckpt-action", **cli.cli.context_settings)
     for name in COMMAND_ORDER:
         cmd = cli.cli.get_command(group_ctx, name)
         assert cmd is not None, name
-        ctx = click.Context(cmd, info_name=f"ckpt-action {name}", max_content_width=100,
-                            terminal_width=100)
+        ctx = click.Context(cmd, info_name=name, parent=group_ctx, max_content_width=100, terminal_width=100)
+        ctx.help_option_names = list(group_ctx.help_option_names)
+        cmd._help_option = None  # type: ignore[attr-defined]  # Click caches it per command: rebuilt for this context
         parts.append(f"#### `{name}`\n\n```text\n{cmd.get_help(ctx)}\n```")
     commands = {n: cli.cli.get_command(group_ctx, n) for n in cli.cli.list_commands(group_ctx)}
     shown = {n for n, c in commands.items() if c is not None and not c.hidden}

@@ -82,8 +82,9 @@ def _warn_if_readable_by_others(path: Path) -> None:
     except OSError:
         return
     if os.name == "posix" and mode & 0o077:
+        # The whole path (escaped, not cut at quoted()'s usual 80 characters): it is what to chmod.
         logging.getLogger("ckpt_action").warning(
-            "signing key %s is readable by group or others (mode %s): chmod 600 it", quoted(str(path)),
+            "signing key %s is readable by group or others (mode %s): chmod 600 it", quoted(str(path), limit=4096),
             oct(stat.S_IMODE(mode)))
 
 

@@ -179,6 +179,7 @@ def test_the_readme_states_the_limits_the_code_has():
     assert f"more than {MAX_MATERIALIZE_BYTES // 1024**3} GiB" in readme
 
 
+@pytest.mark.process("the command line's own exit code and output, before any server starts")
 @pytest.mark.parametrize("flag", ["--port", "--cdn-port", "--cas-port"])
 def test_a_port_out_of_range_is_exit_2_naming_the_flag_and_creates_nothing(tmp_path, flag):
     data = tmp_path / "d"
