@@ -24,18 +24,10 @@ import ckpt_action as ckpt
 import ckpt_action.api
 from tests.conftest import write_checkpoint
 from tests.helpers.chaos_helpers import env_for, seed
+from tests.helpers.procio import needs_proc_io, read_so_far
 from tests.helpers.signing_helpers import make_key
 
 BIG = 4 * 1024 * 1024  # far above what a listing, a manifest and a record take
-needs_proc_io = pytest.mark.skipif(not os.path.exists("/proc/self/io"),
-                                   reason="counts reads with Linux's /proc/self/io")
-
-
-def _read_so_far() -> int:
-    for line in Path("/proc/self/io").read_text().splitlines():
-        if line.startswith("rchar:"):
-            return int(line.split()[1])
-    raise AssertionError("no rchar in /proc/self/io")
 
 
 def _gets(entries: list[dict], name: str) -> int:
@@ -141,9 +133,9 @@ def _pulled_then_touched(hub, tmp_path) -> tuple[Path, bytes]:
 def test_a_repull_after_an_mtime_change_reads_the_file_once(hub, tmp_path):
     dest, weights = _pulled_then_touched(hub, tmp_path)
     hub.mark()
-    before = _read_so_far()
+    before = read_so_far()
     res = ckpt.api.pull_checkpoint("o/r", dest, subfolder="checkpoint-1", endpoint=hub.url, retries=0)
-    read = _read_so_far() - before
+    read = read_so_far() - before
     assert res.reused_files == 2 and res.downloaded_files == 0
     assert _gets(hub.since_mark(), "checkpoint-1/model.safetensors") == 0
     assert BIG <= read < BIG + BIG // 4, f"read {read / BIG:.2f} times the file's bytes, not once"
@@ -155,9 +147,9 @@ def test_a_repull_whose_record_mark_does_not_verify_hashes_each_kept_file_once(h
     dest, weights = _pulled_then_touched(hub, tmp_path)
     os.utime(dest / "model.safetensors")  # back to a fresh mtime: the key below is what makes it be hashed
     monkeypatch.setenv("HF_HOME", str(tmp_path / "another-home"))  # another key: the record's mark fails
-    before = _read_so_far()
+    before = read_so_far()
     res = ckpt.api.pull_checkpoint("o/r", dest, subfolder="checkpoint-1", endpoint=hub.url, retries=0)
-    read = _read_so_far() - before
+    read = read_so_far() - before
     assert res.reused_files == 2 and res.downloaded_files == 0
     assert BIG <= read < BIG + BIG // 4, f"read {read / BIG:.2f} times the file's bytes, not once"
     assert (dest / "model.safetensors").read_bytes() == weights

@@ -6,22 +6,15 @@ in its own process, so its reads are not counted."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
 import ckpt_action as ckpt
 from tests.helpers.chaos_helpers import seed
+from tests.helpers.procio import read_so_far
 from tests.helpers.pull_helpers import file_gets
 
 BIG = 4 * 1024 * 1024  # far above what the listing, manifest and record of a re-pull take
-
-
-def _read_so_far() -> int:
-    for line in Path("/proc/self/io").read_text().splitlines():
-        if line.startswith("rchar:"):
-            return int(line.split()[1])
-    raise AssertionError("no rchar in /proc/self/io")
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="counts reads with Linux's /proc/self/io")
@@ -36,13 +29,13 @@ def test_a_repull_reads_no_kept_file_and_a_moved_file_is_reused(hub_server, hf_c
     ckpt.pull("o/r", dest, subfolder="checkpoint-1", endpoint=hub.url, retries=0)
     ckpt.pull("o/r", dest, subfolder="checkpoint-1", endpoint=hub.url, retries=0)  # warm every import
 
-    start, before = len(hub.log_entries()), _read_so_far()
+    start, before = len(hub.log_entries()), read_so_far()
     ckpt.pull("o/r", dest, subfolder="checkpoint-1", endpoint=hub.url, retries=0)
-    assert _read_so_far() - before < BIG // 4, "an unchanged re-pull read the kept files again"
+    assert read_so_far() - before < BIG // 4, "an unchanged re-pull read the kept files again"
 
-    start, before = len(hub.log_entries()), _read_so_far()
+    start, before = len(hub.log_entries()), read_so_far()
     ckpt.pull("o/r", dest, subfolder="checkpoint-2", endpoint=hub.url, retries=0)
-    read = _read_so_far() - before
+    read = read_so_far() - before
     assert set(file_gets(hub, start)) == {"checkpoint-2/config.json"}, "the moved file was downloaded again"
     assert read < BIG // 4, f"the moved file was read ({read} bytes) instead of linked from what was verified"
     assert (dest / "weights" / "model.safetensors").read_bytes() == weights

@@ -10,17 +10,11 @@ from pathlib import Path
 import pytest
 
 import ckpt_action as ckpt
+from tests.helpers.procio import read_so_far
 
 LIMIT = 4096
 BIG = 50 * 1024 * 1024
 SLACK = 256 * 1024  # the API's own small reads besides the pointer; far below BIG
-
-
-def _read_so_far() -> int:
-    for line in Path("/proc/self/io").read_text().splitlines():
-        if line.startswith("rchar:"):
-            return int(line.split()[1])
-    raise AssertionError("no rchar in /proc/self/io")
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="counts reads with Linux's /proc/self/io")
@@ -38,8 +32,8 @@ def test_a_big_pointer_file_is_read_no_further_than_the_bound(tmp_path, monkeypa
         return caught.value
 
     pull(small)  # every import and setting warmed on a file just past the bound
-    before = _read_so_far()
+    before = read_so_far()
     error = pull(big)
-    read = _read_so_far() - before
+    read = read_so_far() - before
     assert read <= LIMIT + SLACK, f"read {read} bytes of a {BIG}-byte pointer file bounded at {LIMIT}"
     assert error.param == "pointer" and not (tmp_path / "dest").exists()
