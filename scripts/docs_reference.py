@@ -8,7 +8,9 @@ Each page comes from the one source of its facts, the same functions as the READ
 (scripts/readme_tables.py): the CLI from Click, the action's inputs and outputs from action.yml
 (held to ckpt_action/ci/action_inputs.py and ckpt_action/ci/outputs.py by
 tests/unit/test_action_surface.py), the settings from Settings, the exit codes from the error
-classes, the Python API from the docstrings (mkdocstrings renders the names this page lists).
+classes, the manifest format from ckpt_action/checkpoint/manifest.py (its docstring, and an
+example the code writes and reads back), the Python API from the docstrings (mkdocstrings
+renders the names this page lists).
 """
 
 from __future__ import annotations
@@ -48,6 +50,49 @@ def exit_codes() -> str:
             + "\n".join(rows) + "\n")
 
 
+# What each field of a manifest means; the example below holds every one (a test of the page
+# checks that it names each key the code writes).
+MANIFEST_FIELDS = (
+    ("format", "`ckpt-action/manifest/v1`; a reader refuses any other, so the folder is unreadable"),
+    ("complete", "`true` once every file has landed; a push split over several commits writes `false` first, "
+                 "and `latest`, `pull --latest`, `list` and `prune` pass such a folder over"),
+    ("step", "the training step, a whole number from 0 to {max_step}, or `null`"),
+    ("created_at", "when the manifest was written, UTC"),
+    ("tool", "`ckpt-action` and the version that wrote it"),
+    ("files", "every file of the checkpoint by its path inside the folder (the manifest itself, `model.sig` and "
+              "`ckpt-provenance.json` aside): `size`, `sha256`, and for a file of at most {git_oid_mib} MiB "
+              "its git blob id `git_oid`; `lfs` says whether the Hub stores it through LFS (predicted at push time)"),
+    ("source", "only in a promoted copy: the `repo`, `subfolder` and `revision` (a commit SHA) it was copied from"),
+)
+
+
+def manifest() -> str:
+    sys.path.insert(0, str(ROOT))
+    import json
+
+    from ckpt_action.checkpoint import manifest as m
+
+    files = {"config.json": m.digest_bytes("config.json", b'{"hidden_size": 64}\n'),
+             "model.safetensors": m.digest_bytes("model.safetensors", bytes(1000))}
+    example = m.Manifest(files=files, step=1000, created_at="2026-01-01T00:00:00Z", tool_version="X.Y.Z",
+                         source={"repo": "org/run", "subfolder": "checkpoint-1000", "revision": "0" * 40})
+    text = example.to_json().decode()
+    if m.Manifest.from_json(example.to_json()) != example:  # the example is one the code reads back as written
+        raise SystemExit("the manifest example does not read back")
+    written = set(json.loads(text))
+    described = {name for name, _ in MANIFEST_FIELDS}
+    if written != described:
+        raise SystemExit(f"MANIFEST_FIELDS must describe the keys a manifest holds: {sorted(written ^ described)}")
+    rows = ["| Key | Meaning |", "| --- | --- |"] + [
+        f"| `{k}` | {readme_tables._cell(v.format(max_step=m.MAX_STEP, git_oid_mib=m.GIT_OID_LIMIT >> 20))} |"
+        for k, v in MANIFEST_FIELDS]
+    doc = inspect.cleandoc(m.__doc__ or "").split("\n\n", 1)[1]
+    return (f"# The manifest format\n\n{' '.join(doc.split())}\n\n" + "\n".join(rows)
+            + "\n\nThe manifest of a promoted copy (made by the code, and read back by it, when this page is "
+            "generated):\n\n"
+            f"```json\n{text.rstrip()}\n```\n")
+
+
 def python_api() -> str:
     sys.path.insert(0, str(ROOT))
     import ckpt_action
@@ -71,6 +116,7 @@ def pages() -> dict[str, str]:
         "settings.md": ("# Settings\n\nEvery bound, with its `CKPT_*` variable (a flag where one exists). "
                         "The container forwards each variable.\n\n" + readme_tables.settings_table() + "\n"),
         "exit-codes.md": exit_codes(),
+        "manifest.md": manifest(),
         "python-api.md": python_api(),
     }
 

@@ -1,18 +1,20 @@
 #!/usr/bin/env python3
-"""Generate the README's reference sections from the code: action.yml and the CLI.
+"""Generate the copies of the runnable example workflows that the README and the site's
+hand-written pages show, and the reference tables the site's reference pages are made of.
 
-    python scripts/readme_tables.py            print every generated section
-    python scripts/readme_tables.py --check    exit 1 when README.md differs from the code
-    python scripts/readme_tables.py --write    rewrite README.md between the markers
+    python scripts/readme_tables.py            print every generated copy
+    python scripts/readme_tables.py --check    exit 1 when a page's copy differs from its workflow
+    python scripts/readme_tables.py --write    rewrite the copies between the markers
 
-Only the text between these marker pairs is generated:
+Only the text between these marker pairs is generated (PAGES says which page holds which):
 
-    <!-- action-inputs:start --> ... <!-- action-inputs:end -->      action.yml inputs
-    <!-- action-outputs:start --> ... <!-- action-outputs:end -->    action.yml outputs
-    <!-- cli-reference:start --> ... <!-- cli-reference:end -->      each command's --help
-    <!-- settings:start --> ... <!-- settings:end -->                the retry/timeout knobs
-    <!-- example:NAME:start --> ... <!-- example:NAME:end -->        .github/workflows/NAME, as a user
-                                                                     writes it (`uses: OWNER/ckpt-action@v1`)
+    <!-- example:NAME:start --> ... <!-- example:NAME:end -->    .github/workflows/NAME, as a user
+                                                                 writes it (`uses: OWNER/ckpt-action@v1`)
+    <!-- excerpt:NAME:start --> ... <!-- excerpt:NAME:end -->    the steps of NAME that use the action
+
+The action's inputs and outputs, the CLI's help and the settings are tables of the site's
+reference pages (scripts/docs_reference.py writes them from the functions below); the README
+links to them and carries none.
 """
 
 from __future__ import annotations
@@ -20,21 +22,23 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-MARKERS = {
-    "inputs": ("<!-- action-inputs:start -->", "<!-- action-inputs:end -->"),
-    "outputs": ("<!-- action-outputs:start -->", "<!-- action-outputs:end -->"),
-    "cli": ("<!-- cli-reference:start -->", "<!-- cli-reference:end -->"),
-    "settings": ("<!-- settings:start -->", "<!-- settings:end -->"),
-}
 WORKFLOWS = ROOT / ".github" / "workflows"
-# The runnable workflows the README shows (act runs them in tests/e2e/test_action_act.py).
-EXAMPLES = ("example-resume.yml", "example-signed-release.yml")
+# Each hand-written page and the generated copies it holds ("example:NAME" or "excerpt:NAME"):
+# runnable workflows, which act runs in tests/e2e/test_action_act.py.
+PAGES: dict[str, tuple[str, ...]] = {
+    "README.md": ("excerpt:example-resume.yml",),
+    "docs/guides/github-action.md": ("example:example-resume.yml", "example:example-train-push.yml"),
+    "docs/guides/release-pipelines.md": ("example:example-release.yml",),
+    "docs/guides/signing.md": ("example:example-signed-release.yml",),
+}
+EXAMPLES = tuple(sorted({key.split(":", 1)[1] for keys in PAGES.values() for key in keys}))
 # In this repository the examples use the action in the checkout; a user's workflow names it.
 SELF_USES = re.compile(r"^(\s*(?:- )?)uses: \./(?: #.*)?$", re.M)
 # The order a reader meets the commands in: the main job first, then release, then tools.
@@ -117,8 +121,17 @@ def settings_table() -> str:
     return "\n".join(rows)
 
 
+def markers_of(key: str) -> tuple[str, str]:
+    """The marker pair around one generated copy: ``example:NAME`` or ``excerpt:NAME``."""
+    return f"<!-- {key}:start -->", f"<!-- {key}:end -->"
+
+
 def example_markers(name: str) -> tuple[str, str]:
-    return f"<!-- example:{name}:start -->", f"<!-- example:{name}:end -->"
+    return markers_of(f"example:{name}")
+
+
+def _as_users(text: str) -> str:
+    return SELF_USES.sub(lambda m: f"{m.group(1)}uses: OWNER/ckpt-action@v1", text)
 
 
 def examples(workflows: Path = WORKFLOWS) -> dict[str, str]:
@@ -128,28 +141,53 @@ def examples(workflows: Path = WORKFLOWS) -> dict[str, str]:
     for name in EXAMPLES:
         text = (workflows / name).read_text(encoding="utf-8")
         body = text[text.index("\nname:") + 1:] if "\nname:" in text else text
-        body = SELF_USES.sub(lambda m: f"{m.group(1)}uses: OWNER/ckpt-action@v1", body)
-        out[name] = f"```yaml\n{body.rstrip()}\n```"
+        out[name] = f"```yaml\n{_as_users(body).rstrip()}\n```"
     return out
 
 
-def markers() -> dict[str, tuple[str, str]]:
-    return MARKERS | {name: example_markers(name) for name in EXAMPLES}
+def excerpt(name: str, workflows: Path = WORKFLOWS) -> str:
+    """The steps of one example workflow that use the action, in their order, as a fenced
+    block: what a user adds to a job of their own (the whole file is on the site)."""
+    text = (workflows / name).read_text(encoding="utf-8")
+    steps = []
+    for job in yaml.safe_load(text)["jobs"].values():
+        for step in job["steps"]:
+            if step.get("uses") == "./":
+                steps.append(step)
+    if not steps:
+        raise SystemExit(f"{name}: no step uses the action")
+    # Each step as the file writes it: its lines from `- name:` to the blank line after it.
+    chunks = [c for c in re.split(r"\n\s*\n", text) if SELF_USES.search(c) and re.search(r"^\s*- name:", c, re.M)]
+    if len(chunks) != len(steps):
+        raise SystemExit(f"{name}: steps that use the action must be separated by blank lines")
+    body = "\n\n".join(textwrap.dedent(_as_users(c.strip("\n"))) for c in chunks)
+    return f"```yaml\n# The steps of {name} that use the action (the whole workflow is on the site)\n{body}\n```"
+
+
+def generated(key: str) -> str:
+    kind, name = key.split(":", 1)
+    if kind == "example":
+        return examples()[name]
+    if kind == "excerpt":
+        return excerpt(name)
+    raise KeyError(key)
 
 
 def tables(action: dict[str, Any]) -> dict[str, str]:
+    """Every reference table and generated copy, by its key (what a bare run prints)."""
     return {"inputs": inputs_table(action), "outputs": outputs_table(action), "cli": cli_reference(),
-            "settings": settings_table(), **examples()}
+            "settings": settings_table(), **{key: generated(key) for keys in PAGES.values() for key in keys}}
 
 
-def render(readme: str, generated: dict[str, str]) -> str:
-    """README text with each marker pair's contents replaced; KeyError names a missing marker."""
-    out = readme
-    for key, (start, end) in markers().items():
+def render(page: str, keys: tuple[str, ...]) -> str:
+    """A page's text with each of its copies regenerated; KeyError names a missing marker pair."""
+    out = page
+    for key in keys:
+        start, end = markers_of(key)
         pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.DOTALL)
         if not pattern.search(out):
             raise KeyError(f"{start} ... {end}")
-        block = f"{start}\n{generated[key]}\n{end}"
+        block = f"{start}\n{generated(key)}\n{end}"
         out = pattern.sub(lambda _m, block=block: block, out, count=1)
     return out
 
@@ -157,38 +195,38 @@ def render(readme: str, generated: dict[str, str]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     group = ap.add_mutually_exclusive_group()
-    group.add_argument("--check", action="store_true", help="exit 1 when README.md is out of date")
-    group.add_argument("--write", action="store_true", help="rewrite the tables in README.md")
-    ap.add_argument("--action", type=Path, default=ROOT / "action.yml")
-    ap.add_argument("--readme", type=Path, default=ROOT / "README.md")
+    group.add_argument("--check", action="store_true", help="exit 1 when a page's copy is out of date")
+    group.add_argument("--write", action="store_true", help="rewrite the copies in the pages")
+    ap.add_argument("--root", type=Path, default=ROOT, help="the checkout whose pages (PAGES) are checked")
     args = ap.parse_args(argv)
 
-    generated = tables(load_action(args.action))
     if not (args.check or args.write):
-        for key, (start, end) in markers().items():
-            print(start, generated[key], end, "", sep="\n")
+        for keys in PAGES.values():
+            for key in keys:
+                print(*markers_of(key), generated(key), "", sep="\n")
         return 0
 
-    if not args.readme.is_file():
-        print(f"{args.readme}: missing", file=sys.stderr)
-        return 1
-    readme = args.readme.read_text(encoding="utf-8")
-    try:
-        new = render(readme, generated)
-    except KeyError as exc:
-        print(f"{args.readme}: marker pair not found: {exc.args[0]}", file=sys.stderr)
-        return 1
-    if args.write:
-        if new != readme:
-            args.readme.write_text(new, encoding="utf-8")
-            print(f"{args.readme}: tables updated")
-        return 0
-    if new != readme:
-        print(
-            f"{args.readme}: generated sections differ from {args.action.name} or the CLI; "
-            "run: python scripts/readme_tables.py --write",
-            file=sys.stderr,
-        )
+    stale = []
+    for rel, keys in PAGES.items():
+        path = args.root / rel
+        if not path.is_file():
+            print(f"{rel}: missing", file=sys.stderr)
+            return 1
+        text = path.read_text(encoding="utf-8")
+        try:
+            new = render(text, keys)
+        except KeyError as exc:
+            print(f"{rel}: marker pair not found: {exc.args[0]}", file=sys.stderr)
+            return 1
+        if new == text:
+            continue
+        stale.append(rel)
+        if args.write:
+            path.write_text(new, encoding="utf-8")
+            print(f"{rel}: copies updated")
+    if args.check and stale:
+        print(f"{', '.join(stale)}: generated copies differ from .github/workflows; "
+              "run: python scripts/readme_tables.py --write", file=sys.stderr)
         return 1
     return 0
 
