@@ -1,10 +1,10 @@
 """The README followed literally: its Quickstart's first line in a fresh venv leaves a working
-``ckpt-action`` on PATH, and its workflow examples are the runnable ones under .github/workflows."""
+``ckpt-action`` on PATH, and the copies of the runnable workflows it and the site show are
+current (tests/unit/test_docs_examples.py holds every other block)."""
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -15,12 +15,14 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 sys.path.insert(0, str(ROOT / "scripts"))
 import readme_tables  # noqa: E402
 
+from tests.helpers.docblocks import block  # noqa: E402
+
 
 def quickstart_lines() -> list[str]:
     section = README.split("\n## Quickstart\n", 1)[1].split("\n## ", 1)[0]
-    block = re.search(r"```bash\n(.*?)```", section, re.S)
-    assert block, "the Quickstart has a bash block"
-    return [line for line in block.group(1).splitlines() if line.strip()]
+    code = block("README.md", "quickstart")
+    assert code in section, "the Quickstart's block is in the Quickstart"
+    return [line for line in code.splitlines() if line.strip()]
 
 
 def checkout_copy(dest: Path) -> Path:
@@ -57,22 +59,11 @@ def test_the_quickstart_first_line_leaves_ckpt_action_on_path_in_a_fresh_venv(tm
     assert version.startswith("ckpt-action, version")
 
 
-def yaml_blocks(text: str) -> list[tuple[int, str]]:
-    return [(m.start(), m.group(1)) for m in re.finditer(r"```yaml\n(.*?)```", text, re.S)]
-
-
-def test_every_workflow_example_in_the_readme_is_generated_from_a_runnable_one() -> None:
-    generated = readme_tables.examples()
-    assert generated, "the README shows at least one workflow from .github/workflows"
-    spans = []
-    for name, text in generated.items():
-        start, end = readme_tables.example_markers(name)
-        assert f"{start}\n{text}\n{end}" in README, f"README's copy of {name} is stale: readme_tables.py --write"
-        spans.append((README.index(start), README.index(end)))
-        assert (ROOT / ".github" / "workflows" / name).is_file()
-    for at, block in yaml_blocks(README):
-        if "ckpt-action@" in block or "jobs:" in block:
-            assert any(a < at < b for a, b in spans), f"a workflow example in README.md is not a copy:\n{block}"
-    # The copies say what the user's workflow says, nothing of this repository's own layout.
-    for text in generated.values():
-        assert "uses: ./" not in text and "uses: OWNER/ckpt-action@v1" in text
+def test_every_workflow_copy_on_the_readme_and_the_site_is_current() -> None:
+    assert readme_tables.main(["--check"]) == 0, "run: python scripts/readme_tables.py --write"
+    assert "excerpt:example-resume.yml" in readme_tables.PAGES["README.md"]
+    for page, keys in readme_tables.PAGES.items():
+        text = (ROOT / page).read_text(encoding="utf-8")
+        for key in keys:
+            start, end = readme_tables.markers_of(key)
+            assert f"{start}\n{readme_tables.generated(key)}\n{end}" in text, f"{page}'s copy of {key} is stale"

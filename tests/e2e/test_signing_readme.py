@@ -1,10 +1,9 @@
-"""The README's signed release flow with a key runs as written on the local Hub, and the
-release keyless workflow names only inputs the action has."""
+"""The signing guide's release flow with a key (docs/guides/signing.md) runs as written on the
+local Hub, and the keyless release workflow it shows names only inputs the action has."""
 
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,20 +12,13 @@ import yaml
 
 from ckpt_action.ci.action_inputs import INPUTS
 from tests.conftest import ENTRYPOINT, clean_env
+from tests.helpers.docblocks import block, blocks
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-SECTION = README[README.index("## Signed checkpoints"):README.index("## Weights & Biases pointers")]
-
-
-def block(start: str, end: str, lang: str) -> str:
-    inner = README[README.index(start) + len(start):README.index(end)]
-    match = re.search(rf"```{lang}\n(.*?)```", inner, re.S)
-    assert match, f"no {lang} block between {start} and {end}"
-    return match.group(1)
+PAGE = "docs/guides/signing.md"
 
 
 def test_the_signed_release_flow_runs_as_written_and_refuses_the_tampered_release(tmp_path: Path) -> None:
-    script = block("<!-- signing-flow:start -->", "<!-- signing-flow:end -->", "bash")
+    script = block(PAGE, "signing-flow")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     shim = bin_dir / "ckpt-action"  # this checkout's CLI, as `pip install` would put it on PATH
@@ -41,7 +33,9 @@ def test_the_signed_release_flow_runs_as_written_and_refuses_the_tampered_releas
 
 
 def test_the_keyless_workflow_uses_inputs_the_action_has_and_asks_for_the_id_token() -> None:
-    workflow = yaml.safe_load(re.search(r"```yaml\n(.*?)```", SECTION, re.S).group(1))  # type: ignore[union-attr]
+    shown = [b for b in blocks(PAGE) if b.detail == "example:example-signed-release.yml"]
+    assert len(shown) == 1, "the signing guide shows the keyless release workflow"
+    workflow = yaml.safe_load(shown[0].code)
     known = {spec.name for spec in INPUTS} | {"mode", "token"}
     steps = [s for job in workflow["jobs"].values() for s in job["steps"] if "ckpt-action@" in s.get("uses", "")]
     for step in steps:

@@ -10,7 +10,7 @@ from tests.helpers.hostile_proxy import hostile_fixture  # noqa: F401
 
 
 def test_a_push_that_never_converges_stops_at_its_commit_budget(hub_server, hf_client, hostile, cli, tmp_path):
-    extra = 20  # the README's number, held here: the code's constant may not drift from it
+    extra = 20  # docs/concepts/promises.md's number, held here: the code's constant may not drift from it
 
     hub = hub_server()
     seed(hub.url, "o/r", "checkpoint-1", {"old.bin": b"old"}, tmp_path / "seed", step=1)  # the folder exists

@@ -125,8 +125,8 @@ def test_the_file_count_bound_is_checked_by_the_walk(tmp_path, monkeypatch):
         local_dir_to_push(str(src))
 
 
-def test_the_readme_states_the_walks_bounds():
+def test_the_trust_model_page_states_the_walks_bounds():
     from tests.conftest import ROOT
 
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert f"nesting past {names.MAX_PUSH_DEPTH} levels" in readme
+    page = (ROOT / "docs" / "concepts" / "trust-model.md").read_text(encoding="utf-8")
+    assert f"nesting past {names.MAX_PUSH_DEPTH} levels" in page

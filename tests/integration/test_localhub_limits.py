@@ -160,10 +160,11 @@ def test_listening_beyond_loopback_without_a_token_warns(tmp_path):
     assert "warning" not in _start_module(tmp_path, "--host", "0.0.0.0", "--token", TOKEN)  # noqa: S104
 
 
-def test_the_readme_states_the_limits_the_code_has():
+def test_the_local_hub_page_states_the_limits_the_code_has():
     from ckpt_localhub.httpserver import MAX_CONNECTIONS
 
-    readme = " ".join((ROOT / "README.md").read_text().split())  # prose reflows; the figures must not
+    # prose reflows; the figures must not
+    readme = " ".join((ROOT / "docs" / "concepts" / "local-hub.md").read_text().split())
     assert f"at most {MAX_JSON_BODY // MIB} MiB of a JSON or form" in readme
     assert f"`--max-connections` ({MAX_CONNECTIONS})" in readme
     from ckpt_localhub.httpconnection import HEADER_TIMEOUT_S

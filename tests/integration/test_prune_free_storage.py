@@ -201,10 +201,10 @@ def test_a_history_past_the_bound_is_refused_before_anything_is_written(hub, tmp
     assert len(api.list_repo_commits("o/r")) == commits
 
 
-def test_the_readme_states_the_history_bound():
+def test_the_release_pipelines_guide_states_the_history_bound():
     from pathlib import Path
 
     from ckpt_action.ops.freeing import MAX_HISTORY_COMMITS
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "guides" / "release-pipelines.md").read_text()
     assert f"at most {MAX_HISTORY_COMMITS:,} commits" in readme

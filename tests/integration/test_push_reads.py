@@ -117,6 +117,6 @@ def test_a_persistent_upload_fault_gives_up_cleanly_with_nothing_committed(hub_s
     assert commit_ids(hub.url, "o/r") == before
 
 
-def test_the_readme_names_the_size_above_which_a_file_is_read_once():
-    readme = (REPO_ROOT / "README.md").read_text()
+def test_the_promises_page_names_the_size_above_which_a_file_is_read_once():
+    readme = (REPO_ROOT / "docs" / "concepts" / "promises.md").read_text()
     assert f"A file above {GIT_OID_LIMIT >> 20} MiB that the" in readme

@@ -1,4 +1,4 @@
-"""The retry schedule as the README states it, measured on the sleeps actually taken
+"""The retry schedule as docs/concepts/promises.md states it, measured on the sleeps actually taken
 (``time.sleep`` recorded, not slept): exponential from CKPT_RETRY_DELAY, ±20% jitter,
 capped at CKPT_RETRY_MAX_DELAY; and calls huggingface_hub retries itself (preupload, LFS)
 get one more round after a pause, not CKPT_RETRIES more, so retries do not multiply."""

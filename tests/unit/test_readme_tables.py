@@ -1,4 +1,4 @@
-"""README tables generated from action.yml, and the action's public contract."""
+"""The workflow copies the README and the site carry (scripts/readme_tables.py), and the action's public contract."""
 
 from __future__ import annotations
 
@@ -34,36 +34,49 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.CompletedProcess([str(SCRIPT), *args], code, out.getvalue(), err.getvalue())
 
 
-def test_readme_tables_match_action_yml() -> None:
+def test_the_copies_match_the_workflows() -> None:
     proc = run("--check")
     assert proc.returncode == 0, (
-        f"{proc.stderr}\nREADME.md needs these blocks (python scripts/readme_tables.py prints them, "
+        f"{proc.stderr}\nthe pages need these blocks (python scripts/readme_tables.py prints them, "
         "--write updates them):\n" + run().stdout)
 
 
+def test_the_readme_carries_no_reference_table() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for marker in ("action-inputs:start", "action-outputs:start", "cli-reference:start", "settings:start"):
+        assert marker not in readme, marker
+    assert "| `mode` |" not in readme and "#### `push`" not in readme  # the tables live in docs/reference/
+
+
 def test_check_detects_drift_and_write_fixes_it(tmp_path: Path) -> None:
-    readme = tmp_path / "README.md"
-    readme.write_text("# x\n\n<!-- action-inputs:start -->\nSTALE-TABLE-ROW\n<!-- action-inputs:end -->\n\ntext\n\n"
-                      "<!-- action-outputs:start -->\n<!-- action-outputs:end -->\n"
-                      "<!-- cli-reference:start -->\nold help\n<!-- cli-reference:end -->\n"
-                      "<!-- settings:start -->\n<!-- settings:end -->\n"
-                      + "".join(f"<!-- example:{name}:start -->\n<!-- example:{name}:end -->\n"
-                                for name in readme_tables.EXAMPLES))
-    args = ("--action", str(ROOT / "action.yml"), "--readme", str(readme))
+    for page, keys in readme_tables.PAGES.items():
+        path = tmp_path / page
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("# x\n\n" + "".join(f"<!-- {key}:start -->\nSTALE-COPY\n<!-- {key}:end -->\n\ntext\n"
+                                             for key in keys))
+    args = ("--root", str(tmp_path))
     assert run("--check", *args).returncode == 1
     assert run("--write", *args).returncode == 0
     assert run("--check", *args).returncode == 0
-    text = readme.read_text()
-    assert "STALE-TABLE-ROW" not in text and "old help" not in text and text.startswith("# x\n") and "\ntext\n" in text
-    assert "uses: OWNER/ckpt-action@v1" in text and "mode: latest" in text
+    for page in readme_tables.PAGES:
+        text = (tmp_path / page).read_text()
+        assert "STALE-COPY" not in text and text.startswith("# x\n") and "\ntext\n" in text, page
+        assert "uses: OWNER/ckpt-action@v1" in text and "uses: ./" not in text, page
+    readme = (tmp_path / "README.md").read_text()
+    assert "mode: latest" in readme and "mode: push" in readme and "\njobs:" not in readme  # the steps, not the file
+    # A missing marker pair is an error, not a silent pass.
+    (tmp_path / "README.md").write_text("# no markers\n")
+    proc = run("--check", *args)
+    assert proc.returncode == 1 and "README.md: marker pair not found" in proc.stderr
+
+
+def test_the_reference_tables_hold_every_input_output_command_and_setting() -> None:
+    text = "\n".join(readme_tables.tables(ACTION).values())
     assert "#### `push`" in text and "--local-dir TEXT" in text and "`CKPT_TIMEOUT`" in text
     for name in ACTION["inputs"]:
         assert f"| `{name}` |" in text
     for name in ACTION["outputs"]:
         assert f"| `{name}` |" in text
-    # Missing markers are an error, not a silent pass.
-    readme.write_text("# no markers\n")
-    assert run("--check", *args).returncode == 1
 
 
 def test_action_contract() -> None:
