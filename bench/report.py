@@ -137,6 +137,8 @@ def benchmarks_md(sections: list[Section], info: dict[str, str], seconds: float)
         markdown(sections),
         "## How to reproduce",
         "",
+        "<!-- not-run: the full bench takes many minutes; tests/e2e/test_bench_quick.py runs "
+        "python -m bench --quick -->",
         "```sh",
         "pip install -e '.[dev]'         # huggingface_hub, click, the hf CLI",
         "python -m bench                 # full run: table, bench/out/results.json, BENCHMARKS.md",

@@ -107,10 +107,17 @@ def python_api() -> str:
             + "\n".join(functions + classes))
 
 
+CLI_INTRO = """Every Hub command takes `--endpoint` (default `HF_ENDPOINT`, else the Hub), `--token`
+(default `HF_TOKEN`; never printed), `--json`, `--dotenv FILE`, `--timeout` and
+`--retries`. JSON keys: `repo`, `subfolder`, `revision` (always the resolved 40-hex SHA),
+`step`, `hub_url`, and `local_dir` / `found` where they apply; step outputs use the same
+names in kebab-case (`hub-url`, `local-dir`). Each command's `--help` follows."""
+
+
 def pages() -> dict[str, str]:
     action = readme_tables.load_action(ROOT / "action.yml")
     return {
-        "cli.md": "# CLI\n\nEach command's `--help`.\n\n" + readme_tables.cli_reference() + "\n",
+        "cli.md": ("# CLI\n\n" + CLI_INTRO + "\n\n" + readme_tables.cli_reference() + "\n"),
         "action.md": ("# GitHub Action: inputs and outputs\n\n## Inputs\n\n" + readme_tables.inputs_table(action)
                       + "\n\n## Outputs\n\n" + readme_tables.outputs_table(action) + "\n"),
         "settings.md": ("# Settings\n\nEvery bound, with its `CKPT_*` variable (a flag where one exists). "

@@ -43,8 +43,13 @@ def pages() -> list[str]:
     return ["README.md", *docs]
 
 
+SNIPPET = re.compile(r'^--8<-- "([^"]+)"$', re.M)
+
+
 def blocks(page: str, text: str | None = None) -> list[Block]:
     text = (ROOT / page).read_text(encoding="utf-8") if text is None else text
+    # A file the page includes (pymdownx.snippets, from the checkout's root) is part of it.
+    text = SNIPPET.sub(lambda m: (ROOT / m.group(1)).read_text(encoding="utf-8"), text)
     out = []
     for match in FENCE.finditer(text):
         before = text[:match.start()]

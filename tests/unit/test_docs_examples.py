@@ -21,6 +21,7 @@ def test_the_hand_written_pages_are_the_readme_and_the_site_but_its_reference():
     assert "README.md" in pages() and "docs/guides/resume.md" in pages()
     assert not [p for p in pages() if p.startswith("docs/reference/")]
     assert set(readme_tables.PAGES) <= set(pages())
+    assert any(b.page == "docs/benchmarks.md" for b in ALL)  # BENCHMARKS.md, included by the page, is read
 
 
 @pytest.mark.parametrize("b", ALL, ids=lambda b: f"{b.page}:{b.line}")
