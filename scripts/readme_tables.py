@@ -10,7 +10,6 @@ Only the text between these marker pairs is generated (PAGES says which page hol
 
     <!-- example:NAME:start --> ... <!-- example:NAME:end -->    .github/workflows/NAME, as a user
                                                                  writes it (`uses: OWNER/ckpt-action@v1`)
-    <!-- excerpt:NAME:start --> ... <!-- excerpt:NAME:end -->    the steps of NAME that use the action
 
 The action's inputs and outputs, the CLI's help and the settings are tables of the site's
 reference pages (scripts/docs_reference.py writes them from the functions below); the README
@@ -22,7 +21,6 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +28,10 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / ".github" / "workflows"
-# Each hand-written page and the generated copies it holds ("example:NAME" or "excerpt:NAME"):
+# Each hand-written page and the generated copies it holds ("example:NAME"):
 # runnable workflows, which act runs in tests/e2e/test_action_act.py.
 PAGES: dict[str, tuple[str, ...]] = {
-    "README.md": ("excerpt:example-resume.yml",),
+    "README.md": ("example:example-resume.yml",),
     "docs/guides/github-action.md": ("example:example-resume.yml", "example:example-train-push.yml"),
     "docs/guides/release-pipelines.md": ("example:example-release.yml",),
     "docs/guides/signing.md": ("example:example-signed-release.yml",),
@@ -122,7 +120,7 @@ def settings_table() -> str:
 
 
 def markers_of(key: str) -> tuple[str, str]:
-    """The marker pair around one generated copy: ``example:NAME`` or ``excerpt:NAME``."""
+    """The marker pair around one generated copy: ``example:NAME``."""
     return f"<!-- {key}:start -->", f"<!-- {key}:end -->"
 
 
@@ -145,31 +143,10 @@ def examples(workflows: Path = WORKFLOWS) -> dict[str, str]:
     return out
 
 
-def excerpt(name: str, workflows: Path = WORKFLOWS) -> str:
-    """The steps of one example workflow that use the action, in their order, as a fenced
-    block: what a user adds to a job of their own (the whole file is on the site)."""
-    text = (workflows / name).read_text(encoding="utf-8")
-    steps = []
-    for job in yaml.safe_load(text)["jobs"].values():
-        for step in job["steps"]:
-            if step.get("uses") == "./":
-                steps.append(step)
-    if not steps:
-        raise SystemExit(f"{name}: no step uses the action")
-    # Each step as the file writes it: its lines from `- name:` to the blank line after it.
-    chunks = [c for c in re.split(r"\n\s*\n", text) if SELF_USES.search(c) and re.search(r"^\s*- name:", c, re.M)]
-    if len(chunks) != len(steps):
-        raise SystemExit(f"{name}: steps that use the action must be separated by blank lines")
-    body = "\n\n".join(textwrap.dedent(_as_users(c.strip("\n"))) for c in chunks)
-    return f"```yaml\n# The steps of {name} that use the action (the whole workflow is on the site)\n{body}\n```"
-
-
 def generated(key: str) -> str:
     kind, name = key.split(":", 1)
     if kind == "example":
         return examples()[name]
-    if kind == "excerpt":
-        return excerpt(name)
     raise KeyError(key)
 
 

@@ -61,7 +61,7 @@ def test_the_quickstart_first_line_leaves_ckpt_action_on_path_in_a_fresh_venv(tm
 
 def test_every_workflow_copy_on_the_readme_and_the_site_is_current() -> None:
     assert readme_tables.main(["--check"]) == 0, "run: python scripts/readme_tables.py --write"
-    assert "excerpt:example-resume.yml" in readme_tables.PAGES["README.md"]
+    assert "example:example-resume.yml" in readme_tables.PAGES["README.md"]
     for page, keys in readme_tables.PAGES.items():
         text = (ROOT / page).read_text(encoding="utf-8")
         for key in keys:

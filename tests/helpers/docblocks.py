@@ -3,9 +3,8 @@
 Every fenced block of a hand-written page (the README, ``docs/**.md`` but the generated
 ``docs/reference/``) is one of:
 
-- a generated copy of a runnable workflow (between ``<!-- example:NAME:start -->`` or
-  ``<!-- excerpt:NAME:start -->`` and its end marker; scripts/readme_tables.py writes it, act runs
-  the workflow in tests/e2e/test_action_act.py);
+- a generated copy of a runnable workflow (between ``<!-- example:NAME:start -->`` and its end
+  marker; scripts/readme_tables.py writes it, act runs the workflow in tests/e2e/test_action_act.py);
 - marked ``<!-- runs: ID in tests/PATH.py -->`` on the line before it: that test takes the block
   with :func:`block` and runs it;
 - marked ``<!-- not-run: REASON -->`` on the line before it, the reason said.
@@ -23,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FENCE = re.compile(r"^```([\w-]*)\n(.*?)^```$", re.S | re.M)
 MARK = re.compile(r"<!-- (runs|not-run): (.*?) -->\n$")
 RUNS = re.compile(r"^([\w-]+) in (tests/[\w/]+\.py)$")
-GENERATED = re.compile(r"<!-- (example|excerpt):([\w.-]+):(start|end) -->")
+GENERATED = re.compile(r"<!-- (example):([\w.-]+):(start|end) -->")
 
 
 @dataclass(frozen=True)

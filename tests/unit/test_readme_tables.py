@@ -63,7 +63,7 @@ def test_check_detects_drift_and_write_fixes_it(tmp_path: Path) -> None:
         assert "STALE-COPY" not in text and text.startswith("# x\n") and "\ntext\n" in text, page
         assert "uses: OWNER/ckpt-action@v1" in text and "uses: ./" not in text, page
     readme = (tmp_path / "README.md").read_text()
-    assert "mode: latest" in readme and "mode: push" in readme and "\njobs:" not in readme  # the steps, not the file
+    assert "mode: latest" in readme and "mode: pull" in readme and "mode: push" in readme and "\njobs:" in readme
     # A missing marker pair is an error, not a silent pass.
     (tmp_path / "README.md").write_text("# no markers\n")
     proc = run("--check", *args)
