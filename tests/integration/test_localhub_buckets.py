@@ -115,7 +115,7 @@ def test_copies_by_xet_hash_send_no_bytes(api, hub, tmp_path):
     assert (tmp_path / "a").read_bytes() == data and (tmp_path / "b").read_bytes() == data[::-1]
 
 
-def test_deletes_free_storage(api, hub):
+def test_deletes_free_storage(api, hub, tmp_path):
     api.create_bucket(B)
     data = os.urandom(1024 * 1024)
     api.batch_bucket_files(B, add=[(data, "old/w.bin"), (b"kept", "new/w.bin")])
@@ -128,7 +128,13 @@ def test_deletes_free_storage(api, hub):
     assert api.bucket_info(B).size == 4
     assert store.objects.lfs_size(sha256) is None and store.xet.file_record(old.xet_hash) is None
     kept = store.buckets.files(B)["new/w.bin"]["sha256"]
+    api.create_bucket(f"{USER}/copy")
+    api.copy_files(f"hf://buckets/{B}/new/w.bin", f"hf://buckets/{USER}/copy/w.bin")
     api.delete_bucket(B)
+    assert store.objects.lfs_size(kept) == 4  # another bucket names it
+    api.download_bucket_files(f"{USER}/copy", [("w.bin", tmp_path / "w.bin")])
+    assert (tmp_path / "w.bin").read_bytes() == b"kept"
+    api.delete_bucket(f"{USER}/copy")
     assert store.objects.lfs_size(kept) is None
 
 
