@@ -226,3 +226,36 @@ def test_batch_reports_partial_failures_and_a_fault_fails_one_batch(api, hub):
     hub.set_faults([{"method": "GET", "path": f"^/api/buckets/{B}/tree", "tree_escape": "../escape.bin"}])
     assert _paths(api, B) == ["a.txt", "../escape.bin"]
     assert _paths(api, B) == ["a.txt"]
+
+
+def test_the_change_feed_refreshes_a_followed_listing(api, hub):
+    import time
+
+    from huggingface_hub._bucket_live_follow import BUCKET_FOLLOWERS
+
+    api.create_bucket(B)
+    api.batch_bucket_files(B, add=[(b"data", "data/a.txt")])
+    fs = HfFileSystem(endpoint=hub.url, token=TOKEN, skip_instance_cache=True, live_follow=True)
+    try:
+        assert fs.ls(f"buckets/{B}/data", detail=False) == [f"buckets/{B}/data/a.txt"]  # cached from now on
+        follower, _ = BUCKET_FOLLOWERS[(fs.endpoint, fs.token, B)]
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and not follower.subscribed and follower.is_alive():
+            time.sleep(0.1)
+        assert follower.subscribed  # the feed answered "ready": the listing is kept fresh by it, not re-read
+        assert fs.ls(f"buckets/{B}/data", detail=False) == [f"buckets/{B}/data/a.txt"]  # cached again after the
+        # follower's first reconcile
+        api.batch_bucket_files(B, add=[(b"data", "data/b.txt")])
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and len(fs.ls(f"buckets/{B}/data", detail=False)) < 2:
+            time.sleep(0.2)
+        assert fs.ls(f"buckets/{B}/data", detail=False) == [f"buckets/{B}/data/a.txt", f"buckets/{B}/data/b.txt"]
+        assert entries(hub, "GET", f"/api/buckets/{B}/events")
+    finally:
+        for key, (follower, subscribers) in list(BUCKET_FOLLOWERS.items()):
+            follower.stop()
+            subscribers.clear()
+            del BUCKET_FOLLOWERS[key]
+    stale = httpx.get(f"{hub.url}/api/buckets/{B}/events", params={"cursor": "0.1"},
+                      headers={"Authorization": f"Bearer {TOKEN}"})
+    assert stale.headers["Content-Type"].startswith("text/event-stream") and stale.text.startswith("event: reset")

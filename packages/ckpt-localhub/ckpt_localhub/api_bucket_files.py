@@ -13,6 +13,8 @@
   are answered in ``failed`` (``{"path", "error"}``): 200 when some were done, 422 when none.
   The rest lands in one replacement of the bucket's index (:mod:`.buckets`); bytes no one
   names any more are freed at once. A malformed line refuses the whole batch (400).
+- ``GET /api/buckets/{id}/events`` (``cursor=`` or ``since=``): the change feed as server-sent
+  events, one session per request (see :mod:`.bucketfeed`).
 - ``GET|HEAD /buckets/{id}/resolve/{path}``: as a repo's Xet file: ``X-Xet-Hash``, a ``Link``
   to the bucket's read-token route, ``X-Linked-Size``, and a redirect to the CDN listener,
   the bridge that serves the bytes (``Range`` works there and without redirects here).
@@ -24,10 +26,12 @@ import base64
 import binascii
 import json
 import re
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
 from . import api_buckets, transfer
+from .bucketfeed import HOLD_S
 from .buckets import Put, check_bucket_path
 from .context import Call
 from .httpmessages import HttpError, Response, json_response
@@ -222,3 +226,21 @@ def resolve(call: Call) -> Response:
                                f"&expires={expires}&signature={sig}")
         return Response(302, b"", headers, "text/plain")
     return transfer.file_answer(call, call.store.objects.lfs_path(sha256), size, headers)
+
+
+# ------------------------------------------------------------------------------- the change feed
+
+def events(call: Call) -> Response:
+    """``GET /api/buckets/{ns}/{name}/events``: one session of the change feed (:mod:`.bucketfeed`)."""
+    meta = api_buckets.readable(call)
+    req = call.req
+    cursor = req.param("cursor") or None
+    since_ms = None
+    if req.param("since") and cursor is None:
+        try:
+            since_ms = int(datetime.fromisoformat(req.param("since").replace("Z", "+00:00")).timestamp() * 1000)
+        except ValueError:
+            raise HttpError(400, "since must be an ISO 8601 instant") from None
+    session = call.store.buckets.feed.read(meta.repo_id, cursor, since_ms, HOLD_S)
+    body = "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in session)
+    return Response(200, body.encode(), {"Cache-Control": "no-cache"}, "text/event-stream")

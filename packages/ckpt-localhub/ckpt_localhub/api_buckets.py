@@ -58,7 +58,8 @@ def info_of(call: Call, meta: RepoMeta) -> dict[str, Any]:
     size, files = call.store.buckets.usage(meta.repo_id)
     return {"_id": hashlib.sha1(f"bucket/{meta.repo_id.lower()}".encode(), usedforsecurity=False).hexdigest()[:24],
             "id": meta.repo_id, "author": meta.repo_id.split("/")[0], "private": meta.private,
-            "createdAt": meta.created_at, "size": size, "totalFiles": files}
+            "createdAt": meta.created_at, "updatedAt": call.store.buckets.updated_at(meta.repo_id, meta.created_at),
+            "size": size, "totalFiles": files}
 
 
 def create(call: Call) -> Response:

@@ -40,6 +40,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from .bucketfeed import ChangeFeed
 from .names import Conflict, RepoExists, RepoMeta, RepoMoved, RepoNotFound, check_repo_id
 from .objects import LRU, ObjectStore, StorageError
 
@@ -87,6 +88,8 @@ class BucketStore:
         self._locks: dict[str, threading.RLock] = {}
         self._guard = threading.Lock()
         self._files = LRU(32)
+        self.feed = ChangeFeed()
+        """What each batch changed, for ``/events`` (in memory: a restart answers old cursors ``reset``)."""
 
     # ---------------------------------------------------------------- buckets
     def _dir(self, bucket_id: str) -> Path:
@@ -149,6 +152,7 @@ class BucketStore:
         with self.lock(bucket_id):
             self.get(bucket_id)
             held = {f["sha256"] for f in self.files(bucket_id).values()}
+            self.feed.forget(bucket_id)
             graveyard = self.objects.tmp / f"deleted-{uuid.uuid4().hex}"
             os.replace(self._dir(bucket_id), graveyard)
             shutil.rmtree(graveyard, ignore_errors=True)
@@ -159,6 +163,7 @@ class BucketStore:
         first, second = sorted([from_id.lower(), to_id.lower()])
         with self.lock(first), self.lock(second):
             meta = self.get(from_id)
+            self.feed.forget(from_id)
             if target != source and (target / "meta.json").exists():
                 raise Conflict(f"A bucket called {self.get(to_id).repo_id} already exists")
             if target != source:
@@ -207,15 +212,20 @@ class BucketStore:
             before = self.files(bucket_id)
             after = dict(before)
             uploaded = iso(now_ms())
+            changes: list[dict[str, Any]] = []
             for path in deletes:
-                after.pop(path, None)
+                if after.pop(path, None) is not None:
+                    changes.append({"path": path, "op": "delete"})
             for put in puts:
                 entry = {"xetHash": put.xet_hash, "size": put.size, "sha256": put.sha256,
                          "mtime": iso(put.mtime_ms), "uploadedAt": uploaded}
                 if put.content_type:
                     entry["contentType"] = put.content_type
+                changes.append({"path": put.path, "op": "update" if put.path in after else "add", "size": put.size,
+                                "xetHash": put.xet_hash, "mtime": entry["mtime"], "uploadedAt": uploaded})
                 after[put.path] = entry
             self.objects.write_json_atomic(self._dir(bucket_id) / "files.json", after)
+            self.feed.record(bucket_id, changes)
         kept = {f["sha256"] for f in after.values()}
         return sorted({f["sha256"] for f in before.values()} - kept)
 
@@ -223,6 +233,13 @@ class BucketStore:
         """(bytes, files) of the bucket as the Hub reports them: each file's size once per path."""
         files = self.files(bucket_id)
         return sum(int(f["size"]) for f in files.values()), len(files)
+
+    def updated_at(self, bucket_id: str, created_at: str) -> str:
+        """When the bucket last changed, as far as this server knows (the feed's ``since=``)."""
+        last = self.feed.last_change_ms.get(bucket_id.lower())
+        if last is not None:
+            return iso(last)
+        return max([created_at, *(str(f["uploadedAt"]) for f in self.files(bucket_id).values())])
 
     def held_sha256(self, bucket_id: str) -> frozenset[str]:
         try:

@@ -74,6 +74,7 @@ HUB_ROUTES = RouteTable([
     route("GET", _BUCKET + r"/tree(?:/(?P<path>.*))?", api_bucket_files.tree),
     route("POST", _BUCKET + r"/paths-info", api_bucket_files.paths_info),
     route("POST", _BUCKET + r"/batch", api_bucket_files.batch),
+    route("GET", _BUCKET + r"/events", api_bucket_files.events),
     route("GET|HEAD", r"/buckets/" + _REPO + r"/resolve/(?P<path>.+)", api_bucket_files.resolve),
     route("GET", _API, api_repos.repo_info),
     route("GET", _API + r"/revision/" + _REST.format("rev"), api_repos.repo_info),
