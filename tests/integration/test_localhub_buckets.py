@@ -78,6 +78,12 @@ def test_batch_tree_paths_info_and_download_through_xet(api, hub, tmp_path, monk
     api.batch_bucket_files(B, add=[(b"", "step-1/.complete")])  # hf_xet's shard of an empty file: no terms
     [empty] = api.get_bucket_paths_info(B, ["step-1/.complete"])
     assert empty.size == 0 and empty.xet_hash == "0" * 64
+    listed = list(api.list_bucket_tree(B))
+    hub.restart()  # the bucket, its index and its bytes are on disk
+    api = HfApi(endpoint=hub.url, token=TOKEN)
+    assert list(api.list_bucket_tree(B)) == listed
+    api.download_bucket_files(B, [("step-1/w.bin", tmp_path / "again.bin")])
+    assert (tmp_path / "again.bin").read_bytes() == weights
 
 
 def test_resolve_answers_xet_headers_and_bridges_ranges(api, hub):
