@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 
 import ckpt_action as ckpt
-import ckpt_action.api
 from tests.conftest import write_checkpoint
 from tests.helpers.chaos_helpers import env_for, seed
 from tests.helpers.procio import needs_proc_io, read_so_far
@@ -55,7 +54,7 @@ def two_checkpoints(hub, tmp_path):
 def test_a_pull_through_the_api_with_latest_reads_the_chosen_manifest_once(two_checkpoints, tmp_path):
     hub = two_checkpoints
     hub.mark()
-    res = ckpt.api.pull_checkpoint("o/r", tmp_path / "d", latest=True, endpoint=hub.url, retries=0)
+    res = ckpt.Client(hub.url, retries=0).pull("o/r", tmp_path / "d", latest=True)
     log = hub.since_mark()
     assert res.handle.subfolder == "checkpoint-2" and (tmp_path / "d" / "model.safetensors").exists()
     assert _gets(log, "checkpoint-2/ckpt-manifest.json") == 1, [e["path"] for e in log]
@@ -102,8 +101,8 @@ def test_a_verified_pull_with_latest_reads_and_checks_the_signature_once(hub, tm
 
     monkeypatch.setattr(signatures, "check_before_download", counted)
     hub.mark()
-    res = ckpt.api.pull_checkpoint("o/r", tmp_path / "d", latest=True, verify_key=key.public,
-                                   endpoint=hub.url, retries=0)
+    res = ckpt.Client(hub.url, retries=0).pull("o/r", tmp_path / "d", latest=True,
+                                              verification=ckpt.Verification(verify_key=key.public))
     log = hub.since_mark()
     assert res.signature_verified and res.provenance is not None
     assert res.handle.subfolder == "checkpoint-3"
@@ -134,7 +133,7 @@ def test_a_repull_after_an_mtime_change_reads_the_file_once(hub, tmp_path):
     dest, weights = _pulled_then_touched(hub, tmp_path)
     hub.mark()
     before = read_so_far()
-    res = ckpt.api.pull_checkpoint("o/r", dest, subfolder="checkpoint-1", endpoint=hub.url, retries=0)
+    res = ckpt.Client(hub.url, retries=0).pull("o/r", dest, subfolder="checkpoint-1")
     read = read_so_far() - before
     assert res.reused_files == 2 and res.downloaded_files == 0
     assert _gets(hub.since_mark(), "checkpoint-1/model.safetensors") == 0
@@ -148,7 +147,7 @@ def test_a_repull_whose_record_mark_does_not_verify_hashes_each_kept_file_once(h
     os.utime(dest / "model.safetensors")  # back to a fresh mtime: the key below is what makes it be hashed
     monkeypatch.setenv("HF_HOME", str(tmp_path / "another-home"))  # another key: the record's mark fails
     before = read_so_far()
-    res = ckpt.api.pull_checkpoint("o/r", dest, subfolder="checkpoint-1", endpoint=hub.url, retries=0)
+    res = ckpt.Client(hub.url, retries=0).pull("o/r", dest, subfolder="checkpoint-1")
     read = read_so_far() - before
     assert res.reused_files == 2 and res.downloaded_files == 0
     assert BIG <= read < BIG + BIG // 4, f"read {read / BIG:.2f} times the file's bytes, not once"

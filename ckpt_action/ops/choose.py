@@ -1,0 +1,63 @@
+"""Choosing a checkpoint: latest with its warnings, ``require``, and which folder a pull
+takes, with what latest read of it passed down (the manifest is read once, and the
+signature checked once, when latest chose the folder the pull takes)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ckpt_action.errors import NoCheckpointError, param_on
+
+if TYPE_CHECKING:
+    from ckpt_action.checkpoint.verifying import Verifier
+    from ckpt_action.handle import CheckpointHandle
+    from ckpt_action.hub.repo import RemoteRepo
+    from ckpt_action.ops.discover import Chosen, LatestResult
+
+Warn = Callable[[str], None]
+
+
+def no_checkpoint(repo: str, purpose: str = "", found: LatestResult | None = None) -> NoCheckpointError:
+    """The error for a repo holding no complete checkpoint (exit 3); ``found``, what latest
+    answered, rides along for a door that reports it before failing."""
+    exc = NoCheckpointError(f"no complete checkpoint-N in {repo}{purpose}")
+    exc.found = found  # type: ignore[attr-defined]
+    return exc
+
+
+def latest(remote: RemoteRepo, revision: str | None, warn: Warn, verifier: Verifier | None = None, *,
+           require: bool = False) -> LatestResult:
+    """The highest complete checkpoint, its warnings said (a missing repo, each folder passed
+    over); ``require``: none raises :func:`no_checkpoint`, the one place it is checked."""
+    from ckpt_action.ops.discover import latest as find
+
+    res = find(remote, revision, verifier)
+    missing = res.missing_warning(remote.repo, token=bool(remote.settings.token), require=param_on("require"))
+    if missing:
+        warn(missing)
+    for name, why in res.skipped:
+        warn(f"skipped {name}: {why}")
+    if require and res.handle is None:
+        raise no_checkpoint(remote.repo, found=res)
+    return res
+
+
+def for_pull(remote: RemoteRepo, subfolder: str | None, revision: str | None, sha: str | None, warn: Warn,
+             verifier: Verifier | None, *, source: object = None,
+             found: LatestResult | None = None) -> tuple[str, str | None, Chosen | None]:
+    """(subfolder, sha, chosen) for a pull: the folder named, else latest's (none raises
+    :func:`no_checkpoint`). ``found``, a latest result whose handle is ``source``: what it read
+    of that folder goes down to the pull, not its signature check (the pull's ``verifier``
+    is checked by the pull); a latest made here with the pull's verifier passes both."""
+    chosen = found.chosen if found is not None and found.handle == source else None
+    if chosen is not None:
+        chosen = dataclasses.replace(chosen, signature=None, verifier=None)
+    if subfolder is not None:
+        return subfolder, sha, chosen
+    res = latest(remote, revision, warn, verifier)
+    if res.handle is None:
+        raise no_checkpoint(remote.repo, " to pull", found=res)
+    handle: CheckpointHandle = res.handle
+    return handle.subfolder, handle.revision, res.chosen
