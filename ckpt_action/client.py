@@ -268,6 +268,37 @@ def check_wandb_inputs(*, project: str | None = None, entity: str | None = None,
                  prefix=prefix)
 
 
+# --------------------------------------------------------------------------- what latest learned
+
+_CARRIED = "_ckpt_latest"
+
+
+class _Carried:
+    """What latest read of the folder a handle names, riding on that handle object to the
+    pull that takes it (``ckpt.pull(ckpt.latest(repo), dest)``): the folder at a pinned SHA
+    never changes, so its manifest is not read twice. Never pickled or copied: a handle
+    sent elsewhere (another process, a deep copy) reads the folder itself."""
+
+    __slots__ = ("found",)
+
+    def __init__(self, found: LatestResult | None = None) -> None:
+        self.found = found
+
+    def __reduce__(self) -> tuple[type[_Carried], tuple[()]]:
+        return (_Carried, ())
+
+
+def _carry(res: LatestResult) -> LatestResult:
+    if res.handle is not None and res.chosen is not None:
+        object.__setattr__(res.handle, _CARRIED, _Carried(res))  # frozen: set past its own __setattr__
+    return res
+
+
+def _carried(source: object) -> LatestResult | None:
+    carried = getattr(source, _CARRIED, None) if isinstance(source, CheckpointHandle) else None
+    return carried.found if isinstance(carried, _Carried) else None
+
+
 # --------------------------------------------------------------------------- the client
 
 
@@ -375,13 +406,16 @@ class Client:
         """The highest complete ``checkpoint-N`` of ``repo`` (see :func:`ckpt_action.api.latest`),
         answering the handle or None, the SHA read, whether it has a manifest and what was
         skipped. ``require=True``: none raises :class:`~ckpt_action.errors.NoCheckpointError`
-        (its ``found`` is this result, for a door that reports it before failing)."""
+        (its ``found`` is this result, for a door that reports it before failing). The handle
+        carries what was read of its folder to a :meth:`pull` of it, which does not read it
+        again."""
         from ckpt_action.ops.choose import latest
 
         repo = names.repo_id(repo)
         revision = names.revision(revision)
         check = verifier(verification)
-        return latest(self._remote(self.settings(), repo), revision, warn or _log_warning, check, require=require)
+        return _carry(latest(self._remote(self.settings(), repo), revision, warn or _log_warning, check,
+                             require=require))
 
     @boundary("local_dir", "cache_dir")
     def pull(self, source: CheckpointHandle | str | None = None, local_dir: PathLike | None = None, *,
@@ -441,6 +475,7 @@ class Client:
             elif rev is not None and SHA_RE.match(rev):
                 sha = rev
         remote = self._remote(settings, repo)
+        found = found if found is not None else _carried(source)
         sub, sha, chosen = for_pull(remote, sub, rev, sha, warn or _log_warning, check, source=source, found=found)
         return pull_folder(remote, sub, rev, target, force=force, sha=sha, select=select, cache=cache,
                            verifier=check, chosen=chosen, looked=looked)

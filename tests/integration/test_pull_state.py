@@ -60,6 +60,30 @@ def test_a_pull_through_the_api_with_latest_reads_the_chosen_manifest_once(two_c
     assert _gets(log, "checkpoint-2/ckpt-manifest.json") == 1, [e["path"] for e in log]
 
 
+def test_a_pull_of_the_handle_latest_answered_reads_its_manifest_once(two_checkpoints, tmp_path):
+    """``ckpt.pull(ckpt.latest(repo), dest)``: the handle latest answered carries what latest
+    read of its folder (at that SHA, which never changes) down to the pull."""
+    hub = two_checkpoints
+    hub.mark()
+    found = ckpt.latest("o/r", endpoint=hub.url, retries=0)
+    path = ckpt.pull(found, tmp_path / "d", endpoint=hub.url, retries=0)
+    log = hub.since_mark()
+    assert found is not None and found.subfolder == "checkpoint-2" and (path / "model.safetensors").exists()
+    assert _gets(log, "checkpoint-2/ckpt-manifest.json") == 1, [e["path"] for e in log]
+
+
+def test_a_handle_rebuilt_from_its_fields_is_read_again(two_checkpoints, tmp_path):
+    """What rides along is the handle's own: an equal handle built elsewhere (a pointer, a
+    log) reads the manifest itself."""
+    hub = two_checkpoints
+    found = ckpt.latest("o/r", endpoint=hub.url, retries=0)
+    assert found is not None
+    hub.mark()
+    again = ckpt.CheckpointHandle(found.repo, found.subfolder, found.revision, found.step, found.endpoint)
+    ckpt.pull(again, tmp_path / "d", endpoint=hub.url, retries=0)
+    assert _gets(hub.since_mark(), "checkpoint-2/ckpt-manifest.json") == 1
+
+
 def test_pull_latest_on_the_command_line_reads_the_chosen_manifest_once(two_checkpoints, cli, tmp_path):
     hub = two_checkpoints
     hub.mark()

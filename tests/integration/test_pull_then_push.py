@@ -16,8 +16,8 @@ import pytest
 
 import ckpt_action as ckpt
 from ckpt_action.client import Client
-from ckpt_action.options import Signing
 from ckpt_action.errors import InputError
+from ckpt_action.options import Signing
 from ckpt_localhub import LocalHub
 from tests.conftest import read_tree, write_checkpoint
 from tests.helpers.signing_helpers import make_key
