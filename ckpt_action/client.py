@@ -279,24 +279,41 @@ class _Carried:
     never changes, so its manifest is not read twice. Never pickled or copied: a handle
     sent elsewhere (another process, a deep copy) reads the folder itself."""
 
-    __slots__ = ("found",)
+    __slots__ = ("found", "verification")
 
-    def __init__(self, found: LatestResult | None = None) -> None:
+    def __init__(self, found: LatestResult | None = None, verification: Verification | None = None) -> None:
         self.found = found
+        self.verification = verification
 
     def __reduce__(self) -> tuple[type[_Carried], tuple[()]]:
         return (_Carried, ())
 
 
-def _carry(res: LatestResult) -> LatestResult:
+def _wanted(verification: Verification | None) -> Verification | None:
+    return verification if verification is not None and verification.wanted else None
+
+
+def _carry(res: LatestResult, verification: Verification | None = None) -> LatestResult:
+    """``res``, its handle carrying it (and the check it was made with, ``verification``)."""
     if res.handle is not None and res.chosen is not None:
-        object.__setattr__(res.handle, _CARRIED, _Carried(res))  # frozen: set past its own __setattr__
+        carried = _Carried(res, _wanted(verification))
+        object.__setattr__(res.handle, _CARRIED, carried)  # frozen: set past its own __setattr__
     return res
 
 
 def _carried(source: object) -> LatestResult | None:
     carried = getattr(source, _CARRIED, None) if isinstance(source, CheckpointHandle) else None
     return carried.found if isinstance(carried, _Carried) else None
+
+
+def _carried_check(source: object, verification: Verification | None) -> Verifier | None:
+    """The verifier latest checked the handle's folder with, when the pull asks for the very
+    same check (so its result stands); else None."""
+    carried = getattr(source, _CARRIED, None) if isinstance(source, CheckpointHandle) else None
+    if not isinstance(carried, _Carried) or carried.found is None or carried.found.chosen is None:
+        return None
+    wanted = _wanted(verification)
+    return carried.found.chosen.verifier if wanted is not None and carried.verification == wanted else None
 
 
 # --------------------------------------------------------------------------- the client
@@ -415,7 +432,7 @@ class Client:
         revision = names.revision(revision)
         check = verifier(verification)
         return _carry(latest(self._remote(self.settings(), repo), revision, warn or _log_warning, check,
-                             require=require))
+                             require=require), verification)
 
     @boundary("local_dir", "cache_dir")
     def pull(self, source: CheckpointHandle | str | None = None, local_dir: PathLike | None = None, *,
@@ -475,8 +492,12 @@ class Client:
             elif rev is not None and SHA_RE.match(rev):
                 sha = rev
         remote = self._remote(settings, repo)
-        found = found if found is not None else _carried(source)
-        sub, sha, chosen = for_pull(remote, sub, rev, sha, warn or _log_warning, check, source=source, found=found)
+        checked = None
+        if found is None:  # what latest read, carried by its handle; its check too when the same is asked
+            found, checked = _carried(source), _carried_check(source, verification)
+            check = checked or check
+        sub, sha, chosen = for_pull(remote, sub, rev, sha, warn or _log_warning, check, source=source, found=found,
+                                    checked=checked is not None)
         return pull_folder(remote, sub, rev, target, force=force, sha=sha, select=select, cache=cache,
                            verifier=check, chosen=chosen, looked=looked)
 

@@ -45,14 +45,15 @@ def latest(remote: RemoteRepo, revision: str | None, warn: Warn, verifier: Verif
 
 
 def for_pull(remote: RemoteRepo, subfolder: str | None, revision: str | None, sha: str | None, warn: Warn,
-             verifier: Verifier | None, *, source: object = None,
-             found: LatestResult | None = None) -> tuple[str, str | None, Chosen | None]:
+             verifier: Verifier | None, *, source: object = None, found: LatestResult | None = None,
+             checked: bool = False) -> tuple[str, str | None, Chosen | None]:
     """(subfolder, sha, chosen) for a pull: the folder named, else latest's (none raises
     :func:`no_checkpoint`). ``found``, a latest result whose handle is ``source``: what it read
     of that folder goes down to the pull, not its signature check (the pull's ``verifier``
-    is checked by the pull); a latest made here with the pull's verifier passes both."""
+    is checked by the pull) unless ``checked``: ``verifier`` is the one latest checked it
+    with. A latest made here with the pull's verifier passes both."""
     chosen = found.chosen if found is not None and found.handle == source else None
-    if chosen is not None:
+    if chosen is not None and not (checked and chosen.verifier is verifier):
         chosen = dataclasses.replace(chosen, signature=None, verifier=None)
     if subfolder is not None:
         return subfolder, sha, chosen

@@ -137,6 +137,36 @@ def test_a_verified_pull_with_latest_reads_and_checks_the_signature_once(hub, tm
     assert (tmp_path / "d" / "model.sig").exists() and (tmp_path / "d" / "ckpt-provenance.json").exists()
 
 
+def test_a_verified_pull_of_the_handle_a_verified_latest_answered_checks_the_signature_once(hub, tmp_path,
+                                                                                           monkeypatch):
+    """``ckpt.pull(ckpt.latest(repo, verify_key=k), dest, verify_key=k)``: the same check
+    latest made of that folder is not made again; another check (here none at latest) is."""
+    from ckpt_action.ops import signatures
+
+    key = make_key(tmp_path)
+    src = write_checkpoint(tmp_path / "src", {"config.json": b'{"step": 3}', "model.safetensors": b"w" * 5000})
+    ckpt.push(src, "o/r", step=3, signing_key=key.private, endpoint=hub.url, retries=0)
+    checks = []
+    real = signatures.check_before_download
+
+    def counted(*args, **kwargs):
+        checks.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(signatures, "check_before_download", counted)
+    hub.mark()
+    found = ckpt.latest("o/r", verify_key=key.public, endpoint=hub.url, retries=0)
+    ckpt.pull(found, tmp_path / "d", verify_key=key.public, endpoint=hub.url, retries=0)
+    log = hub.since_mark()
+    seen = {name: _gets(log, f"checkpoint-3/{name}") for name in ("model.sig", "ckpt-manifest.json")}
+    assert seen == {"model.sig": 1, "ckpt-manifest.json": 1}, [e["path"] for e in log]
+    assert len(checks) == 1, f"the signature was checked {len(checks)} times"
+
+    unchecked = ckpt.latest("o/r", endpoint=hub.url, retries=0)  # no check at latest: the pull makes its own
+    ckpt.pull(unchecked, tmp_path / "e", verify_key=key.public, endpoint=hub.url, retries=0)
+    assert len(checks) == 2
+
+
 # --------------------------------------------------------------------------- a re-pull after an mtime change
 
 
