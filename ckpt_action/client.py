@@ -9,11 +9,16 @@ are the typed groups of :mod:`ckpt_action.options` (:class:`~ckpt_action.options
 :class:`~ckpt_action.options.Verification`). Both doors call these methods: the CLI with
 what it parsed, ``ckpt.push``/``ckpt.pull``/... (:mod:`ckpt_action.api`) with their keywords.
 
-Errors leave a method through one boundary (:func:`boundary`): our own as they are, a
-local I/O failure as :class:`~ckpt_action.errors.LocalIOError` naming the path and the
-parameter it is under, which each door spells (``local_dir=``, ``--local-dir``). Nothing
-global changes: the environment is read when a command runs, and the clients come from
-huggingface_hub's factory (``huggingface_hub.set_client_factory``), never replaced.
+Errors leave a method through one boundary (:func:`ckpt_action.boundary.boundary`): our own
+as they are, a local I/O failure as :class:`~ckpt_action.errors.LocalIOError` naming the
+path and the parameter it is under, which each door spells (``local_dir=``,
+``--local-dir``). Nothing global changes: the environment is read when a command runs, and
+the clients come from huggingface_hub's factory (``huggingface_hub.set_client_factory``),
+never replaced.
+
+A little under 500 lines on purpose: one method per command, each its command's checks in
+order before its first request, which read best side by side (the steps after the first
+request are the operations', in ``ops/``).
 
 >>> import tempfile
 >>> from pathlib import Path
@@ -32,18 +37,17 @@ huggingface_hub's factory (``huggingface_hub.set_client_factory``), never replac
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
-from contextvars import ContextVar
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from ckpt_action import names
-from ckpt_action.errors import InputError, LocalIOError, param, quoted, render
+from ckpt_action.boundary import boundary, first_request
+from ckpt_action.errors import InputError, param, render
 from ckpt_action.handle import SHA_RE, CheckpointHandle
 from ckpt_action.options import Connection, PathLike, Signing, Verification
 from ckpt_action.settings import Settings
@@ -82,88 +86,6 @@ def __getattr__(name: str) -> Any:
         return getattr(import_module(_RESULTS[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 Warn = Callable[[str], None]
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-# --------------------------------------------------------------------------- the error boundary
-
-
-def _under(filename: str, root: Path) -> bool:
-    """Whether ``filename`` is ``root``, inside it, or beside it (a pull's staging dir and lock)."""
-    path = Path(filename)
-    return path == root or root in path.parents or path.parent == root.parent
-
-
-def local_io_error(command: str, exc: OSError, paths: Mapping[str, PathLike | None] = {}) -> LocalIOError:
-    """The one translation of a local I/O failure: the command, the path and the failure,
-    the parameter it is under (``paths``: a command's path parameters), and what to check."""
-    filename = os.fsdecode(exc.filename) if exc.filename is not None else None
-    where = f" on {filename}" if filename else ""
-    under = ""
-    if filename:
-        for name, given in paths.items():
-            if given is not None and _under(filename, Path(os.path.abspath(os.fspath(given)))):
-                under = f" in {param(name)} {quoted(os.fspath(given), 200)}"
-                break
-    return LocalIOError(f"{command}: a local file operation failed{under}{where} ({exc.strerror or exc}):"
-                        " check the permissions and free space there")
-
-
-def boundary(*path_params: str) -> Callable[[_F], _F]:
-    """Where errors leave a command, for both doors: our own as they are, a local I/O failure
-    (a file that cannot be read, a dir that cannot be written, a full disk) as
-    :class:`LocalIOError` naming the path and which of ``path_params`` it is under. Network
-    failures are the transport's to translate (and are RemoteError by then)."""
-
-    def decorate(fn: _F) -> _F:
-        import inspect
-
-        signature = inspect.signature(fn)
-
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return fn(*args, **kwargs)
-            except (ConnectionError, TimeoutError):
-                raise
-            except OSError as exc:
-                bound = signature.bind_partial(*args, **kwargs).arguments
-                paths = {name: bound.get(name) for name in path_params}
-                raise local_io_error(fn.__name__, exc, paths) from exc
-
-        return wrapper  # type: ignore[return-value]
-
-    return decorate
-
-
-# --------------------------------------------------------------------------- checks only
-
-_CHECKS_ONLY: ContextVar[bool] = ContextVar("ckpt_action_checks_only", default=False)
-
-
-class InputsChecked(BaseException):
-    """Raised in place of a command's first request (to the Hub or W&B) under
-    :func:`checks_only`: every check of its inputs passed. A BaseException, so no handler
-    for errors takes it for one."""
-
-
-@contextmanager
-def checks_only() -> Iterator[None]:
-    """Run a command's steps only up to its first request: every check it makes of its
-    inputs (names, bounds, settings, the local dir, key files) runs as in the real run, and
-    :class:`InputsChecked` is raised where it would first reach the network or write. The
-    action's container runtime validates the step this way before creating any dir."""
-    token = _CHECKS_ONLY.set(True)
-    try:
-        yield
-    finally:
-        _CHECKS_ONLY.reset(token)
-
-
-def first_request() -> None:
-    """Where a command leaves its checks for the network: the end of a checks-only run."""
-    if _CHECKS_ONLY.get():
-        raise InputsChecked
-
 
 # --------------------------------------------------------------------------- the option groups, loaded
 
@@ -266,54 +188,6 @@ def check_wandb_inputs(*, project: str | None = None, entity: str | None = None,
 
     check_inputs(project=project, entity=entity, run_id=run_id, artifact_name=artifact_name, registry=registry,
                  prefix=prefix)
-
-
-# --------------------------------------------------------------------------- what latest learned
-
-_CARRIED = "_ckpt_latest"
-
-
-class _Carried:
-    """What latest read of the folder a handle names, riding on that handle object to the
-    pull that takes it (``ckpt.pull(ckpt.latest(repo), dest)``): the folder at a pinned SHA
-    never changes, so its manifest is not read twice. Never pickled or copied: a handle
-    sent elsewhere (another process, a deep copy) reads the folder itself."""
-
-    __slots__ = ("found", "verification")
-
-    def __init__(self, found: LatestResult | None = None, verification: Verification | None = None) -> None:
-        self.found = found
-        self.verification = verification
-
-    def __reduce__(self) -> tuple[type[_Carried], tuple[()]]:
-        return (_Carried, ())
-
-
-def _wanted(verification: Verification | None) -> Verification | None:
-    return verification if verification is not None and verification.wanted else None
-
-
-def _carry(res: LatestResult, verification: Verification | None = None) -> LatestResult:
-    """``res``, its handle carrying it (and the check it was made with, ``verification``)."""
-    if res.handle is not None and res.chosen is not None:
-        carried = _Carried(res, _wanted(verification))
-        object.__setattr__(res.handle, _CARRIED, carried)  # frozen: set past its own __setattr__
-    return res
-
-
-def _carried(source: object) -> LatestResult | None:
-    carried = getattr(source, _CARRIED, None) if isinstance(source, CheckpointHandle) else None
-    return carried.found if isinstance(carried, _Carried) else None
-
-
-def _carried_check(source: object, verification: Verification | None) -> Verifier | None:
-    """The verifier latest checked the handle's folder with, when the pull asks for the very
-    same check (so its result stands); else None."""
-    carried = getattr(source, _CARRIED, None) if isinstance(source, CheckpointHandle) else None
-    if not isinstance(carried, _Carried) or carried.found is None or carried.found.chosen is None:
-        return None
-    wanted = _wanted(verification)
-    return carried.found.chosen.verifier if wanted is not None and carried.verification == wanted else None
 
 
 # --------------------------------------------------------------------------- the client
@@ -426,12 +300,12 @@ class Client:
         (its ``found`` is this result, for a door that reports it before failing). The handle
         carries what was read of its folder to a :meth:`pull` of it, which does not read it
         again."""
-        from ckpt_action.ops.choose import latest
+        from ckpt_action.ops.choose import carry, latest
 
         repo = names.repo_id(repo)
         revision = names.revision(revision)
         check = verifier(verification)
-        return _carry(latest(self._remote(self.settings(), repo), revision, warn or _log_warning, check,
+        return carry(latest(self._remote(self.settings(), repo), revision, warn or _log_warning, check,
                              require=require), verification)
 
     @boundary("local_dir", "cache_dir")
@@ -452,7 +326,7 @@ class Client:
         given here is checked here."""
         from ckpt_action.disk.cache import CacheConfig
         from ckpt_action.disk.target import check_target
-        from ckpt_action.ops.choose import for_pull
+        from ckpt_action.ops.choose import carried, carried_check, for_pull
         from ckpt_action.ops.pull import Selection
         from ckpt_action.ops.pull import pull as pull_folder
 
@@ -494,7 +368,7 @@ class Client:
         remote = self._remote(settings, repo)
         checked = None
         if found is None:  # what latest read, carried by its handle; its check too when the same is asked
-            found, checked = _carried(source), _carried_check(source, verification)
+            found, checked = carried(source), carried_check(source, verification)
             check = checked or check
         sub, sha, chosen = for_pull(remote, sub, rev, sha, warn or _log_warning, check, source=source, found=found,
                                     checked=checked is not None)

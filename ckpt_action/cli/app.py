@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import click
 
+from ckpt_action import boundary
 from ckpt_action import client as core
 from ckpt_action.ci.escaping import escape
 from ckpt_action.cli.options import (
@@ -342,7 +343,7 @@ def from_action(ctx: click.Context, print_mounts: bool, check_only: bool) -> Non
     Errors name the action's inputs (``input 'tag'``), also those Click finds while
     parsing (a ``step`` that is not a whole number). ``--print-mounts`` checks the inputs
     and that each mount can be given to ``--volume``; ``--check`` runs the command itself up
-    to its first request (:func:`ckpt_action.client.checks_only`: the very checks of the real
+    to its first request (:func:`ckpt_action.boundary.checks_only`: the very checks of the real
     run, once, not a copy of them). action/container.sh runs both, the second with the
     listed paths mounted, before it creates any dir, so a step that will exit 2 creates
     nothing.
@@ -366,9 +367,9 @@ def from_action(ctx: click.Context, print_mounts: bool, check_only: bool) -> Non
         return
     if check_only:
         try:
-            with sub_ctx, core.checks_only():
+            with sub_ctx, boundary.checks_only():
                 sub.invoke(sub_ctx)
-        except core.InputsChecked:
+        except boundary.InputsChecked:
             return
         fail(f"{name} ran to its end without a request: nothing to check it against", EXIT_FAIL)
     echo(f"ckpt-action {name} " + " ".join(args), err=True)

@@ -7,8 +7,9 @@ from __future__ import annotations
 import copy
 import pickle
 
-from ckpt_action.client import _carried, _carry
 from ckpt_action.handle import CheckpointHandle
+from ckpt_action.ops.choose import carried as _carried
+from ckpt_action.ops.choose import carry as _carry
 from ckpt_action.ops.discover import Chosen, LatestResult
 
 MANIFEST = b'{"marker": "what latest read"}'
