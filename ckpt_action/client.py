@@ -85,7 +85,10 @@ def __getattr__(name: str) -> Any:
 
         return getattr(import_module(_RESULTS[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 Warn = Callable[[str], None]
+
 
 # --------------------------------------------------------------------------- the option groups, loaded
 
