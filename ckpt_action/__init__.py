@@ -9,6 +9,11 @@ core (no Click here), the CLI over it (``ckpt_action.cli.app``) and the Python A
     found = ckpt.latest("org/run")
     path = ckpt.pull(found, "resume/")
 
+or, the connection given once and each command answering its full result::
+
+    client = ckpt.Client(endpoint="https://huggingface.co", retries=3)
+    res = client.push("out/checkpoint-300", "org/run", step=300, signing=ckpt.Signing(signing_key="key.pem"))
+
 The API's names are resolved on first use (PEP 562), so ``import ckpt_action`` imports
 neither huggingface_hub nor wandb: a CLI call or a training script pays for them only
 when it talks to the Hub or W&B.
@@ -30,7 +35,11 @@ _EXPORTS: dict[str, str] = {
     "promote": "api",
     "list_checkpoints": "api",
     "prune": "api",
-    "PruneResult": "api",
+    "PruneResult": "ops.prune",
+    "Client": "client",
+    "Connection": "options",
+    "Signing": "options",
+    "Verification": "options",
     "CheckpointHandle": "handle",
     "CheckpointInfo": "ops.discover",
     "PointerResult": "wandb.sdk",
@@ -52,7 +61,9 @@ __all__ = [  # the same names as _EXPORTS (a test checks)
     "CheckpointHandle",
     "CheckpointInfo",
     "CkptError",
+    "Client",
     "ConflictError",
+    "Connection",
     "DistributedError",
     "InputError",
     "IntegrityError",
@@ -63,6 +74,8 @@ __all__ = [  # the same names as _EXPORTS (a test checks)
     "PruneResult",
     "RemoteError",
     "SignatureError",
+    "Signing",
+    "Verification",
     "WandbError",
     "latest",
     "list_checkpoints",
@@ -77,9 +90,11 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ckpt_action.ops.discover import CheckpointInfo
+    from ckpt_action.ops.prune import PruneResult
     from ckpt_action.wandb.sdk import PointerResult, WandbError
 
-    from .api import PruneResult, latest, list_checkpoints, log_pointer, promote, prune, pull, push
+    from .api import latest, list_checkpoints, log_pointer, promote, prune, pull, push
+    from .client import Client
     from .errors import (
         AuthError,
         CkptError,
@@ -93,6 +108,7 @@ if TYPE_CHECKING:
         RemoteError,
     )
     from .handle import CheckpointHandle
+    from .options import Connection, Signing, Verification
 
 
 def __getattr__(name: str) -> Any:

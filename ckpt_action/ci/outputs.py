@@ -21,8 +21,8 @@ from ckpt_action.disk.access import not_writable_hint
 from ckpt_action.errors import InputError, param
 
 if TYPE_CHECKING:
-    from ckpt_action.api import ListResult, PruneResult
     from ckpt_action.ops.discover import LatestResult
+    from ckpt_action.ops.prune import ListResult, PruneResult
     from ckpt_action.ops.pull import PullResult
     from ckpt_action.ops.push import PushResult
     from ckpt_action.ops.release import PromoteResult

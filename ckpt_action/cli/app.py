@@ -2,9 +2,10 @@
 
 The same CLI runs from the GitHub Action, in the container image
 (``docker run IMAGE push ...``), as the ``ckpt-action`` console script and by hand
-(``python entrypoint.py`` in a checkout). It is a client of :mod:`ckpt_action.api`, where
-every command's steps live (checks, settings, the operation); it imports nothing below
-the API (an import-linter contract holds it to that) and renders what the API answers:
+(``python entrypoint.py`` in a checkout). It is a door onto :class:`ckpt_action.client.Client`,
+where every command's steps live (checks, settings, the operation) and where errors are
+translated for both doors; it imports nothing below the client (an import-linter contract
+holds it to that) and renders what the client answers:
 text, JSON, step outputs, dotenv, job summary. Errors name parameters, which this door
 spells as flags (``--tag``), or as inputs (``input 'tag'``) when the action runs it. A
 command changes no global state, so tests run it in-process (Click's ``CliRunner``);
@@ -24,12 +25,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import click
 
-from ckpt_action import api
+from ckpt_action import boundary
+from ckpt_action import client as core
 from ckpt_action.ci.escaping import escape
 from ckpt_action.cli.options import (
     HubOptions,
-    SigningOptions,
-    VerifyOptions,
     WandbOptions,
     hub_options,
     repo_option,
@@ -52,11 +52,12 @@ from ckpt_action.cli.render import (
     setup_logging,
     warn,
 )
-from ckpt_action.errors import CkptError, InputError, param
+from ckpt_action.errors import CkptError, InputError, NoCheckpointError, param
 from ckpt_action.version import __version__
 
 if TYPE_CHECKING:
     from ckpt_action.handle import CheckpointHandle
+    from ckpt_action.options import Signing, Verification
 
 class _Group(click.Group):
     """The commands, with those defined elsewhere loaded only when named: the local Hub
@@ -125,7 +126,7 @@ def cli() -> None:
 @hub_options
 @command
 def push(repo: str, local_dir: str, subfolder: str | None, step: int | None, private: bool,
-         commit_message: str | None, signing: SigningOptions, distributed: bool, wandb: WandbOptions,
+         commit_message: str | None, signing: Signing, distributed: bool, wandb: WandbOptions,
          hub: HubOptions) -> None:
     """Push a local checkpoint dir to REPO/SUBFOLDER and report the commit SHA that holds it complete.
 
@@ -134,9 +135,9 @@ def push(repo: str, local_dir: str, subfolder: str | None, step: int | None, pri
     """
     from ckpt_action.ci.outputs import push_outputs
 
-    res = api.push_checkpoint(local_dir, repo, step=step, subfolder=subfolder, private=private,
-                              commit_message=commit_message, distributed=distributed,
-                              join_job=distributed, note=note, **signing.keywords, **hub.hub())
+    res = hub.client().push(local_dir, repo, step=step, subfolder=subfolder, private=private,
+                            commit_message=commit_message, signing=signing, distributed=distributed,
+                            join_job=distributed, note=note)
     result = push_outputs(res)
     if wandb.project:
         result |= _log_wandb(res.handle, wandb)
@@ -147,8 +148,9 @@ def _log_wandb(handle: CheckpointHandle, wandb: WandbOptions) -> dict[str, Any]:
     assert wandb.project is not None
     try:
         # run=None and a run id (or none): this process has no run of its own to log to.
-        pointer = api.log_pointer(handle, None, project=wandb.project, entity=wandb.entity, run_id=wandb.run_id,
-                                  artifact_name=wandb.artifact_name, registry=wandb.registry, warn=warn)
+        pointer = core.Client().log_pointer(handle, None, project=wandb.project, entity=wandb.entity,
+                                            run_id=wandb.run_id, artifact_name=wandb.artifact_name,
+                                            registry=wandb.registry, warn=warn)
     except CkptError as exc:
         if wandb.fatal:
             raise
@@ -166,17 +168,21 @@ def _log_wandb(handle: CheckpointHandle, wandb: WandbOptions) -> dict[str, Any]:
 @verify_options
 @hub_options
 @command
-def latest(repo: str, revision: str | None, require: bool, verify: VerifyOptions, hub: HubOptions) -> None:
+def latest(repo: str, revision: str | None, require: bool, verify: Verification, hub: HubOptions) -> None:
     """Find the highest complete checkpoint-N, pinned to the SHA it was read at.
 
     Nothing found exits 0 with found=false (3 with --require); a failure to tell exits 1.
     """
     from ckpt_action.ci.outputs import latest_outputs
 
-    res = api.find_latest(repo, revision=revision, warn=warn, **verify.keywords, **hub.hub())
+    try:
+        res = hub.client().latest(repo, revision=revision, require=require, verification=verify, warn=warn)
+    except NoCheckpointError as exc:  # --require: the outputs say found=false, then exit 3
+        found = getattr(exc, "found", None)
+        if found is not None:
+            emit("latest", latest_outputs(repo, found), hub)
+        raise
     emit("latest", latest_outputs(repo, res), hub)
-    if res.handle is None and require:
-        raise api.no_checkpoint(repo)
 
 
 # --- pull ---------------------------------------------------------------------------------------
@@ -202,19 +208,18 @@ def latest(repo: str, revision: str | None, require: bool, verify: VerifyOptions
 @command
 def pull(repo: str | None, subfolder: str | None, use_latest: bool, pointer: str | None, from_wandb: str | None,
          revision: str | None, local_dir: str, force: bool, include: tuple[str, ...], exclude: tuple[str, ...],
-         cache_dir: str | None, verify: VerifyOptions, hub: HubOptions) -> None:
+         cache_dir: str | None, verify: Verification, hub: HubOptions) -> None:
     """Download one checkpoint at a pinned SHA, verify every file, then move it into place.
 
     Files already in --local-dir from an earlier pull, or in --cache-dir, are not downloaded again.
     """
     if not (subfolder or use_latest or pointer or from_wandb):
-        raise api.one_source_error()
+        raise core.one_source_error()
     from ckpt_action.ci.outputs import pull_outputs
 
-    res = api.pull_checkpoint(repo, local_dir, subfolder=subfolder or None, revision=revision, latest=use_latest,
-                              pointer=pointer or None, from_wandb=from_wandb or None, force=force, include=include,
-                              exclude=exclude, cache_dir=cache_dir, warn=warn, **verify.keywords,
-                              **hub.hub())
+    res = hub.client().pull(repo, local_dir, subfolder=subfolder or None, revision=revision, latest=use_latest,
+                            pointer=pointer or None, from_wandb=from_wandb or None, force=force, include=include,
+                            exclude=exclude, cache_dir=cache_dir, verification=verify, warn=warn)
     emit("pull", pull_outputs(res), hub)
 
 
@@ -233,12 +238,12 @@ def pull(repo: str | None, subfolder: str | None, use_latest: bool, pointer: str
 @hub_options
 @command
 def promote(repo: str, subfolder: str, revision: str | None, to: str, to_repo: str | None, tag: str | None,
-            branch: str | None, signing: SigningOptions, wandb: WandbOptions, hub: HubOptions) -> None:
+            branch: str | None, signing: Signing, wandb: WandbOptions, hub: HubOptions) -> None:
     """Copy a pinned checkpoint to a release folder (and/or branch, tag) in one commit, server-side."""
     from ckpt_action.ci.outputs import promote_outputs
 
-    res = api.promote_checkpoint(repo, to, subfolder=subfolder, revision=revision, to_repo=to_repo, tag=tag,
-                                 branch=branch, **signing.keywords, **hub.hub())
+    res = hub.client().promote(repo, to, subfolder=subfolder, revision=revision, to_repo=to_repo, tag=tag,
+                               branch=branch, signing=signing)
     result = promote_outputs(res)
     if wandb.project:
         result |= _log_wandb(res.handle, wandb)
@@ -255,7 +260,7 @@ def list_(repo: str, revision: str | None, hub: HubOptions) -> None:
     from ckpt_action.ci.outputs import list_outputs
     from ckpt_action.progress import human
 
-    res = api.list_repo(repo, revision=revision, warn=warn, **hub.hub())
+    res = hub.client().list(repo, revision=revision, warn=warn)
     sha, infos = res.revision, res.checkpoints
 
     def table() -> None:
@@ -286,7 +291,7 @@ def prune(repo: str, keep_last: int, dry_run: bool, free_storage: bool, hub: Hub
     from ckpt_action.ci.outputs import prune_outputs
     from ckpt_action.progress import human
 
-    res = api.prune(repo, keep_last, dry_run=dry_run, free_storage=free_storage, **hub.hub())
+    res = hub.client().prune(repo, keep_last, dry_run=dry_run, free_storage=free_storage)
     verb = "would delete" if dry_run else "deleted"
     if not hub.as_json:
         for name in res.deleted:
@@ -338,7 +343,7 @@ def from_action(ctx: click.Context, print_mounts: bool, check_only: bool) -> Non
     Errors name the action's inputs (``input 'tag'``), also those Click finds while
     parsing (a ``step`` that is not a whole number). ``--print-mounts`` checks the inputs
     and that each mount can be given to ``--volume``; ``--check`` runs the command itself up
-    to its first request (:func:`ckpt_action.api.checks_only`: the very checks of the real
+    to its first request (:func:`ckpt_action.boundary.checks_only`: the very checks of the real
     run, once, not a copy of them). action/container.sh runs both, the second with the
     listed paths mounted, before it creates any dir, so a step that will exit 2 creates
     nothing.
@@ -362,9 +367,9 @@ def from_action(ctx: click.Context, print_mounts: bool, check_only: bool) -> Non
         return
     if check_only:
         try:
-            with sub_ctx, api.checks_only():
+            with sub_ctx, boundary.checks_only():
                 sub.invoke(sub_ctx)
-        except api.InputsChecked:
+        except boundary.InputsChecked:
             return
         fail(f"{name} ran to its end without a request: nothing to check it against", EXIT_FAIL)
     echo(f"ckpt-action {name} " + " ".join(args), err=True)

@@ -16,12 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ckpt_action import api
-
 # The preempted push is faked by committing what one leaves (its first part, and a manifest
 # saying it is incomplete) with the client we configure: no API call leaves that on purpose,
 # so these two imports are let through the CLI's contract (pyproject.toml says so too).
 from ckpt_action.checkpoint.manifest import MANIFEST_NAME, Manifest, digest_files, scan_dir
+from ckpt_action.client import Client
 from ckpt_action.hub.transport import make_api
 from ckpt_action.progress import client_bars_off, no_progress_lines
 from ckpt_action.settings import Settings
@@ -64,9 +63,9 @@ def _run(LocalHub: Any, keep: Path | None, echo: Callable[[str], None]) -> dict[
         with LocalHub(work / "hub") as hub:
             echo(f"local Hub listening at {hub.url} (data in {work / 'hub'})")
             run = work / "run"
+            client = Client(hub.url, timeout=30, retries=2)
             for step in (100, 200, 300):
-                res = api.push_checkpoint(make_checkpoint(run / f"checkpoint-{step}", step), REPO, step=step,
-                                          retries=2, endpoint=hub.url, timeout=30)
+                res = client.push(make_checkpoint(run / f"checkpoint-{step}", step), REPO, step=step)
                 echo(f"push   checkpoint-{step:<4} -> {res.handle.revision}  ({res.uploaded_files} files)")
             last_push = res.handle.revision
 
@@ -80,7 +79,7 @@ def _run(LocalHub: Any, keep: Path | None, echo: Callable[[str], None]) -> dict[
             ], commit_message="Push checkpoint-400 (part 1)")
             echo("push   checkpoint-400  -> interrupted after part 1 (the job was preempted)")
 
-            found = api.find_latest(REPO, warn=lambda _message: None, retries=2, endpoint=hub.url, timeout=30)
+            found = client.latest(REPO, warn=lambda _message: None)
             for name, why in found.skipped:
                 echo(f"latest skipped {name}: {why}")
             assert found.handle is not None, "the demo pushed complete checkpoints; latest must find one"
@@ -91,7 +90,7 @@ def _run(LocalHub: Any, keep: Path | None, echo: Callable[[str], None]) -> dict[
                      f" {found.handle.subfolder} unchanged)")
 
             dest = work / "resume" / found.handle.subfolder
-            got = api.pull_checkpoint(found.handle, dest, retries=2, endpoint=hub.url, timeout=30)
+            got = client.pull(found.handle, dest, found=found)
             same = _tree_sha256(dest) == _tree_sha256(run / found.handle.subfolder)
             echo(f"pull   -> {got.local_dir} ({got.files} files, {got.bytes} bytes, verified by {got.verified_by})")
             if not same:

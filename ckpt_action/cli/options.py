@@ -1,6 +1,6 @@
 """Options several commands share, defined once: each decorator hands the command one
-typed object (:class:`HubOptions`, :class:`WandbOptions`, :class:`SigningOptions`,
-:class:`VerifyOptions`)."""
+typed object (:class:`HubOptions`, :class:`WandbOptions`, and the client's own option
+groups :class:`~ckpt_action.options.Signing` and :class:`~ckpt_action.options.Verification`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ import click
 
 from ckpt_action.ci.outputs import check_writable
 from ckpt_action.cli.render import SECRET_KEY, fail_with
+from ckpt_action.client import Client, check_wandb_inputs
 from ckpt_action.errors import CkptError
+from ckpt_action.options import Signing, Verification
 from ckpt_action.settings import MAX_RETRIES, saved_token
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -31,10 +33,9 @@ class HubOptions:
     timeout: float | None
     retries: int | None
 
-    def hub(self) -> dict[str, Any]:
-        """The API's keywords for where the Hub is and how hard to try."""
-        return {"endpoint": self.endpoint, "token": self.token or None, "timeout": self.timeout,
-                "retries": self.retries}
+    def client(self) -> Client:
+        """The client for where the Hub is and how hard to try."""
+        return Client(self.endpoint, self.token or None, timeout=self.timeout, retries=self.retries)
 
 
 @dataclass(frozen=True)
@@ -95,10 +96,8 @@ def wandb_options(*, registry: bool = False) -> Callable[[Callable[..., Any]], C
             opts = WandbOptions(wandb_project or None, wandb_entity or None, wandb_run_id or None,
                                 wandb_artifact_name or None, wandb_fatal, wandb_registry or None)
             if opts.project:  # checked before the command sends anything, not after its commit
-                from ckpt_action import api
-
                 try:
-                    api.check_wandb_inputs(project=opts.project, entity=opts.entity, run_id=opts.run_id,
+                    check_wandb_inputs(project=opts.project, entity=opts.entity, run_id=opts.run_id,
                                            artifact_name=opts.artifact_name, registry=opts.registry,
                                            prefix="wandb_")
                 except CkptError as exc:
@@ -120,22 +119,6 @@ def wandb_options(*, registry: bool = False) -> Callable[[Callable[..., Any]], C
     return decorate
 
 
-@dataclass(frozen=True)
-class SigningOptions:
-    """--signing-key/--signing-certificate/--signing-chain/--sign-keyless/--sigstore-trust-config,
-    as the API's keywords (the API loads and checks them)."""
-
-    keywords: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class VerifyOptions:
-    """--verify-key/--verify-certificate-chain/--verify-identity/--verify-issuer/--sigstore-trust-config,
-    --verify-min-step/--verify-require-provenance, as the API's keywords."""
-
-    keywords: dict[str, Any]
-
-
 def _trust_config() -> Callable[[F], F]:
     return click.option("--sigstore-trust-config", type=click.Path(dir_okay=False),
                         help="A Sigstore ClientTrustConfig JSON for keyless signing/verification (default: "
@@ -143,15 +126,15 @@ def _trust_config() -> Callable[[F], F]:
 
 
 def signing_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """The signer options, handed over as ``signing``."""
+    """The signer options, handed over as ``signing`` (a :class:`~ckpt_action.options.Signing`)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, signing_key: str | None, signing_certificate: str | None, signing_chain: str | None,
                 sign_keyless: bool, sigstore_trust_config: str | None, **kwargs: Any) -> Any:
-        keywords = {"signing_key": signing_key or None, "signing_certificate": signing_certificate or None,
-                    "signing_chain": signing_chain or None, "sign_keyless": sign_keyless,
-                    "sigstore_trust_config": sigstore_trust_config or None}
-        return fn(*args, signing=SigningOptions(keywords), **kwargs)
+        signing = Signing.from_keywords(signing_key=signing_key, signing_certificate=signing_certificate,
+                                        signing_chain=signing_chain, sign_keyless=sign_keyless,
+                                        sigstore_trust_config=sigstore_trust_config)
+        return fn(*args, signing=signing, **kwargs)
 
     return _options(wrapper, [
         click.option("--signing-key", type=click.Path(dir_okay=False), help="Sign model.sig with this "
@@ -167,17 +150,17 @@ def signing_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def verify_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """The signature checks, handed over as ``verify``."""
+    """The signature checks, handed over as ``verify`` (a :class:`~ckpt_action.options.Verification`)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, verify_key: str | None, verify_certificate_chain: str | None,
                 verify_identity: str | None, verify_issuer: str | None, sigstore_trust_config: str | None,
                 verify_min_step: int | None, verify_require_provenance: bool, **kwargs: Any) -> Any:
-        keywords = {"verify_key": verify_key or None, "verify_certificate_chain": verify_certificate_chain or None,
-                    "verify_identity": verify_identity or None, "verify_issuer": verify_issuer or None,
-                    "sigstore_trust_config": sigstore_trust_config or None, "verify_min_step": verify_min_step,
-                    "verify_require_provenance": verify_require_provenance}
-        return fn(*args, verify=VerifyOptions(keywords), **kwargs)
+        verify = Verification.from_keywords(
+            verify_key=verify_key, verify_certificate_chain=verify_certificate_chain, verify_identity=verify_identity,
+            verify_issuer=verify_issuer, sigstore_trust_config=sigstore_trust_config,
+            verify_min_step=verify_min_step, verify_require_provenance=verify_require_provenance)
+        return fn(*args, verify=verify, **kwargs)
 
     return _options(wrapper, [
         click.option("--verify-key", type=click.Path(dir_okay=False),

@@ -29,9 +29,10 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from ckpt_action import api, names
+from ckpt_action import names
+from ckpt_action.client import Client, active_wandb_run, pulled_checkpoint
 
 from ..errors import CkptError, InputError
 from ..handle import CheckpointHandle
@@ -39,6 +40,9 @@ from ..progress import human, interactive, no_progress_lines
 from ..settings import Settings
 from . import multinode
 from .pushqueue import Outcome, PushFailedError, PushQueue
+
+if TYPE_CHECKING:
+    from ckpt_action.client import LatestResult
 
 try:
     from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
@@ -181,8 +185,8 @@ class CheckpointCallback(TrainerCallback):
             raise InputError(f"max_waiting must be a whole number >= 1, not {max_waiting!r}")
         settings = Settings.from_env(endpoint=endpoint, token=token or None, timeout=timeout, retries=retries)
         names.token_for_write(settings.token, settings.endpoint)
-        self._options: dict[str, Any] = {"endpoint": endpoint, "token": token, "private": private,
-                                         "timeout": timeout, "retries": retries}
+        self._client = Client(endpoint, token, timeout=timeout, retries=retries)
+        self._private = private
         self._endpoint = settings.endpoint
         self.push_every_save = push_every_save
         self.max_waiting = max_waiting
@@ -311,8 +315,8 @@ class CheckpointCallback(TrainerCallback):
         started = time.monotonic()
         size = sum(p.stat().st_size for p in job.staged.rglob("*") if p.is_file())
         with no_progress_lines():  # this thread's pushes: the one line below instead
-            handle = api.push(job.staged, self.repo, step=job.step, subfolder=subfolder, distributed=distributed,
-                              **self._options)
+            handle = self._client.push(job.staged, self.repo, step=job.step, subfolder=subfolder,
+                                       private=self._private, distributed=distributed).handle
         print(f"ckpt-action: pushed {subfolder} at {handle.revision}: {human(size)} in"
               f" {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
         return handle
@@ -341,7 +345,7 @@ class CheckpointCallback(TrainerCallback):
         name = f"{CHECKPOINT_PREFIX}-{step}"
         if step <= 0 or any(e.get("checkpoint") == name for e in state.log_history):
             return
-        pulled = api.pulled_checkpoint(_output_dir(args) / name)
+        pulled = pulled_checkpoint(_output_dir(args) / name)
         if pulled is None or pulled[0] != self.repo or pulled[1] != name:
             return
         handle = CheckpointHandle(self.repo, name, pulled[2], step, self._endpoint)
@@ -380,12 +384,10 @@ class CheckpointCallback(TrainerCallback):
                                      "checkpoint_hub_url": handle.hub_url, "step": outcome.item.step}
             state.log_history.append(entry)
         if self.log_to_wandb:
-            from ckpt_action import api
-
-            run = api.active_wandb_run()
+            run = active_wandb_run()
             if run is not None:
                 try:
-                    api.log_pointer(handle, run, artifact_name=self.artifact_name)
+                    self._client.log_pointer(handle, run, artifact_name=self.artifact_name)
                 except CkptError as exc:
                     log.warning("%s is pushed, but logging its W&B pointer failed: %s", name, exc)
 
@@ -435,18 +437,16 @@ def resume_from_hub(
 
     then ``trainer.train(resume_from_checkpoint=resume_from_hub("org/run", args.output_dir))``.
     """
-    options: dict[str, Any] = {"endpoint": endpoint, "token": token, "timeout": timeout, "retries": retries}
+    client = Client(endpoint, token, timeout=timeout, retries=retries)
     # What latest read of the checkpoint it chose goes to the pull (on the process that chose it).
-    chosen: list[api.LatestResult] = []
+    chosen: list[LatestResult] = []
 
     def find() -> CheckpointHandle | None:
-        chosen.append(api.find_latest(repo, revision=revision, **options))
-        if chosen[-1].handle is None and require:
-            raise api.no_checkpoint(repo)
+        chosen.append(client.latest(repo, revision=revision, require=require))
         return chosen[-1].handle
 
     def fetch(handle: CheckpointHandle) -> Path:
-        return _pull_in_place(handle, Path(output_dir) / handle.subfolder, options, chosen[-1] if chosen else None)
+        return _pull_in_place(handle, Path(output_dir) / handle.subfolder, client, chosen[-1] if chosen else None)
 
     if multinode.active():
         # Rank 0 finds it, each node's local rank 0 pulls it, the other processes wait.
@@ -462,20 +462,20 @@ is in the way, before the swap. A fixed place, so a pull cut short there is resu
 its staging removed) by the next restart's pull."""
 
 
-def _pull_in_place(handle: CheckpointHandle, target: Path, options: dict[str, Any],
-                   found: api.LatestResult | None = None) -> Path:
+def _pull_in_place(handle: CheckpointHandle, target: Path, client: Client,
+                   found: LatestResult | None = None) -> Path:
     """Pull ``handle`` to ``target``: into it when it is new, empty or an earlier pull;
     else (files the pull rules may not replace: the Trainer's own save) into
     :data:`RESUME_DIR`, then swapped in, the old dir moved aside whole."""
     if not os.path.lexists(target) or (target.is_dir() and not target.is_symlink() and not any(target.iterdir())):
-        return api.pull(handle, target, force=True, found=found, **options)
-    if api.pulled_checkpoint(target) is not None:
+        return client.pull(handle, target, force=True, found=found).local_dir
+    if pulled_checkpoint(target) is not None:
         try:
-            return api.pull(handle, target, force=True, found=found, **options)
+            return client.pull(handle, target, force=True, found=found).local_dir
         except InputError:  # it holds files the earlier pull did not write: swapped like any other
             pass
     fresh = target.parent / RESUME_DIR / target.name
-    api.pull(handle, fresh, force=True, found=found, **options)
+    client.pull(handle, fresh, force=True, found=found)
     with contextlib.suppress(OSError):  # the mode the Trainer gave its dir, not a new one's
         os.chmod(fresh, os.lstat(target).st_mode & 0o7777)
     aside = _free_name(target.parent, f"replaced-{target.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")

@@ -344,6 +344,10 @@ def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path,
                           check.read if check else {})
     except CkptError:
         raise
+    except OSError as exc:
+        if exc.filename is not None:  # a local file (the target, its lock, the cache): the doors' LocalIOError
+            raise
+        raise remote.error(exc, f"pulling {subfolder}") from exc
     except Exception as exc:
         raise remote.error(exc, f"pulling {subfolder}") from exc
     old_files = set(state.record.files) if state.record is not None else set()

@@ -21,7 +21,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="the store is torch.distributed's (the [distributed] extra)")
 
 import ckpt_action as ckpt  # noqa: E402
-from ckpt_action.api import find_latest as api_find_latest  # noqa: E402
+from ckpt_action.client import Client  # noqa: E402
 from ckpt_action.errors import DistributedError  # noqa: E402
 from ckpt_action.ops import torchgroup  # noqa: E402
 from ckpt_action.ops.coordination import Session  # noqa: E402
@@ -179,7 +179,7 @@ def test_a_torn_folder_without_a_manifest_beside_ckpt_actions_checkpoints_is_nev
                       endpoint=local_hub.url)
     api = HfApi(endpoint=local_hub.url)
     api.upload_file(path_or_fileobj=b"8" * 50, path_in_repo="checkpoint-8/model-00001.bin", repo_id=REPO)
-    found = api_find_latest(REPO, endpoint=local_hub.url)
+    found = Client(local_hub.url).latest(REPO)
     assert found.handle is not None and found.handle.subfolder == "checkpoint-7"
     [(name, why)] = found.skipped
     assert name == "checkpoint-8" and why.startswith(torn)
@@ -198,6 +198,6 @@ def test_in_a_repo_only_another_tool_wrote_a_folder_without_a_manifest_is_still_
     api.create_repo(REPO)
     for step in (3, 4):
         api.upload_file(path_or_fileobj=b"t" * step, path_in_repo=f"checkpoint-{step}/model.bin", repo_id=REPO)
-    found = api_find_latest(REPO, endpoint=local_hub.url)
+    found = Client(local_hub.url).latest(REPO)
     assert found.handle is not None and found.handle.subfolder == "checkpoint-4" and not found.has_manifest
     assert all(i.complete for i in ckpt.list_checkpoints(REPO, endpoint=local_hub.url))

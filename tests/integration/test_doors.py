@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import ckpt_action as ckpt
-from ckpt_action import api
+from ckpt_action.client import Client
 from ckpt_localhub import LocalHub
 from tests.conftest import clean_env, write_checkpoint
 
@@ -71,20 +71,21 @@ def hub(tmp_path: Path, hf_client: Path, monkeypatch: pytest.MonkeyPatch):
 
 def test_the_api_answers_every_field_the_cli_prints(hub, tmp_path):
     src = write_checkpoint(tmp_path / "out", {"w.bin": b"w" * 1000, "config.json": b"{}"})
-    pushed = api.push_checkpoint(src, "o/r", step=4, endpoint=hub.url)
+    api = Client(hub.url)
+    pushed = api.push(src, "o/r", step=4)
     assert (pushed.commits, pushed.uploaded_files, pushed.deleted_files, pushed.local_dir) == (1, 2, 0, src)
-    again = api.push_checkpoint(src, "o/r", step=4, endpoint=hub.url)
+    again = api.push(src, "o/r", step=4)
     assert (again.commits, again.uploaded_files, again.handle) == (0, 0, pushed.handle)
 
-    first = api.pull_checkpoint("o/r", tmp_path / "resume", latest=True, endpoint=hub.url)
+    first = api.pull("o/r", tmp_path / "resume", latest=True)
     assert (first.handle, first.files, first.downloaded_files) == (pushed.handle, 2, 2)
-    second = api.pull_checkpoint(pushed.handle, tmp_path / "resume", endpoint=hub.url)
+    second = api.pull(pushed.handle, tmp_path / "resume")
     assert (second.downloaded_files, second.reused_files) == (0, 2)
 
-    promoted = api.promote_checkpoint(pushed.handle, "release", tag="v1", endpoint=hub.url)
+    promoted = api.promote(pushed.handle, "release", tag="v1")
     assert (promoted.source, promoted.tag, promoted.commits) == (pushed.handle, "v1", 1)
 
-    listed = api.list_repo("o/r", endpoint=hub.url)
+    listed = api.list("o/r")
     assert listed.revision == promoted.handle.revision
     assert [i.subfolder for i in listed.checkpoints] == ["checkpoint-4", "release"]
     pruned = ckpt.prune("o/r", keep_last=1, dry_run=True, endpoint=hub.url)

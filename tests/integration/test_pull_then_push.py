@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 import ckpt_action as ckpt
-from ckpt_action.api import push_checkpoint
+from ckpt_action.client import Client
 from ckpt_action.errors import InputError
+from ckpt_action.options import Signing
 from ckpt_localhub import LocalHub
 from tests.conftest import read_tree, write_checkpoint
 from tests.helpers.signing_helpers import make_key
@@ -50,7 +51,7 @@ def test_python_a_pulled_checkpoint_pushes_elsewhere_without_the_tools_files(hub
     got = pulled(hub, tmp_path)
     assert (got / RECORD).is_file() and (got / MANIFEST).is_file()
     with caplog.at_level("INFO", logger="ckpt_action"):
-        res = push_checkpoint(got, "o/release", subfolder="sft", endpoint=hub.url)
+        res = Client(hub.url).push(got, "o/release", subfolder="sft")
     assert files_at(hub, "o/release", res.handle.revision, "sft") == sorted([*FILES, MANIFEST])
     assert res.left_out == (RECORD, MANIFEST)
     notes = [r.getMessage() for r in caplog.records if RECORD in r.getMessage()]
@@ -84,13 +85,13 @@ def test_a_signed_pull_re_pushed_signs_anew_or_drops_the_old_signature(hub, tmp_
     got = pulled(hub, tmp_path, signing_key=key.private)
     assert {SIG, PROVENANCE} <= set(os.listdir(got))
     # Signed again when asked: the new folder's own signature and statement, which verify there.
-    signed = push_checkpoint(got, "o/release", subfolder="v1", endpoint=hub.url, signing_key=key.private)
+    signed = Client(hub.url).push(got, "o/release", subfolder="v1", signing=Signing(signing_key=key.private))
     assert signed.signer is not None and set(signed.left_out) == {RECORD, MANIFEST, SIG, PROVENANCE}
     back = ckpt.pull(signed.handle, tmp_path / "v1", endpoint=hub.url, verify_key=key.public)
     provenance = json.loads((back / PROVENANCE).read_text())
     assert json.dumps(provenance).count('"v1"') >= 1 and "o/release" in json.dumps(provenance)
     # Not asked to sign: the old signature, which vouched for another folder, is not kept.
-    plain = push_checkpoint(got, "o/release", subfolder="v2", endpoint=hub.url)
+    plain = Client(hub.url).push(got, "o/release", subfolder="v2")
     assert plain.signer is None
     assert files_at(hub, "o/release", plain.handle.revision, "v2") == sorted([*FILES, MANIFEST])
     assert ckpt.pull(plain.handle, tmp_path / "v2", endpoint=hub.url) == tmp_path / "v2"
@@ -101,7 +102,7 @@ def test_a_pulled_dir_with_a_killed_pulls_leftovers_pushes_without_them(hub, tmp
     # What a pull into a mount point keeps inside its target, left by one that was killed.
     write_checkpoint(got, {".ck.ckpt-lock": b"", ".ck.ckpt-abcd1234/model.safetensors": b"half",
                            f"{RECORD}.tmp": b"{"})
-    res = push_checkpoint(got, "o/release", subfolder="sft", endpoint=hub.url)
+    res = Client(hub.url).push(got, "o/release", subfolder="sft")
     assert files_at(hub, "o/release", res.handle.revision, "sft") == sorted([*FILES, MANIFEST])
 
 

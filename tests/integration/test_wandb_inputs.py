@@ -32,7 +32,7 @@ def test_log_pointer_checks_its_inputs_before_wandb(kwargs, word, monkeypatch):
 
 
 def test_the_check_accepts_what_wandb_accepts():
-    from ckpt_action import api
+    from ckpt_action import client as api
 
     api.check_wandb_inputs(project="llama-sft", entity="my-team", run_id="2x9fk1ab", artifact_name="org--run--sft",
                            registry="wandb-registry-model/llama")

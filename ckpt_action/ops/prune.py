@@ -1,0 +1,86 @@
+"""What prune and list answer, and prune's order of steps: read the storage figure and the
+history first (a history too long to read is refused before anything is written), then the
+prune's one commit, then the freeing of what only the pruned folders held."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ckpt_action.errors import NotFoundError
+
+if TYPE_CHECKING:
+    from ckpt_action.hub.repo import RemoteRepo
+    from ckpt_action.ops.discover import CheckpointInfo
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    """What :func:`~ckpt_action.api.prune` deleted (or, with ``dry_run``, would delete) and why the rest stays."""
+
+    revision: str | None
+    """The commit holding the pruned repo (the head read, for a dry run or nothing to delete)."""
+    deleted: list[str]
+    kept: dict[str, str] = field(default_factory=dict)
+    """Each kept ``checkpoint-N`` with why it is kept."""
+    dry_run: bool = False
+    repo: str = ""
+    free_storage: bool = False
+    freed_bytes: int | None = None
+    """With ``free_storage``: bytes the Hub freed (its usage before minus after, where it
+    reports usage), or, for a dry run, the bytes of the objects that would be deleted."""
+    freed_objects: int | None = None
+    """With ``free_storage``: LFS objects deleted (or that would be)."""
+    used_storage_before: int | None = None
+    used_storage_after: int | None = None
+
+
+@dataclass(frozen=True)
+class ListResult:
+    """What a listing read: every checkpoint of ``repo`` at one SHA, newest step first."""
+
+    repo: str
+    revision: str | None
+    """The SHA read; None when the repo does not exist (or this token cannot see it)."""
+    checkpoints: list[CheckpointInfo]
+
+
+def missing_repo(repo: str, what: str = "checkpoint") -> str:
+    """The warning for a repo that does not exist, or that this token cannot see."""
+    return f"{repo} does not exist, or this token cannot see it: no {what}"
+
+
+def list_repo(remote: RemoteRepo, revision: str | None, warn: Callable[[str], None]) -> ListResult:
+    """Every checkpoint at one SHA; a repo that does not exist has none (``warn`` says so)."""
+    from ckpt_action.ops.discover import list_checkpoints
+
+    try:
+        remote.resolve(revision)
+    except NotFoundError:
+        if revision is not None:
+            raise
+        warn(missing_repo(remote.repo, "checkpoints"))
+        return ListResult(remote.repo, None, [])
+    sha, infos = list_checkpoints(remote, revision)
+    return ListResult(remote.repo, sha, infos)
+
+
+def prune(remote: RemoteRepo, keep: int, *, dry_run: bool, free_storage: bool) -> PruneResult:
+    """The prune in one commit and, with ``free_storage``, the freeing after it."""
+    from ckpt_action.ops.release import prune as prune_commit
+
+    if not free_storage:
+        plan, sha = prune_commit(remote, keep, dry_run=dry_run)
+        return PruneResult(sha, list(plan.delete), {name: plan.reasons.get(name, "") for name in plan.keep}, dry_run,
+                           remote.repo)
+    from ckpt_action.ops.freeing import free_pruned, read_references, used_storage
+
+    # Read before the prune's commit: the Hub's figure (that commit itself frees nothing), and
+    # the history, so a repo too long to read is refused before anything is written.
+    before = used_storage(remote)
+    history = read_references(remote)
+    plan, sha = prune_commit(remote, keep, dry_run=dry_run)
+    freed = free_pruned(remote, plan.delete, history, head=sha, used_before=before, dry_run=dry_run)
+    return PruneResult(sha, list(plan.delete), {name: plan.reasons.get(name, "") for name in plan.keep}, dry_run,
+                       remote.repo, True, freed.freed_bytes, freed.objects, freed.used_before, freed.used_after)
