@@ -1,4 +1,4 @@
-"""Collection for the doctests of the package (``--doctest-modules``).
+"""Collection for the doctests of the package (``--doctest-modules``), and how ``-n`` schedules.
 
 The Trainer callback and the DCP storage are optional extras: without one installed, the
 modules that import it at the top cannot be imported, so they are not collected but reported
@@ -63,6 +63,23 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Iterator[N
     skipped = _NeedsExtra.from_parent(parent, path=file_path)
     skipped.reason = reason
     return [skipped]
+
+
+# --------------------------------------------------------------------------- scheduling
+# With -n (pytest-xdist) and no --dist of the caller's, the tests are scheduled as with
+# --dist loadgroup: the tests of one ``@pytest.mark.xdist_group`` run on one worker, groups
+# first, so what they share is made once (the packaging tests' build, the act host-mode tests'
+# native venv); every other test is handed out one at a time, in collection order (tests/e2e/,
+# the longest, first). Not an addopts flag: a run with ``-p no:xdist`` would not know it.
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    if any(arg == "-d" or arg.startswith(("--dist", "--loadscope", "--loadfile", "--loadgroup"))
+           for arg in config.invocation_params.args):
+        return
+    if hasattr(config, "workerinput"):  # a worker: it names each test's group for the controller
+        config.option.loadgroup = True
+    elif getattr(config.option, "dist", "no") == "load":  # the controller, -n given
+        config.option.dist = "loadgroup"
 
 
 # --------------------------------------------------------------------------- doctest fixtures

@@ -1,6 +1,7 @@
 """Section 8: Hub storage after ``prune --free-storage``, against today's prune.
 
-Ten checkpoints of one never-repeating weights file each are pushed to two twin repos,
+Ten checkpoints (five with ``--quick``: each is a CLI process, and the quick run checks
+bytes, not scale) of one never-repeating weights file each are pushed to two twin repos,
 one is promoted to ``release/`` with a tag, then each repo is pruned keeping the last two
 (plus the promoted source, which prune always keeps): one with ``--free-storage``, one
 without. Storage is the Hub's own figure (``usedStorage``); today's prune frees nothing,
@@ -17,9 +18,8 @@ from .hubproc import Requests
 from .report import Section, fmt_s
 from .timing import PY_CLI, run
 
-CHECKPOINTS = 10
+CHECKPOINTS, QUICK_CHECKPOINTS = 10, 5
 KEEP_LAST = 2
-PROMOTED = 5
 
 
 def _used(ctx: Context, repo: str) -> int:
@@ -28,23 +28,25 @@ def _used(ctx: Context, repo: str) -> int:
     return used
 
 
-def _fill(ctx: Context, repo: str, mib: int) -> None:
+def _fill(ctx: Context, repo: str, mib: int, checkpoints: int) -> None:
     env = ctx.env()
-    for step in range(1, CHECKPOINTS + 1):
+    for step in range(1, checkpoints + 1):
         local = ctx.work / f"free-{repo.replace('/', '-')}-{step}"
         write_checkpoint(local, {"model.safetensors": mib}, salt=100 + step)
         run([*PY_CLI, "push", "--repo", repo, "--local-dir", str(local), "--step", str(step), "--json"], env)
-    run([*PY_CLI, "promote", "--repo", repo, "--subfolder", f"checkpoint-{PROMOTED}", "--to", "release", "--tag",
+    promoted = checkpoints // 2  # pruned but for the promotion: older than the last KEEP_LAST
+    run([*PY_CLI, "promote", "--repo", repo, "--subfolder", f"checkpoint-{promoted}", "--to", "release", "--tag",
          "v1", "--json"], env)
 
 
 def run_section(ctx: Context) -> Section:
     mib = 1 if ctx.quick else 64
-    sec = Section(8, f"prune --free-storage: {CHECKPOINTS} checkpoints x {mib} MiB, keep the last {KEEP_LAST} "
+    checkpoints = QUICK_CHECKPOINTS if ctx.quick else CHECKPOINTS
+    sec = Section(8, f"prune --free-storage: {checkpoints} checkpoints x {mib} MiB, keep the last {KEEP_LAST} "
                      "and one release")
     results = {}
     for repo, extra in (("bench/free-today", []), ("bench/free-storage", ["--free-storage"])):
-        _fill(ctx, repo, mib)
+        _fill(ctx, repo, mib, checkpoints)
         before = _used(ctx, repo)
         ctx.hub.mark()
         done = run([*PY_CLI, "prune", "--repo", repo, "--keep-last", str(KEEP_LAST), *extra, "--json"], ctx.env())
@@ -70,6 +72,6 @@ def run_section(ctx: Context) -> Section:
               f"{freed['before'] - freed['after']} bytes freed, {unique} expected, {freed['freed_bytes']} reported")
     sec.check("both prunes are one commit", today["commits"] == freed["commits"] == 1,
               f"{today['commits']} and {freed['commits']} commits")
-    sec.data = {"checkpoint_mib": mib, "checkpoints": CHECKPOINTS, "pruned": pruned, "today": today,
+    sec.data = {"checkpoint_mib": mib, "checkpoints": checkpoints, "pruned": pruned, "today": today,
                 "free_storage": freed, "unique_bytes": unique}
     return sec

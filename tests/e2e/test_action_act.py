@@ -8,7 +8,8 @@
 
 The native venv is built once per session in a tmp dir handed to the action as
 CKPT_ACTION_CACHE (act sets RUNNER_TOOL_CACHE itself); set CKPT_TEST_TOOL_CACHE to keep it
-across sessions.
+across sessions. The host-mode tests run on one worker (``xdist_group``), so a run with
+``-n`` builds that venv once, not once a worker.
 """
 
 from __future__ import annotations
@@ -61,6 +62,9 @@ def run_act(workflow: Path, event: str, *extra: str, env: dict[str, str] | None 
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
                           env=env or act_env(), stdin=subprocess.DEVNULL)
     return proc
+
+
+NATIVE = pytest.mark.xdist_group("act-native")  # one worker: one native venv (tool_cache) for them all
 
 
 def host_args(hub, tool_cache: Path, repo: str) -> list[str]:
@@ -191,6 +195,7 @@ jobs:
 """.replace("CHECKOUT", CHECKOUT)
 
 
+@NATIVE
 def test_native_runtime_push_latest_pull(hub_server, tool_cache: Path, tmp_path: Path) -> None:
     hub = hub_server(token=TOKEN)
     wf = tmp_path / "action-native.yml"
@@ -208,6 +213,7 @@ def test_native_runtime_push_latest_pull(hub_server, tool_cache: Path, tmp_path:
     assert list(tool_cache.glob("venv-*/.complete"))
 
 
+@NATIVE
 def test_example_train_push(hub_server, tool_cache: Path) -> None:
     hub = hub_server(token=TOKEN)
     proc = run_act(WORKFLOWS / "example-train-push.yml", "workflow_dispatch",
@@ -216,6 +222,7 @@ def test_example_train_push(hub_server, tool_cache: Path) -> None:
     assert re.search(r"evaluated step 1000 at commit [0-9a-f]{40}", log), log[-4000:]
 
 
+@NATIVE
 def test_example_resume_twice(hub_server, tool_cache: Path, cli) -> None:
     hub = hub_server(token=TOKEN)
     args = host_args(hub, tool_cache, "act/resume")
@@ -228,6 +235,7 @@ def test_example_resume_twice(hub_server, tool_cache: Path, cli) -> None:
     assert latest.json["subfolder"] == "checkpoint-200" and latest.json["found"] is True
 
 
+@NATIVE
 def test_example_release(hub_server, tool_cache: Path, cli, tmp_path: Path) -> None:
     hub = hub_server(token=TOKEN)
     ckpt = tmp_path / "ck"

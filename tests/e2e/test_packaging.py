@@ -1,5 +1,8 @@
 """``pip install .`` gives a working ``ckpt-action`` command, outside the checkout; the local
-Hub (the demo's server) is a distribution of its own, ``pip install ./packages/ckpt-localhub``."""
+Hub (the demo's server) is a distribution of its own, ``pip install ./packages/ckpt-localhub``.
+
+The distributions are built once (``dists``, as release.yml builds them) and every test
+installs those: the tests of this module run on one worker (``xdist_group``)."""
 
 from __future__ import annotations
 
@@ -14,28 +17,46 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _wheel(source: Path, wheels: Path, cwd: Path) -> Path:
-    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(wheels),
-                            str(source)], capture_output=True, text=True, cwd=cwd, timeout=300)
-    assert build.returncode == 0, build.stderr
-    (wheel,) = wheels.glob("*.whl")
-    return wheel
+pytestmark = pytest.mark.xdist_group("packaging")  # the distributions built once, on one worker
 
 
-def _requires(wheel: Path) -> set[str]:
+# The release's distributions, built once for the tests below as release.yml builds them.
+@pytest.fixture(scope="module")
+def dists(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    for source in (ROOT, ROOT / "packages" / "ckpt-localhub"):
+        build = subprocess.run([sys.executable, "-m", "build", "-o", str(out), str(source)],
+                               capture_output=True, text=True, cwd=out, timeout=600)
+        assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    return out
+
+
+def _wheels(dists: Path) -> list[Path]:
+    from ckpt_action.version import __version__
+
+    return [dists / f"ckpt_action-{__version__}-py3-none-any.whl",
+            dists / f"ckpt_action_localhub-{__version__}-py3-none-any.whl"]
+
+
+def _requires(wheel: Path, extras: tuple[str, ...] = ()) -> set[str]:
+    """The distributions ``wheel`` requires (its METADATA's Requires-Dist): without an extra,
+    or for ``extras`` only."""
     import zipfile
 
     with zipfile.ZipFile(wheel) as zf:
         (name,) = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
         metadata = zf.read(name).decode()
-    return {re.split(r"[ ;<>=!~\[]", line.split(":", 1)[1].strip())[0].lower()
-            for line in metadata.splitlines() if line.startswith("Requires-Dist:") and "extra ==" not in line}
+    lines = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
+    if extras:
+        lines = [line for line in lines if any(f'extra == "{extra}"' in line for extra in extras)]
+    else:
+        lines = [line for line in lines if "extra ==" not in line]
+    return {re.split(r"[ ;<>=!~\[]", line.split(":", 1)[1].strip())[0].lower() for line in lines}
 
 
 @pytest.mark.slow
-def test_the_built_package_runs_as_a_console_script_outside_the_checkout(tmp_path):
-    wheel = _wheel(ROOT, tmp_path / "wheels", tmp_path)
-    server_wheel = _wheel(ROOT / "packages" / "ckpt-localhub", tmp_path / "server-wheels", tmp_path)
+def test_the_built_package_runs_as_a_console_script_outside_the_checkout(tmp_path, dists):
+    wheel, server_wheel = _wheels(dists)
     assert wheel.name.startswith("ckpt_action-") and server_wheel.name.startswith("ckpt_action_localhub-")
     # The server's dependencies are the server package's, not ckpt-action's.
     server_only = {"h11", "pyyaml", "blake3", "lz4"}
@@ -71,24 +92,6 @@ def test_the_built_package_runs_as_a_console_script_outside_the_checkout(tmp_pat
     assert "pulled bytes are identical" in demo.stdout
 
 
-# The release's distributions, built once for the tests below as release.yml builds them.
-@pytest.fixture(scope="module")
-def dists(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("dist")
-    for source in (ROOT, ROOT / "packages" / "ckpt-localhub"):
-        build = subprocess.run([sys.executable, "-m", "build", "-o", str(out), str(source)],
-                               capture_output=True, text=True, cwd=out, timeout=600)
-        assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
-    return out
-
-
-def _wheels(dists: Path) -> list[str]:
-    from ckpt_action.version import __version__
-
-    return [str(dists / f"ckpt_action-{__version__}-py3-none-any.whl"),
-            str(dists / f"ckpt_action_localhub-{__version__}-py3-none-any.whl")]
-
-
 def test_the_release_distributions_pass_twine_check_and_hold_exactly_their_packages(dists):
     twine = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", *map(str, sorted(dists.iterdir()))],
                            capture_output=True, text=True, timeout=300)
@@ -98,15 +101,54 @@ def test_the_release_distributions_pass_twine_check_and_hold_exactly_their_packa
     assert check.returncode == 0, check.stderr
 
 
+# Installed into a fresh venv by hard links to this environment's copy (pip then takes it as
+# installed, as for a user who has it already) rather than unpacked anew: torch is about 770 MB
+# in 15 000 files, two minutes of the test on a 2-core machine, and its wheel is not ours.
+_LINKED = ("torch",)
+
+
+def _link_installed(name: str, site: Path) -> None:
+    """``name``'s installed files (its packages and dist-info) hard-linked into ``site``, a copy
+    where a link cannot be made; nothing if it is not installed here (pip installs it). Never a
+    symlink: a pip that replaced it would delete through one, in this environment."""
+    import importlib.metadata
+    import shutil
+
+    try:
+        dist = importlib.metadata.distribution(name)
+    except importlib.metadata.PackageNotFoundError:
+        return
+    source = Path(str(dist.locate_file("")))
+    tops = {Path(str(f)).parts[0] for f in dist.files or () if Path(str(f)).parts[0] != ".."}
+
+    def link(src: str, dst: str) -> None:
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    for top in tops:
+        if (source / top).is_dir():
+            shutil.copytree(source / top, site / top, copy_function=link, symlinks=True)
+        else:
+            link(str(source / top), str(site / top))
+
+
 def _fresh_venv_demo(tmp_path: Path, dists: Path, extras: str) -> Path:
-    """A new venv (nothing of this one), the built wheel with ``extras`` installed from the wheels
-    and the package index, and `ckpt-action demo` run from it, outside the checkout."""
+    """A new venv (nothing of this one but what ``_LINKED`` names, when an extra asks for it),
+    the built wheel with ``extras`` installed from the wheels and the package index, and
+    `ckpt-action demo` run from it, outside the checkout."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     ckpt_wheel, server_wheel = _wheels(dists)
+    (site,) = (venv / "lib").glob("python*/site-packages")
+    for name in set(_LINKED) & _requires(ckpt_wheel, tuple(extras.split(","))):
+        _link_installed(name, site)
     # The server's wheel beside it: pip takes it for the demo extra's ckpt-action-localhub pin.
-    install = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
-                              f"{ckpt_wheel}[{extras}]", server_wheel],
+    # --no-compile: Python compiles what the run imports; pip would compile every module of
+    # every package (a third of the install).
+    install = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-compile",
+                              f"{ckpt_wheel}[{extras}]", str(server_wheel)],
                              capture_output=True, text=True, timeout=1200, cwd=tmp_path)
     assert install.returncode == 0, install.stderr[-3000:]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
@@ -127,7 +169,7 @@ def test_the_built_wheel_with_the_demo_extra_runs_the_demo_in_a_fresh_venv(tmp_p
 
 @pytest.mark.slow
 def test_the_built_wheel_with_the_transformers_and_signing_extras_in_a_fresh_venv(tmp_path, dists):
-    # Several minutes (torch, transformers, the signing stack into a new venv): marked slow, run by .ci/run.
+    # About a minute (transformers, the signing stack into a new venv; torch linked): marked slow.
     venv = _fresh_venv_demo(tmp_path, dists, "demo,transformers,signing")
     imports = subprocess.run([str(venv / "bin" / "python"), "-c",
                               "import ckpt_action.integrations.transformers, model_signing, torch"],
