@@ -46,6 +46,7 @@ _EXPORTS: dict[str, str] = {
     "LocalIOError": "errors",
     "DistributedError": "errors",
     "WandbError": "wandb.sdk",
+    "Watcher": "watch.watcher",
 }
 __all__ = [  # the same names as _EXPORTS (a test checks)
     "AuthError",
@@ -64,6 +65,7 @@ __all__ = [  # the same names as _EXPORTS (a test checks)
     "RemoteError",
     "SignatureError",
     "WandbError",
+    "Watcher",
     "latest",
     "list_checkpoints",
     "log_pointer",
@@ -78,6 +80,7 @@ if TYPE_CHECKING:
 
     from ckpt_action.ops.discover import CheckpointInfo
     from ckpt_action.wandb.sdk import PointerResult, WandbError
+    from ckpt_action.watch.watcher import Watcher
 
     from .api import PruneResult, latest, list_checkpoints, log_pointer, promote, prune, pull, push
     from .errors import (

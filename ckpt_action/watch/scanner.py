@@ -119,7 +119,7 @@ class Scanner:
         if not ckpt.snapshot:
             ckpt.ready, ckpt.why = False, "empty"
             return
-        if fmt == "lightning" and not ckpt.is_file or fmt != "lightning" and ckpt.is_file:
+        if (fmt == "lightning" and not ckpt.is_file) or (fmt != "lightning" and ckpt.is_file):
             ckpt.ready, ckpt.why = False, f"not a {fmt} checkpoint"
             return
         marked, why = markers.has_marker(fmt, ckpt.path, commit_files=self.commit_files)
