@@ -309,7 +309,7 @@ class Watcher:
                     self.report.skipped.append(older.name)
                     self.log(f"commit quota: skipping {older.name}, pushing the newer {waiting[-1].name}")
                 waiting = waiting[-1:]
-            self._push(waiting[-1] if self._stopping() else waiting[0])
+            self._push(waiting[-1] if self._stop.is_set() else waiting[0])
         elif self._prune_due and budget > 1 and self.keep_last is not None and not self._stopping():
             self._prune_due = False
             self._inflight = ("prune", None, None, None)
