@@ -315,7 +315,8 @@ def _maybe_size(value: int | None) -> str:
 @click.option("--local-dir", required=True, help="The dir the training saves its checkpoints in (watched; it may "
               "not exist yet).")
 @click.option("--pattern", help="Regular expression for a checkpoint's whole name, with one capture group for the "
-              r"step (default by --format: checkpoint-(\d+) for the Trainer, checkpoint_(\d+) for accelerate...).")
+              r"step (default: checkpoint[-_](\d+); by --format: step=(\d+) in a Lightning file's name, (\d+) "
+              "for Orbax).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True,
               help="The framework that writes the checkpoints (what marks one complete); auto tells it from the dir.")
 @click.option("--settle", type=float, default=10.0, show_default=True, help="Seconds a checkpoint without a "

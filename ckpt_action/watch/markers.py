@@ -43,6 +43,7 @@ FORMATS = ("auto", "trainer", "accelerate", "lightning", "dcp", "orbax", "plain"
 """The names ``--format`` takes; ``auto`` tells them from the dir."""
 
 DEFAULT_PATTERNS = {
+    "auto": r"checkpoint[-_](\d+)",
     "trainer": r"checkpoint-(\d+)",
     "accelerate": r"checkpoint_(\d+)",
     "lightning": r"(?:.*-)?step=(\d+)(?:-.*)?\.ckpt",

@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from tests.conftest import ENTRYPOINT
 from tests.helpers.localhub_fixtures import make_hub_env
@@ -62,7 +61,7 @@ def test_sigterm_mid_save_pushes_the_newest_complete_checkpoint_within_grace_and
     script = tmp_path / "train.py"
     script.write_text(TRAIN)
     out, status = tmp_path / "out", tmp_path / "status.json"
-    log = open(tmp_path / "watch.log", "wb")  # noqa: SIM115 - closed below
+    log = open(tmp_path / "watch.log", "wb")
     watch = subprocess.Popen([sys.executable, str(ENTRYPOINT), "watch", "--local-dir", str(out), "--repo", REPO,
                               "--grace", str(GRACE), "--json", "--", sys.executable, str(script), str(out),
                               str(status)], env=env, stdout=subprocess.PIPE, stderr=log, cwd=tmp_path)
