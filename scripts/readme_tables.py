@@ -38,7 +38,7 @@ EXAMPLES = ("example-resume.yml", "example-signed-release.yml")
 # In this repository the examples use the action in the checkout; a user's workflow names it.
 SELF_USES = re.compile(r"^(\s*(?:- )?)uses: \./(?: #.*)?$", re.M)
 # The order a reader meets the commands in: the main job first, then release, then tools.
-COMMAND_ORDER = ("push", "latest", "pull", "promote", "list", "prune", "local-hub", "demo")
+COMMAND_ORDER = ("push", "latest", "pull", "promote", "list", "prune", "watch", "local-hub", "demo")
 
 
 def _cell(text: Any) -> str:
