@@ -45,6 +45,9 @@ from .uploader import ProcessUploader, ThreadUploader
 COMMITS_PER_HOUR = 128
 """The Hub's commit quota per repo and hour."""
 HOUR = 3600.0
+SAVE_IN_PROGRESS = 5.0
+"""Once stopping, a checkpoint not complete yet that changed within this many seconds is a
+save in progress, waited for (within the grace period); one quiet for longer is left."""
 FORWARDED = ("SIGHUP", "SIGUSR1", "SIGUSR2")
 """Signals passed on to the training command as they come (SIGTERM and SIGINT also stop the watch)."""
 
@@ -389,7 +392,7 @@ class Watcher:
             return False
         now = self.clock()
         return any(not c.ready and c.snapshot is not None and self._done.get(c.name) is None
-                   and now - c.quiet_since < max(self.scanner.quiet_needed(), 1.0) * 2 for c in ckpts)
+                   and now - c.quiet_since < SAVE_IN_PROGRESS for c in ckpts)
 
     def _finished(self, ckpts: list[Checkpoint]) -> bool:
         if not self._stopping() or self._inflight is not None:

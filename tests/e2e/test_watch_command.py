@@ -136,3 +136,46 @@ def test_the_command_exit_status_is_the_watchs_and_what_waits_is_pushed(hub_serv
                               "--", sys.executable, "-c", "import sys; sys.exit(7)"],
                              env=env, capture_output=True, text=True, timeout=120)
     assert failing.returncode == 7, failing.stderr
+
+
+def test_uploads_run_in_a_child_at_lower_cpu_and_io_priority():
+    import os
+
+    from ckpt_action.watch.uploader import NICENESS, ProcessUploader
+
+    uploader = ProcessUploader()
+    try:
+        assert uploader.proc.pid != os.getpid()
+        assert os.getpriority(os.PRIO_PROCESS, uploader.proc.pid) == min(19, os.getpriority(os.PRIO_PROCESS, 0)
+                                                                          + NICENESS)
+        if sys.platform.startswith("linux"):
+            assert "ioprio best-effort 7" in uploader.priority, uploader.priority
+    finally:
+        uploader.close()
+    assert uploader.proc.returncode == 0
+
+
+def test_without_a_command_it_watches_until_sigint_then_stops_at_once(hub_server, tmp_path):
+    server = hub_server()
+    env = make_hub_env(server.url, tmp_path / "home")
+    out = tmp_path / "out"
+    for step in (4, 5):
+        (out / f"checkpoint-{step}").mkdir(parents=True)
+        (out / f"checkpoint-{step}" / "w.bin").write_bytes(b"w" * (100 + step))
+    watch = subprocess.Popen([sys.executable, str(ENTRYPOINT), "watch", "--local-dir", str(out), "--repo", REPO,
+                              "--settle", "4", "--json"], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    time.sleep(1)
+    (out / "checkpoint-5" / "w.bin").write_bytes(b"changed")  # checkpoint-5 is still being written
+    time.sleep(8)  # checkpoint-4 quiet past --settle; checkpoint-5 quiet for 7 s
+    assert watch.poll() is None
+    (out / "checkpoint-6").mkdir()
+    (out / "checkpoint-6" / "w.bin").write_bytes(b"new")  # written just before the signal
+    sent = time.monotonic()
+    watch.send_signal(signal.SIGINT)
+    stdout, stderr = watch.communicate(timeout=GRACE + 30)
+    took = time.monotonic() - sent
+    assert watch.returncode == 0, stderr
+    report = json.loads(stdout)
+    assert [p["name"] for p in report["pushed"]] == ["checkpoint-4", "checkpoint-5", "checkpoint-6"], report
+    assert took < GRACE, took
