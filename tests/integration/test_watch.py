@@ -179,3 +179,17 @@ def test_a_local_dir_that_is_a_file_is_refused(tmp_path):
     f.write_text("x")
     with pytest.raises(ckpt.InputError, match="is a file"):
         Watcher(f, REPO)
+
+
+def test_keep_last_prunes_the_hub_as_pushes_land(local_hub, tmp_path):
+    out = tmp_path / "out"
+    w = watcher(out, local_hub.url, keep_last=2).start()
+    try:
+        for step in (1, 2, 3):
+            plain(out, step)
+            wait_for(lambda step=step: len(w.report.pushed) == step)
+        wait_for(lambda: w.report.pruned == ["checkpoint-1"])
+    finally:
+        report = w.stop(grace=5)
+    assert on_hub(local_hub.url) == ["checkpoint-2", "checkpoint-3"]
+    assert report.pruned == ["checkpoint-1"]
