@@ -34,7 +34,7 @@ MARKERS = {
 }
 WORKFLOWS = ROOT / ".github" / "workflows"
 # The runnable workflows the README shows (act runs them in tests/e2e/test_action_act.py).
-EXAMPLES = ("example-resume.yml", "example-signed-release.yml")
+EXAMPLES = ("example-resume.yml", "example-signed-release.yml", "example-watch.yml")
 # In this repository the examples use the action in the checkout; a user's workflow names it.
 SELF_USES = re.compile(r"^(\s*(?:- )?)uses: \./(?: #.*)?$", re.M)
 # The order a reader meets the commands in: the main job first, then release, then tools.
