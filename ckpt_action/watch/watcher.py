@@ -122,7 +122,7 @@ class Watcher:
             trainer.train()
         print(watcher.report.pushed)
 
-    The arguments are :command:`ckpt-action watch`'s options (``pattern`` with exactly one
+    The arguments are `ckpt-action watch`'s options (``pattern`` with exactly one
     group for the step; ``format`` one of ``auto``, ``trainer``, ``accelerate``,
     ``lightning``, ``dcp``, ``orbax``, ``plain``; ``settle`` and ``grace`` in seconds).
     """
