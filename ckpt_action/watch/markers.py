@@ -165,7 +165,8 @@ def has_marker(fmt: str, path: Path, *, commit_files: bool = False) -> tuple[boo
 
 def snapshot(path: Path) -> dict[str, tuple[int, int]] | None:
     """Every file under ``path`` (or ``path`` itself, a file) with its size and mtime in ns;
-    None when it is gone. Links are recorded by what they point to, as a push reads them."""
+    None when it is gone or cannot be read whole. Links are recorded by what they point to,
+    as a push reads them."""
     try:
         if path.is_file():
             st = path.stat()
@@ -180,5 +181,5 @@ def snapshot(path: Path) -> dict[str, tuple[int, int]] | None:
         if not path.is_dir():
             return None
         return out
-    except FileNotFoundError:
+    except OSError:  # gone, or going (a rotation deleting it), or unreadable: not complete now
         return None

@@ -79,7 +79,7 @@ class Scanner:
         present: dict[str, Checkpoint] = {}
         try:
             entries = list(os.scandir(self.local_dir))
-        except FileNotFoundError:
+        except OSError:  # not created yet (or not readable now): nothing to push yet
             entries = []
         for entry in entries:
             m = self.pattern.fullmatch(entry.name)

@@ -180,7 +180,7 @@ class Watcher:
     def start(self) -> Watcher:
         """Start watching on a background thread (uploads in their own process)."""
         self._uploader = self._new_uploader()
-        self._thread = threading.Thread(target=self._loop, name="ckpt-watch", daemon=True)
+        self._thread = threading.Thread(target=self._guarded_loop, name="ckpt-watch", daemon=True)
         self._thread.start()
         return self
 
@@ -247,6 +247,15 @@ class Watcher:
         return self.report
 
     # --- the loop ---------------------------------------------------------------------------
+
+    def _guarded_loop(self) -> None:
+        """The loop on the API's thread: an unexpected error ends the watch, said in the report
+        (``failed["watch"]``) and the log, rather than silently."""
+        try:
+            self._loop()
+        except Exception as exc:  # noqa: BLE001 - reported to the caller through stop()
+            self.report.failed["watch"] = f"the watch stopped: {type(exc).__name__}: {exc}"
+            self.log(self.report.failed["watch"])
 
     def _new_uploader(self) -> ThreadUploader:
         if self.uploader_kind == "process":
