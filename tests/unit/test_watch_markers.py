@@ -215,3 +215,27 @@ def test_detection_from_a_dirs_files():
     assert markers.framework_of(["epoch=1-step=5.ckpt"], is_file=True) == "lightning"
     assert markers.detect([None, "trainer", None]) == "trainer"
     assert markers.detect([None]) is None
+
+
+def test_a_ranks_file_landing_just_after_the_marker_restarts_the_quiet_period(tmp_path):
+    """Trainer with save_on_each_node and two processes a node: the node's local main process
+    writes trainer_state.json while local rank 1 may still be writing rng_state_1.pth (no barrier
+    between them in _save_checkpoint): the marker alone is not enough, the folder must then stay
+    quiet MARKER_SETTLE seconds."""
+    from ckpt_action.watch.scanner import MARKER_SETTLE
+
+    clock = Clock()
+    node = tmp_path / "node0"
+    scanner = Scanner(node, re.compile(markers.DEFAULT_PATTERNS["trainer"]), settle=30.0, clock=clock)
+    d = node / "checkpoint-4"
+    d.mkdir(parents=True)
+    (d / "rng_state_0.pth").write_bytes(torch_zip())
+    (d / "trainer_state.json").write_text(json.dumps({"global_step": 4}))
+    assert not scanner.scan()[0].ready
+    clock.now += MARKER_SETTLE / 2
+    (d / "rng_state_1.pth").write_bytes(torch_zip())  # rank 1, late
+    assert not scanner.scan()[0].ready
+    clock.now += MARKER_SETTLE / 2 + 0.1
+    assert not scanner.scan()[0].ready  # quiet only since rank 1's file
+    clock.now += MARKER_SETTLE
+    assert scanner.scan()[0].ready
