@@ -35,7 +35,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import zipfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -98,6 +97,8 @@ def detect(found: Iterable[str | None]) -> str | None:
 
 def whole_zip(path: Path) -> bool:
     """``torch.save``'s zip format ends with the central directory: a file cut short has none."""
+    import zipfile  # only once a checkpoint is looked at: the CLI's start does not pay for it
+
     try:
         with zipfile.ZipFile(path) as zf:
             return bool(zf.namelist())

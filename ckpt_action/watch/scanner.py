@@ -16,7 +16,7 @@ import os
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import markers
@@ -40,7 +40,6 @@ class Checkpoint:
     ready: bool = False
     why: str = "new"
     framework: str | None = None
-    seen: set[str] = field(default_factory=set)
 
 
 class Scanner:
