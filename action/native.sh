@@ -40,5 +40,17 @@ else
   echo "ckpt-action: using cached environment $venv"
 fi
 
+if [ "${CKPT_ACTION_SETUP:-}" = 1 ]; then
+  # A `ckpt-action` command for later steps: this venv's Python on this checkout's entrypoint.
+  bin="$cache_root/bin-$key"
+  mkdir -p "$bin"
+  printf '#!/usr/bin/env bash\nexec %q %q "$@"\n' "$(venv_py "$venv")" "$root/entrypoint.py" >"$bin/ckpt-action"
+  chmod +x "$bin/ckpt-action"
+  [ -n "${GITHUB_PATH:-}" ] || err "mode 'setup' needs GITHUB_PATH (set by the runner) to put ckpt-action on PATH"
+  printf '%s\n' "$bin" >>"$GITHUB_PATH"
+  echo "ckpt-action: $bin/ckpt-action is on PATH for the next steps"
+  return 0
+fi
+
 cd "${GITHUB_WORKSPACE:-$PWD}"
 exec "$(venv_py "$venv")" "$root/entrypoint.py" from-action

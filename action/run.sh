@@ -20,6 +20,15 @@ if [ -n "$(strip "${INPUT_TOKEN:-}")" ]; then
 fi
 unset INPUT_TOKEN
 
+# mode: setup builds the native runtime and puts `ckpt-action` on PATH for the job's later
+# `run:` steps (as actions/setup-python does), e.g. `ckpt-action watch ... -- python train.py`.
+if [ "$(lower "$(strip "${INPUT_MODE:-}")")" = "setup" ]; then
+  CKPT_ACTION_SETUP=1
+  # shellcheck source=action/native.sh
+  . "$root/action/native.sh"
+  exit 0
+fi
+
 runtime="$(lower "${INPUT_RUNTIME:-auto}")"
 case "$runtime" in
   auto)

@@ -55,6 +55,7 @@ _EXPORTS: dict[str, str] = {
     "LocalIOError": "errors",
     "DistributedError": "errors",
     "WandbError": "wandb.sdk",
+    "Watcher": "watch.watcher",
 }
 __all__ = [  # the same names as _EXPORTS (a test checks)
     "AuthError",
@@ -77,6 +78,7 @@ __all__ = [  # the same names as _EXPORTS (a test checks)
     "Signing",
     "Verification",
     "WandbError",
+    "Watcher",
     "latest",
     "list_checkpoints",
     "log_pointer",
@@ -92,6 +94,7 @@ if TYPE_CHECKING:
     from ckpt_action.ops.discover import CheckpointInfo
     from ckpt_action.ops.prune import PruneResult
     from ckpt_action.wandb.sdk import PointerResult, WandbError
+    from ckpt_action.watch.watcher import Watcher
 
     from .api import latest, list_checkpoints, log_pointer, promote, prune, pull, push
     from .client import Client

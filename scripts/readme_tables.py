@@ -35,12 +35,13 @@ PAGES: dict[str, tuple[str, ...]] = {
     "docs/guides/github-action.md": ("example:example-resume.yml", "example:example-train-push.yml"),
     "docs/guides/release-pipelines.md": ("example:example-release.yml",),
     "docs/guides/signing.md": ("example:example-signed-release.yml",),
+    "docs/guides/watch.md": ("example:example-watch.yml",),
 }
 EXAMPLES = tuple(sorted({key.split(":", 1)[1] for keys in PAGES.values() for key in keys}))
 # In this repository the examples use the action in the checkout; a user's workflow names it.
 SELF_USES = re.compile(r"^(\s*(?:- )?)uses: \./(?: #.*)?$", re.M)
 # The order a reader meets the commands in: the main job first, then release, then tools.
-COMMAND_ORDER = ("push", "latest", "pull", "promote", "list", "prune", "local-hub", "demo")
+COMMAND_ORDER = ("push", "latest", "pull", "promote", "list", "prune", "watch", "local-hub", "demo")
 
 
 def _cell(text: Any) -> str:

@@ -19,6 +19,9 @@ from ckpt_action.errors import InputError
 
 MODES = ("push", "latest", "pull", "promote", "list", "prune")
 HUB_MODES = MODES
+SHELL_MODES = ("setup",)
+"""Modes the shell runs alone (action/run.sh): ``setup`` puts ``ckpt-action`` on PATH for
+later steps (``ckpt-action watch ... -- python train.py``); no CLI command reads their inputs."""
 # Inputs the shell consumes before the CLI runs: the runtime, and the token, which only
 # ever travels as HF_TOKEN.
 SHELL_INPUTS = ("mode", "token", "runtime", "image", "python")
@@ -136,7 +139,8 @@ def argv(env: Mapping[str, str] | None = None, cwd: str | None = None) -> list[s
     env = os.environ if env is None else env
     mode = env.get("INPUT_MODE", "").strip().lower()
     if mode not in MODES:
-        raise InputError(f"input 'mode' must be one of {', '.join(MODES)}; got {env.get('INPUT_MODE', '')!r}")
+        raise InputError(f"input 'mode' must be one of {', '.join(MODES + SHELL_MODES)}; got"
+                         f" {env.get('INPUT_MODE', '')!r}")
     base = _base(env, cwd)
     args = [mode]
     given: set[str] = set()

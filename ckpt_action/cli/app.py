@@ -54,6 +54,7 @@ from ckpt_action.cli.render import (
 )
 from ckpt_action.errors import CkptError, InputError, NoCheckpointError, param
 from ckpt_action.version import __version__
+from ckpt_action.watch.markers import FORMATS
 
 if TYPE_CHECKING:
     from ckpt_action.handle import CheckpointHandle
@@ -310,6 +311,62 @@ def _maybe_size(value: int | None) -> str:
     from ckpt_action.progress import human
 
     return "unknown" if value is None else human(value)
+
+
+# --- watch --------------------------------------------------------------------------------------
+
+@cli.command(context_settings={"allow_interspersed_args": False})
+@repo_option()
+@click.option("--local-dir", required=True, help="The dir the training saves its checkpoints in (watched; it may "
+              "not exist yet).")
+@click.option("--pattern", help="Regular expression for a checkpoint's whole name, with one capture group for the "
+              r"step (default: checkpoint[-_](\d+); by --format: step=(\d+) in a Lightning file's name, (\d+) "
+              "for Orbax).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True,
+              help="The framework that writes the checkpoints (what marks one complete); auto tells it from the dir.")
+@click.option("--settle", type=float, default=10.0, show_default=True, help="Seconds a checkpoint without a "
+              "framework's marker must stay unchanged (sizes, mtimes) before it is pushed.")
+@click.option("--grace", type=float, default=25.0, show_default=True, help="Seconds after SIGTERM/SIGINT to push "
+              "the newest complete checkpoint and stop (a preemption notice: ~30 s on GKE, 120 s on AWS spot).")
+@click.option("--keep-last", type=int, help="Prune the Hub to the newest K checkpoint-N as pushes land.")
+@click.option("--commits-per-hour", type=int, default=128, show_default=True, help="The Hub's commit quota per "
+              "repo: past it only the newest complete checkpoint is pushed, the others are reported skipped.")
+@click.option("--private/--public", default=True, show_default=True,
+              help="Visibility of the repo if the first push creates it.")
+@hub_options
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND ...]")
+@command
+def watch(repo: str, local_dir: str, pattern: str | None, fmt: str, settle: float, grace: float,
+          keep_last: int | None, commits_per_hour: int, private: bool, hub: HubOptions,
+          command: tuple[str, ...]) -> None:
+    """Push every complete checkpoint the training writes to --local-dir, once, in step order.
+
+    With `-- COMMAND ...` it runs the command (the training) as its child, forwards signals to it,
+    pushes what is waiting when it exits and exits with its status (1 if that is 0 and a push
+    failed). Without one it runs until SIGTERM/SIGINT. On SIGTERM it forwards the signal, waits
+    for the save in progress, pushes the newest complete checkpoint first and stops within
+    --grace seconds, reporting what it could not push. Uploads run in a child process at a lower
+    CPU and I/O priority. Each checkpoint lands as checkpoint-STEP, so `latest` and `pull` find it.
+    """
+    from ckpt_action.ci.outputs import write_json
+    from ckpt_action.watch.watcher import Watcher
+
+    watcher = Watcher(local_dir, repo, pattern=pattern, format=fmt, settle=settle, grace=grace, keep_last=keep_last,
+                      commits_per_hour=commits_per_hour, private=private, log=lambda m: echo(f"watch: {m}", err=True),
+                      **hub.hub())
+    report = watcher.run(command)
+    if hub.as_json:
+        write_json(sys.stdout, report.as_dict())
+    else:
+        for name, subfolder, revision in report.pushed:
+            echo(f"pushed: {name} -> {subfolder} at {revision}")
+        for name in report.skipped:
+            echo(f"skipped (commit quota): {name}")
+        for name, why in {**report.failed, **report.left}.items():
+            echo(f"not pushed: {name} ({why})")
+    code = report.exit_code()
+    if code:
+        sys.exit(code)
 
 
 # --- the action and the demo ------------------------------------------------------------

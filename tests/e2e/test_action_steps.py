@@ -95,3 +95,37 @@ def test_the_clis_own_failure_in_the_container_is_its_one_error_line_and_exit_co
     assert run.returncode == 3, run.stdout + run.stderr
     errors = [data for command, data in workflow_commands(run.stdout + run.stderr) if command.startswith("error")]
     assert errors == ["no complete checkpoint-N in o/r"], run.stdout + run.stderr
+
+
+def _cached_venv(cache: Path) -> None:
+    """The native runtime's venv as a cached earlier run left it (this interpreter stands in for
+    one built from requirements.lock), so the step needs no network."""
+    import hashlib
+    import platform
+
+    lock = hashlib.sha256((ROOT / "requirements.lock").read_bytes()).hexdigest()[:16]
+    key = f"py{sys.version_info[0]}{sys.version_info[1]}-{sys.platform}-{platform.machine().lower()}-{lock}"
+    venv = cache / f"venv-{key}"
+    (venv / "bin").mkdir(parents=True)
+    python = venv / "bin" / "python"
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    python.chmod(0o755)
+    (venv / ".complete").touch()
+
+
+def test_the_setup_mode_puts_ckpt_action_on_path_for_later_steps(tmp_path):
+    cache, github_path = tmp_path / "cache", tmp_path / "github_path"
+    _cached_venv(cache)
+    github_path.touch()
+    env = {"INPUT_MODE": "setup", "INPUT_PYTHON": sys.executable, "CKPT_ACTION_CACHE": str(cache),
+           "GITHUB_PATH": str(github_path), "INPUT_TOKEN": TOKEN}
+    run = _run_step(_step("ckpt-action"), env, tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    added = github_path.read_text().splitlines()
+    assert len(added) == 1, added
+    # A later `run:` step: the runner prepends GITHUB_PATH's dirs to PATH.
+    later = subprocess.run(["bash", "-c", "ckpt-action --version && ckpt-action watch --help"], capture_output=True,
+                           text=True, env={"PATH": f"{added[0]}:/usr/bin:/bin", "HOME": str(tmp_path)}, timeout=120)
+    assert later.returncode == 0, later.stderr
+    assert "ckpt-action, version" in later.stdout and "--grace" in later.stdout
+    assert TOKEN not in run.stdout + run.stderr + (Path(added[0]) / "ckpt-action").read_text()

@@ -153,6 +153,22 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
     # a pointer naming another host: the token goes only to the configured endpoint
     ("pointer-other-origin", ["pull", "--pointer", "{pointer}", "--local-dir", "{new}"],
      {"HF_TOKEN": "hf_SeCrEt1234xyz"}, ["--endpoint", "http://127.0.0.1:7", "configured endpoint"]),
+    # watch: refused before the upload process, the training command or any request starts
+    ("watch-pattern-no-group", ["watch", "--repo", "o/r", "--local-dir", "{new}", "--pattern", r"step_\d+"], {},
+     ["--pattern", "exactly one capture group"]),
+    ("watch-pattern-two-groups", ["watch", "--repo", "o/r", "--local-dir", "{new}", "--pattern", r"(s)_(\d+)"], {},
+     ["--pattern", "exactly one capture group"]),
+    ("watch-pattern-bad-regex", ["watch", "--repo", "o/r", "--local-dir", "{new}", "--pattern", "step_(\\d+"], {},
+     ["--pattern", "not a regular expression"]),
+    ("watch-grace-word", ["watch", "--repo", "o/r", "--local-dir", "{new}", "--grace", "soon"], {}, ["--grace"]),
+    ("watch-settle-negative", ["watch", "--repo", "o/r", "--local-dir", "{new}", "--settle", "-1"], {},
+     ["--settle", ">= 0"]),
+    ("watch-dir-is-file", ["watch", "--repo", "o/r", "--local-dir", "{afile}", "--", "true"], {},
+     ["--local-dir", "is a file"]),
+    ("watch-keep-zero", ["watch", "--repo", "o/r", "--local-dir", "{new}", "--keep-last", "0"], {},
+     ["--keep-last"]),
+    ("watch-format", ["watch", "--repo", "o/r", "--local-dir", "{new}", "--format", "keras"], {}, ["--format"]),
+    ("watch-repo", ["watch", "--repo", "run", "--local-dir", "{new}"], {}, ["--repo"]),
     # pull targets
     ("pull-nonempty-no-force", ["pull", "--repo", "o/r", "--subfolder", "s", "--local-dir", "{full}"], {},
      ["--force"]),

@@ -13,7 +13,7 @@ import hashlib
 import time
 from collections.abc import Callable
 
-from .faults import FaultSet, Firing
+from .faults import QUOTA_MESSAGE, FaultSet, Firing
 from .httpmessages import DropConnection, Request, Response, json_response
 
 READS = ("GET", "HEAD")
@@ -38,12 +38,28 @@ def around(faults: FaultSet, req: Request, route: Callable[[], Response]) -> Res
         if firing is None:
             return route()
         rule = firing.rule
+        if rule.commit_quota is not None:
+            return _quota(faults, firing, req, route)
         if rule.delay_s:
             time.sleep(rule.delay_s)
         if rule.reset is not None and req.body.present:
             _read_then_drop(req, rule.reset)
         response = _status_answer(firing) if rule.status is not None or rule.ratelimit_reset is not None else route()
     return _shape(firing, req, response)
+
+
+def _quota(faults: FaultSet, firing: Firing, req: Request, route: Callable[[], Response]) -> Response:
+    """The Hub's commit quota: a repo's commits past the rule's count within its window are
+    refused with 429 (the repo is the path before ``/commit/``), others counted when they land."""
+    repo = req.path.split("/commit/")[0]
+    wait = faults.quota_wait(firing.rule, repo)
+    if wait is not None:
+        headers = {"Retry-After": str(wait), "X-Error-Message": QUOTA_MESSAGE}
+        return json_response({"error": QUOTA_MESSAGE}, 429, headers)
+    response = route()
+    if response.status < 300:
+        faults.count_commit(firing.rule, repo)
+    return response
 
 
 def _read_then_drop(req: Request, count: int) -> None:

@@ -19,6 +19,12 @@ changes. Actions (several may be combined in one rule):
   ``RateLimit-Policy: "fixed window";"api";q=<quota>;w=<window>``, plus ``Retry-After``
   only if ``retry_after`` is given. Requests inside an open window use no fire; ``times``
   counts windows.
+- ``commit_quota`` (int N) [+ ``commit_window`` seconds, default 3600]: the Hub's commit
+  quota. Past N successful matching writes per repo within the window (a sliding hour),
+  a matching write is answered ``429`` with the Hub's words ("You have exceeded our hourly
+  quotas for action: commit. We invite you to retry later.") and ``Retry-After`` the
+  seconds until the oldest one leaves the window. Use it on commits:
+  ``{"method": "POST", "path": "/commit/", "commit_quota": 128}``. Uses no fires.
 - ``reset`` (int N): requests with a body: read N body bytes, then drop the connection;
   otherwise send the headers and N bytes of the response body, then drop it (a HEAD
   is dropped before any answer). The access log records status ``"reset"``.
@@ -61,8 +67,10 @@ from dataclasses import dataclass
 from typing import Any
 
 _KNOWN_KEYS = {"method", "path", "times", "status", "retry_after", "reset", "delay_s", "corrupt",
-               "tree_escape", "etag", "comment", "ratelimit_reset", "ratelimit_quota", "ratelimit_window"}
-_ACTIONS = ("status", "reset", "delay_s", "corrupt", "tree_escape", "etag", "ratelimit_reset")
+               "tree_escape", "etag", "comment", "ratelimit_reset", "ratelimit_quota", "ratelimit_window",
+               "commit_quota", "commit_window"}
+_ACTIONS = ("status", "reset", "delay_s", "corrupt", "tree_escape", "etag", "ratelimit_reset", "commit_quota")
+QUOTA_MESSAGE = "You have exceeded our hourly quotas for action: commit. We invite you to retry later."
 
 
 class FaultFileError(ValueError):
@@ -85,6 +93,8 @@ class Rule:
     ratelimit_reset: int | None = None
     ratelimit_quota: int = 500
     ratelimit_window: int = 300
+    commit_quota: int | None = None
+    commit_window: int = 3600
 
     @property
     def on_bytes(self) -> bool:
@@ -162,6 +172,10 @@ def parse_rules(text: str, source: str = "faults") -> list[Rule]:
         for key in ("ratelimit_quota", "ratelimit_window"):
             if key in item:
                 setattr(rule, key, _int(item[key], key, where))
+        if "commit_quota" in item:
+            rule.commit_quota = _int(item["commit_quota"], "commit_quota", where)
+        if "commit_window" in item:
+            rule.commit_window = _int(item["commit_window"], "commit_window", where, 1)
         if "delay_s" in item:
             delay = item["delay_s"]
             if isinstance(delay, bool) or not isinstance(delay, (int, float)) or delay < 0:
@@ -189,6 +203,7 @@ class FaultSet:
         self._rules: list[Rule] = []
         self._left: list[int] = []
         self._window_end: list[float] = []
+        self._commits: dict[tuple[int, str], list[float]] = {}
         self._stamp: tuple[int, int, int] | None = None
         if self.path is not None:
             self._stamp = self._stat()
@@ -221,6 +236,7 @@ class FaultSet:
         self._rules = rules
         self._left = [r.times for r in rules]
         self._window_end = [0.0 for _ in rules]
+        self._commits = {}
 
     def _refresh(self) -> None:
         stamp = self._stat()
@@ -249,6 +265,8 @@ class FaultSet:
             for i, rule in enumerate(self._rules):
                 if not rule.applies_to(method, path, redirect):
                     continue
+                if rule.commit_quota is not None:  # counted per repo by the layer, no fire used
+                    return Firing(rule)
                 if self._window_end[i] > now:  # inside an open rate-limit window: no fire used
                     return Firing(rule, math.ceil(self._window_end[i] - now))
                 if self._left[i] == 0:
@@ -260,3 +278,17 @@ class FaultSet:
                     return Firing(rule, rule.ratelimit_reset)
                 return Firing(rule)
         return None
+
+    def quota_wait(self, rule: Rule, repo: str) -> int | None:
+        """Seconds until ``repo`` may commit again under ``rule``'s commit quota; None: now."""
+        now = time.monotonic()
+        with self._lock:
+            times = [t for t in self._commits.get((rule.index, repo), []) if t > now - rule.commit_window]
+            self._commits[(rule.index, repo)] = times
+            if rule.commit_quota is None or len(times) < rule.commit_quota:
+                return None
+            return max(1, math.ceil(times[0] + rule.commit_window - now))
+
+    def count_commit(self, rule: Rule, repo: str) -> None:
+        with self._lock:
+            self._commits.setdefault((rule.index, repo), []).append(time.monotonic())

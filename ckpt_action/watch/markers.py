@@ -1,0 +1,186 @@
+"""When is a checkpoint complete? What each framework writes last, read from its source.
+
+- ``trainer`` (transformers ``Trainer._save_checkpoint``, 5.x): writes straight into
+  ``checkpoint-N`` (no temporary dir): the model, ``training_args.bin``, the optimizer,
+  scheduler and RNG state, then ``trainer_state.json`` last (on each node's local main
+  process with ``save_on_each_node``). Complete: ``trainer_state.json`` is there and is
+  a whole JSON object (it is written in place, so a torn one does not parse).
+- ``accelerate`` (``Accelerator.save_state`` -> ``save_accelerator_state``, 1.x): the
+  weights, optimizer, scheduler, sampler and scaler files, then ``random_states_<rank>.pkl``
+  of every process, then ``custom_checkpoint_<i>.pkl`` of registered objects. No file is
+  renamed into place: complete when ``random_states_0.pkl`` is a whole ``torch.save`` zip
+  (its central directory, written last, reads) and the folder then stays quiet.
+- ``lightning`` (``ModelCheckpoint`` -> ``TorchCheckpointIO`` -> ``_atomic_save``): one file
+  per checkpoint (``epoch=E-step=S.ckpt``), written in an fsspec transaction (a temporary
+  file moved into place on commit; a copy across filesystems). Complete: the file under its
+  name is a whole ``torch.save`` zip.
+- ``dcp`` (``torch.distributed.checkpoint.FileSystemWriter.finish``): the ``.distcp`` data
+  files, then the coordinator writes ``.metadata.tmp`` and renames it to ``.metadata``.
+  Complete: ``.metadata`` is there.
+- ``orbax`` (``AtomicRenameTemporaryPath`` / ``CommitFileTemporaryPath``): saves into
+  ``<step>.orbax-checkpoint-tmp*`` and renames it to ``<step>``, or (where rename is not
+  atomic) writes ``commit_success.txt`` last; ``_CHECKPOINT_METADATA`` gains
+  ``commit_timestamp_nsecs`` when it is finalized. Complete: under its final name, with
+  ``commit_success.txt``, or with its metadata's commit time, or (no metadata at all) by
+  the rename alone.
+- ``plain``: no marker; complete after a quiet period (``--settle``).
+
+Which framework a dir holds is told from what its checkpoints hold (:func:`detect`), or
+named (``--format``). Once a dir's checkpoints carry a framework's marker, a folder
+without it is incomplete however long it stays quiet.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+FORMATS = ("auto", "trainer", "accelerate", "lightning", "dcp", "orbax", "plain")
+"""The names ``--format`` takes; ``auto`` tells them from the dir."""
+
+DEFAULT_PATTERNS = {
+    "auto": r"checkpoint[-_](\d+)",
+    "trainer": r"checkpoint-(\d+)",
+    "accelerate": r"checkpoint_(\d+)",
+    "lightning": r"(?:.*-)?step=(\d+)(?:-.*)?\.ckpt",
+    "dcp": r"(?:checkpoint|step)[-_](\d+)",
+    "orbax": r"(\d+)",
+    "plain": r"checkpoint-(\d+)",
+}
+"""The folder (or file) names each framework saves under by default; ``--pattern`` overrides."""
+
+# Files only one framework writes (a folder that holds one is that framework's).
+_SIGNS: dict[str, tuple[str, ...]] = {
+    "dcp": (r".*\.distcp", r"\.metadata(\.tmp)?", r"__\d+\.metadata"),
+    "orbax": (r"_CHECKPOINT_METADATA", r"commit_success\.txt", r"_METADATA", r"_sharding", r"manifest\.ocdbt"),
+    "trainer": (r"trainer_state\.json", r"training_args\.bin", r"rng_state(_\d+)?\.pth", r"optimizer\.pt",
+                r"scheduler\.pt"),
+    "accelerate": (r"random_states_\d+\.pkl", r"optimizer(_\d+)?\.bin", r"scheduler(_\d+)?\.bin",
+                   r"sampler(_\d+)?\.bin", r"custom_checkpoint_\d+\.pkl"),
+}
+_SIGN_RES = {fmt: re.compile("|".join(f"(?:{s})" for s in signs)) for fmt, signs in _SIGNS.items()}
+ORBAX_TMP = re.compile(r".*\.orbax-checkpoint-tmp.*")
+
+
+def framework_of(names: Iterable[str], *, is_file: bool = False) -> str | None:
+    """The framework one checkpoint's file names (or, for a file checkpoint, its own name)
+    say it is, or None when they say nothing yet.
+
+    >>> framework_of(["model.safetensors", "training_args.bin"])
+    'trainer'
+    >>> framework_of(["__0_0.distcp"])
+    'dcp'
+    >>> framework_of(["model.safetensors"]) is None
+    True
+    """
+    names = list(names)
+    if is_file:
+        return "lightning" if any(n.endswith(".ckpt") for n in names) else None
+    for fmt, sign in _SIGN_RES.items():
+        if any(sign.fullmatch(n) for n in names):
+            return fmt
+    return None
+
+
+def detect(found: Iterable[str | None]) -> str | None:
+    """The dir's framework from each checkpoint's own (:func:`framework_of`): the first one
+    any checkpoint shows, in the order of ``_SIGNS`` (lightning first), None if none does."""
+    seen = {f for f in found if f}
+    for fmt in ("lightning", *_SIGNS):
+        if fmt in seen:
+            return fmt
+    return None
+
+
+def whole_zip(path: Path) -> bool:
+    """``torch.save``'s zip format ends with the central directory: a file cut short has none."""
+    import zipfile  # only once a checkpoint is looked at: the CLI's start does not pay for it
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return bool(zf.namelist())
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return False
+
+
+def _json_object(path: Path) -> dict[str, object] | None:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            value = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _commit_success(path: Path) -> bool:
+    """Orbax's commit file, whole: "Checkpoint commit was successful to <the folder's path>"."""
+    try:
+        with open(path, "rb") as fh:
+            text = fh.read(4096).decode("utf-8", "replace").rstrip()
+    except OSError:
+        return False
+    return "commit was successful to " in text and text.endswith(path.parent.name)
+
+
+def has_marker(fmt: str, path: Path, *, commit_files: bool = False) -> tuple[bool, str]:
+    """Whether ``path`` (a checkpoint folder, or file for ``lightning``) carries ``fmt``'s
+    save-finished marker, and if not, what is missing (for the log).
+
+    ``commit_files``: another checkpoint of the dir has Orbax's ``commit_success.txt``, so
+    the dir's saves are finalized by that file (written after the metadata's commit time)."""
+    if fmt == "trainer":
+        state = _json_object(path / "trainer_state.json")
+        if state is None or "global_step" not in state:
+            return False, "no whole trainer_state.json yet (the Trainer writes it last)"
+        return True, ""
+    if fmt == "accelerate":
+        if not whole_zip(path / "random_states_0.pkl"):
+            return False, "no whole random_states_0.pkl yet (save_state writes it after the weights)"
+        return True, ""
+    if fmt == "lightning":
+        if not path.is_file() or not whole_zip(path):
+            return False, "not a whole checkpoint file yet"
+        return True, ""
+    if fmt == "dcp":
+        if not (path / ".metadata").is_file():
+            return False, "no .metadata yet (torch.distributed.checkpoint renames it into place last)"
+        return True, ""
+    if fmt == "orbax":
+        if ORBAX_TMP.fullmatch(path.name):
+            return False, "still under its temporary name"
+        if _commit_success(path / "commit_success.txt"):
+            return True, ""
+        if commit_files:
+            return False, "no commit_success.txt yet (Orbax writes it last)"
+        meta_path = path / "_CHECKPOINT_METADATA"
+        if meta_path.exists():
+            meta = _json_object(meta_path)
+            if meta is None or not meta.get("commit_timestamp_nsecs"):
+                return False, "_CHECKPOINT_METADATA has no commit time yet"
+        return True, ""
+    return True, ""
+
+
+def snapshot(path: Path) -> dict[str, tuple[int, int]] | None:
+    """Every file under ``path`` (or ``path`` itself, a file) with its size and mtime in ns;
+    None when it is gone or cannot be read whole. Links are recorded by what they point to,
+    as a push reads them."""
+    try:
+        if path.is_file():
+            st = path.stat()
+            return {"": (st.st_size, st.st_mtime_ns)}
+        out: dict[str, tuple[int, int]] = {}
+        for root, dirs, files in os.walk(path):
+            dirs.sort()
+            for name in files:
+                full = Path(root, name)
+                st = full.stat()
+                out[str(full.relative_to(path))] = (st.st_size, st.st_mtime_ns)
+        if not path.is_dir():
+            return None
+        return out
+    except OSError:  # gone, or going (a rotation deleting it), or unreadable: not complete now
+        return None

@@ -1,0 +1,187 @@
+"""Pushes off the training's back: one child process, at a lower CPU and I/O priority.
+
+The watcher hands it one request at a time (a JSON line on its stdin: push a folder, or
+prune) and reads one answer line per request on its stdout. The child runs
+``python -m ckpt_action.watch.uploader``: it lowers its own priority first
+(:func:`lower_priority`), ignores SIGINT and SIGTERM (the watcher decides when it stops,
+and kills it at the end of the grace period: a push cut short commits nothing), and calls
+the public API (``ckpt_action.api.push`` / ``prune``). The token travels in the request,
+never on the command line. Where a process cannot be started, :class:`ThreadUploader`
+runs the same requests on a thread of this process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+from typing import Any
+
+Request = dict[str, Any]
+Answer = dict[str, Any]
+
+# ioprio_set(2): the syscall's number per architecture; best-effort class, lowest level.
+_IOPRIO_SET = {"x86_64": 251, "aarch64": 30, "i386": 289, "i686": 289, "armv7l": 314, "ppc64le": 273}
+_IOPRIO_WHO_PROCESS = 1
+_IOPRIO_BEST_EFFORT_LOWEST = (2 << 13) | 7
+NICENESS = 10
+_WAIT_RE = re.compile(r"asks to wait (\d+) s")
+
+
+def lower_priority() -> list[str]:
+    """Lower this process's CPU priority (``nice`` +10) and, on Linux, its I/O priority
+    (best-effort, lowest level); answers what it could do."""
+    done = []
+    try:
+        os.nice(NICENESS)
+        done.append(f"nice +{NICENESS}")
+    except OSError:
+        pass
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import platform
+
+        number = _IOPRIO_SET.get(platform.machine())
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            if number is not None and libc.syscall(number, _IOPRIO_WHO_PROCESS, 0, _IOPRIO_BEST_EFFORT_LOWEST) == 0:
+                done.append("ioprio best-effort 7")
+        except (OSError, AttributeError):
+            pass
+    return done
+
+
+def handle(request: Request) -> Answer:
+    """Run one request through the public API; every failure is an answer, never raised."""
+    from ckpt_action import api
+    from ckpt_action.errors import CkptError, RemoteError
+
+    hub = request.get("hub") or {}
+    try:
+        if request["op"] == "push":
+            handle = api.push(request["local_dir"], request["repo"], step=request["step"],
+                              private=request.get("private", True), **hub)
+            return {"ok": True, "subfolder": handle.subfolder, "revision": handle.revision}
+        if request["op"] == "prune":
+            res = api.prune(request["repo"], request["keep_last"], **hub)
+            return {"ok": True, "deleted": list(res.deleted), "revision": res.revision}
+        return {"ok": False, "error": f"unknown request {request['op']!r}"}
+    except CkptError as exc:
+        text = str(exc)
+        quota = isinstance(exc, RemoteError) and "429" in text
+        wait = _WAIT_RE.search(text)
+        return {"ok": False, "error": text, "quota": quota, "wait": int(wait.group(1)) if wait else None,
+                "gone": request["op"] == "push" and not os.path.isdir(request["local_dir"])}
+    except Exception as exc:  # noqa: BLE001 - one failed push is an answer; the watcher goes on
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}", "quota": False, "wait": None,
+                "gone": request["op"] == "push" and not os.path.isdir(request["local_dir"])}
+
+
+class ThreadUploader:
+    """Requests run one at a time on a daemon thread of this process."""
+
+    kind = "thread"
+
+    def __init__(self) -> None:
+        self._answers: queue.Queue[Answer] = queue.Queue()
+        self.busy = False
+        self.priority: list[str] = []
+
+    def submit(self, request: Request) -> None:
+        assert not self.busy
+        self.busy = True
+        threading.Thread(target=lambda: self._answers.put(handle(request)), name="ckpt-watch-upload",
+                         daemon=True).start()
+
+    def poll(self, timeout: float = 0.0) -> Answer | None:
+        try:
+            answer = self._answers.get(timeout=timeout) if timeout > 0 else self._answers.get_nowait()
+        except queue.Empty:
+            return None
+        self.busy = False
+        return answer
+
+    def kill(self) -> None:
+        """A thread cannot be stopped: the push in flight is left to finish or fail on its own."""
+
+    def close(self) -> None:
+        pass
+
+
+class ProcessUploader(ThreadUploader):
+    """Requests run in ``python -m ckpt_action.watch.uploader``, a child at lower priority."""
+
+    kind = "process"
+
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        super().__init__()
+        child_env = dict(os.environ if env is None else env)
+        # A rate limit that asks for longer than this is answered at once (the watcher
+        # coalesces), rather than holding the only upload slot for many minutes.
+        child_env.setdefault("CKPT_MAX_RATE_LIMIT_WAIT", "30")
+        self.proc = subprocess.Popen([sys.executable, "-m", "ckpt_action.watch.uploader"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, env=child_env, text=True, bufsize=1)
+        assert self.proc.stdout is not None
+        hello = self.proc.stdout.readline()
+        self.priority = json.loads(hello).get("priority", []) if hello else []
+        threading.Thread(target=self._read, name="ckpt-watch-answers", daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with contextlib.suppress(ValueError):
+                self._answers.put(json.loads(line))
+        if self.busy:
+            self._answers.put({"ok": False, "error": "the upload process ended", "quota": False, "wait": None,
+                               "gone": False})
+
+    def submit(self, request: Request) -> None:
+        assert not self.busy and self.proc.stdin is not None
+        self.busy = True
+        try:
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+        except OSError as exc:
+            self._answers.put({"ok": False, "error": f"the upload process is gone ({exc})", "quota": False,
+                               "wait": None, "gone": False})
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+
+def main() -> None:
+    """The child: lower priority, then one answer line per request line until stdin closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # The answers get stdout to themselves: anything a library prints goes to stderr.
+    answers = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    from ckpt_action.progress import quiet_client_bars
+
+    quiet_client_bars()
+    print(json.dumps({"priority": lower_priority()}), file=answers, flush=True)
+    for line in sys.stdin:
+        if line.strip():
+            print(json.dumps(handle(json.loads(line))), file=answers, flush=True)
+
+
+if __name__ == "__main__":
+    main()

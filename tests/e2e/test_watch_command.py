@@ -1,0 +1,181 @@
+"""`ckpt-action watch -- python train.py` as a CI job runs it: SIGTERM mid-save (the preemption
+notice), the newest complete checkpoint on the Hub within the grace period, and a resume job that
+continues from it through `latest` and `pull`. The training is a small script that saves
+checkpoint-N the Trainer's way (files, then trainer_state.json last), slowly, and finishes the
+save in progress when it gets SIGTERM, as a trainer with a preemption handler does.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+from tests.conftest import ENTRYPOINT
+from tests.helpers.localhub_fixtures import make_hub_env
+
+REPO = "me/preempted"
+GRACE = 20
+
+TRAIN = r'''
+import json, os, signal, sys, time
+from pathlib import Path
+
+out = Path(sys.argv[1])
+status = Path(sys.argv[2])
+stop = False
+
+def on_term(signum, frame):
+    global stop
+    stop = True
+
+signal.signal(signal.SIGTERM, on_term)
+start = 0
+if os.environ.get("RESUME_FROM"):
+    start = json.loads(Path(os.environ["RESUME_FROM"], "trainer_state.json").read_text())["global_step"]
+step = start
+while not stop and step < start + int(os.environ.get("STEPS", "100")):
+    step += 1
+    time.sleep(0.2)  # a training step
+    d = out / f"checkpoint-{step}"
+    d.mkdir(parents=True)
+    status.write_text(json.dumps({"saving": step}))
+    with open(d / "model.safetensors", "wb") as fh:  # a slow save: 6 chunks, 0.3 s apart
+        for _ in range(6):
+            fh.write(os.urandom(64 * 1024))
+            fh.flush()
+            time.sleep(0.3)
+    (d / "training_args.bin").write_bytes(b"args")
+    (d / "trainer_state.json").write_text(json.dumps({"global_step": step, "resumed_from": start}))
+    status.write_text(json.dumps({"saved": step}))
+sys.exit(0)
+'''
+
+
+def test_sigterm_mid_save_pushes_the_newest_complete_checkpoint_within_grace_and_a_resume_continues(
+        hub_server, tmp_path):
+    server = hub_server()
+    env = make_hub_env(server.url, tmp_path / "home")
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+    out, status = tmp_path / "out", tmp_path / "status.json"
+    log = open(tmp_path / "watch.log", "wb")
+    watch = subprocess.Popen([sys.executable, str(ENTRYPOINT), "watch", "--local-dir", str(out), "--repo", REPO,
+                              "--grace", str(GRACE), "--json", "--", sys.executable, str(script), str(out),
+                              str(status)], env=env, stdout=subprocess.PIPE, stderr=log, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 120
+        while True:  # the third save has begun: its folder is half-written
+            assert time.monotonic() < deadline, "the training never reached its third save"
+            assert watch.poll() is None, (tmp_path / "watch.log").read_text()
+            if status.exists() and json.loads(status.read_text() or "{}").get("saving") == 3:
+                break
+            time.sleep(0.05)
+        assert not (out / "checkpoint-3" / "trainer_state.json").exists()
+        sent = time.monotonic()
+        watch.send_signal(signal.SIGTERM)
+        stdout, _ = watch.communicate(timeout=GRACE + 30)
+        took = time.monotonic() - sent
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+        log.close()
+    stderr = (tmp_path / "watch.log").read_text()
+    assert watch.returncode == 0, stderr
+    assert took < GRACE, (took, stderr)
+    report = json.loads(stdout)
+    pushed = [p["name"] for p in report["pushed"]]
+    assert pushed[0] in ("checkpoint-1", "checkpoint-2", "checkpoint-3")
+    assert "checkpoint-3" in pushed and not report["failed"] and not report["left"], report
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, str(ENTRYPOINT), *args], env=env, capture_output=True, text=True,
+                              cwd=tmp_path, timeout=120)
+
+    latest = cli("latest", "--repo", REPO, "--json")
+    assert latest.returncode == 0, latest.stderr
+    assert json.loads(latest.stdout)["subfolder"] == "checkpoint-3"
+    resume = tmp_path / "resume"
+    pulled = cli("pull", "--repo", REPO, "--latest", "--local-dir", str(resume))
+    assert pulled.returncode == 0, pulled.stderr
+    for name in ("model.safetensors", "training_args.bin", "trainer_state.json"):
+        assert (resume / name).read_bytes() == (out / "checkpoint-3" / name).read_bytes()
+    # The resume job, on a fresh dir, continues from the pulled checkpoint.
+    again = subprocess.run([sys.executable, str(script), str(tmp_path / "out2"), str(tmp_path / "s2.json")],
+                           env={**env, "RESUME_FROM": str(resume), "STEPS": "1"}, timeout=120)
+    assert again.returncode == 0
+    state = json.loads((tmp_path / "out2" / "checkpoint-4" / "trainer_state.json").read_text())
+    assert state == {"global_step": 4, "resumed_from": 3}
+
+
+def test_a_training_command_that_cannot_start_is_exit_2_and_sends_nothing(hub_server, tmp_path):
+    server = hub_server()
+    env = make_hub_env(server.url, tmp_path / "home")
+    run = subprocess.run([sys.executable, str(ENTRYPOINT), "watch", "--local-dir", str(tmp_path / "out"),
+                          "--repo", REPO, "--", str(tmp_path / "no-such-trainer")], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 2, run.stderr
+    assert "the training command cannot start" in run.stderr and "no-such-trainer" in run.stderr
+    assert not [e for e in server.log_entries() if e.get("method") == "POST"]
+
+
+def test_the_command_exit_status_is_the_watchs_and_what_waits_is_pushed(hub_server, tmp_path):
+    server = hub_server()
+    env = make_hub_env(server.url, tmp_path / "home")
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+    out = tmp_path / "out"
+    run = subprocess.run([sys.executable, str(ENTRYPOINT), "watch", "--local-dir", str(out), "--repo", REPO,
+                          "--json", "--", sys.executable, str(script), str(out), str(tmp_path / "s")],
+                         env={**env, "STEPS": "2"}, capture_output=True, text=True, timeout=180)
+    assert run.returncode == 0, run.stderr
+    assert [p["name"] for p in json.loads(run.stdout)["pushed"]] == ["checkpoint-1", "checkpoint-2"]
+    failing = subprocess.run([sys.executable, str(ENTRYPOINT), "watch", "--local-dir", str(out), "--repo", REPO,
+                              "--", sys.executable, "-c", "import sys; sys.exit(7)"],
+                             env=env, capture_output=True, text=True, timeout=120)
+    assert failing.returncode == 7, failing.stderr
+
+
+def test_uploads_run_in_a_child_at_lower_cpu_and_io_priority():
+    import os
+
+    from ckpt_action.watch.uploader import NICENESS, ProcessUploader
+
+    uploader = ProcessUploader()
+    try:
+        assert uploader.proc.pid != os.getpid()
+        assert os.getpriority(os.PRIO_PROCESS, uploader.proc.pid) == min(19, os.getpriority(os.PRIO_PROCESS, 0)
+                                                                          + NICENESS)
+        if sys.platform.startswith("linux"):
+            assert "ioprio best-effort 7" in uploader.priority, uploader.priority
+    finally:
+        uploader.close()
+    assert uploader.proc.returncode == 0
+
+
+def test_without_a_command_it_watches_until_sigint_then_stops_at_once(hub_server, tmp_path):
+    server = hub_server()
+    env = make_hub_env(server.url, tmp_path / "home")
+    out = tmp_path / "out"
+    for step in (4, 5):
+        (out / f"checkpoint-{step}").mkdir(parents=True)
+        (out / f"checkpoint-{step}" / "w.bin").write_bytes(b"w" * (100 + step))
+    watch = subprocess.Popen([sys.executable, str(ENTRYPOINT), "watch", "--local-dir", str(out), "--repo", REPO,
+                              "--settle", "4", "--json"], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    time.sleep(1)
+    (out / "checkpoint-5" / "w.bin").write_bytes(b"changed")  # checkpoint-5 is still being written
+    time.sleep(8)  # checkpoint-4 quiet past --settle; checkpoint-5 quiet for 7 s
+    assert watch.poll() is None
+    (out / "checkpoint-6").mkdir()
+    (out / "checkpoint-6" / "w.bin").write_bytes(b"new")  # written just before the signal
+    sent = time.monotonic()
+    watch.send_signal(signal.SIGINT)
+    stdout, stderr = watch.communicate(timeout=GRACE + 30)
+    took = time.monotonic() - sent
+    assert watch.returncode == 0, stderr
+    report = json.loads(stdout)
+    assert [p["name"] for p in report["pushed"]] == ["checkpoint-4", "checkpoint-5", "checkpoint-6"], report
+    assert took < GRACE, took

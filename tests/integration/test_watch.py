@@ -1,0 +1,195 @@
+"""`Watcher` against a local Hub: each complete checkpoint pushed once in step order, a half-written
+one never, the newest first when stopping, the commit quota coalesced and never a failure.
+
+Uploads run on a thread here (``uploader="thread"``: the integration layer starts no process);
+tests/e2e/test_watch_command.py runs the command with its upload process and a training child.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+import ckpt_action as ckpt
+from ckpt_action.watch.watcher import Watcher
+
+REPO = "me/watched"
+QUOTA = [{"method": "POST", "path": "/commit/", "commit_quota": 2}]
+
+
+def plain(root: Path, step: int, payload: bytes = b"w") -> Path:
+    d = root / f"checkpoint-{step}"
+    d.mkdir(parents=True)
+    (d / "weights.bin").write_bytes(payload * (100 + step))
+    return d
+
+
+def trainer_like(root: Path, step: int, *, finished: bool = True) -> Path:
+    """What the Trainer leaves: the files, trainer_state.json last (none when it died half-way)."""
+    d = root / f"checkpoint-{step}"
+    d.mkdir(parents=True)
+    (d / "model.safetensors").write_bytes(b"m" * (200 + step))
+    (d / "training_args.bin").write_bytes(b"a")
+    if finished:
+        (d / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+    return d
+
+
+def watcher(root: Path, url: str, **kwargs) -> Watcher:
+    kwargs.setdefault("settle", 0.3)
+    return Watcher(root, REPO, endpoint=url, poll=0.05, uploader="thread", **kwargs)
+
+
+def on_hub(url: str) -> list[str]:
+    return sorted(c.subfolder for c in ckpt.list_checkpoints(REPO, endpoint=url) if c.status == "complete")
+
+
+def wait_for(cond, timeout: float = 60.0) -> None:
+    end = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.05)
+
+
+def test_each_complete_checkpoint_is_pushed_once_in_step_order_and_a_half_written_one_never(local_hub, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    trainer_like(out, 10)
+    w = watcher(out, local_hub.url, settle=30).start()
+    try:
+        wait_for(lambda: len(w.report.pushed) == 1)
+        trainer_like(out, 20, finished=False)  # killed before trainer_state.json
+        trainer_like(out, 30)
+        wait_for(lambda: len(w.report.pushed) == 2)
+        time.sleep(1.0)  # checkpoint-20 stays quiet, and is still not complete
+    finally:
+        report = w.stop(grace=5)
+    assert [(n, s) for n, s, _ in report.pushed] == [("checkpoint-10", "checkpoint-10"),
+                                                      ("checkpoint-30", "checkpoint-30")]
+    assert report.framework == "trainer" and report.incomplete == ["checkpoint-20"]
+    assert report.ok and report.exit_code() == 0
+    assert on_hub(local_hub.url) == ["checkpoint-10", "checkpoint-30"]
+    found = ckpt.latest(REPO, endpoint=local_hub.url)
+    assert found is not None and found.revision == report.pushed[-1][2]
+
+
+def test_stopping_pushes_the_newest_complete_checkpoint_first(local_hub, tmp_path):
+    out = tmp_path / "out"
+    for step in (1, 2, 3):
+        trainer_like(out, step)
+    w = watcher(out, local_hub.url)
+    w.request_stop(grace=60)  # the preemption notice came before the first look
+    w.start()
+    report = w.stop()
+    assert [n for n, _, _ in report.pushed] == ["checkpoint-3", "checkpoint-2", "checkpoint-1"]
+
+
+def test_a_folder_that_changes_while_pushed_is_pushed_again(local_hub, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    d = plain(out, 5)
+    w = watcher(out, local_hub.url, log=print)
+    from ckpt_action.watch import uploader
+
+    real = uploader.handle
+    calls = []
+
+    def rewrite_during_push(request):
+        answer = real(request)
+        if not calls:
+            (d / "weights.bin").write_bytes(b"changed" * 50)  # the trainer wrote again meanwhile
+        calls.append(request)
+        return answer
+
+    monkeypatch.setattr(uploader, "handle", rewrite_during_push)
+    w.start()
+    wait_for(lambda: len(w.report.pushed) == 1)
+    report = w.stop(grace=5)
+    assert len(calls) == 2
+    pulled = ckpt.pull(ckpt.latest(REPO, endpoint=local_hub.url), tmp_path / "back", endpoint=local_hub.url)
+    assert (Path(pulled) / "weights.bin").read_bytes() == b"changed" * 50
+    assert report.ok
+
+
+def test_the_hub_commit_quota_coalesces_to_the_newest_and_never_fails(hub_server, hf_client, tmp_path):
+    server = hub_server(faults=QUOTA)
+    out = tmp_path / "out"
+    for step in (1, 2):
+        plain(out, step)
+    w = watcher(out, server.url).start()
+    wait_for(lambda: len(w.report.pushed) == 2)
+    for step in (3, 4, 5):  # the hour's 2 commits are used: the Hub answers 429
+        plain(out, step)
+    time.sleep(1.0)
+    report = w.stop(grace=2)
+    assert [n for n, _, _ in report.pushed] == ["checkpoint-1", "checkpoint-2"]
+    assert not report.failed, report.failed
+    assert all(why.startswith("commit quota") for why in report.left.values()), report.left
+    assert report.ok and report.exit_code() == 0
+    assert on_hub(server.url) == ["checkpoint-1", "checkpoint-2"]
+
+
+def test_past_the_hourly_budget_only_the_newest_is_pushed_and_the_others_said_skipped(local_hub, tmp_path):
+    out = tmp_path / "out"
+    for step in (1, 2, 3, 4):
+        plain(out, step)
+    w = watcher(out, local_hub.url, commits_per_hour=1).start()
+    wait_for(lambda: len(w.report.pushed) == 1)
+    report = w.stop(grace=1)
+    assert [n for n, _, _ in report.pushed] == ["checkpoint-4"]
+    assert report.skipped == ["checkpoint-1", "checkpoint-2", "checkpoint-3"]
+    assert report.exit_code() == 0
+
+
+def test_the_local_hub_answers_its_commit_quota_with_the_hubs_words(hub_server, hf_client, tmp_path):
+    from huggingface_hub import CommitOperationAdd, HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    server = hub_server(faults=QUOTA)
+    api = HfApi(endpoint=server.url)
+    api.create_repo(REPO)
+    for i in range(2):
+        api.create_commit(REPO, [CommitOperationAdd(f"f{i}", b"x")], commit_message=f"c{i}")
+    other = "me/other"
+    api.create_repo(other)
+    api.create_commit(other, [CommitOperationAdd("f", b"x")], commit_message="another repo's quota")
+    with pytest.raises(HfHubHTTPError) as caught:
+        api.create_commit(REPO, [CommitOperationAdd("f9", b"x")], commit_message="one too many")
+    assert caught.value.response.status_code == 429
+    assert "exceeded our hourly quotas for action: commit" in str(caught.value)
+    assert 3500 <= int(caught.value.response.headers["Retry-After"]) <= 3600
+
+
+@pytest.mark.parametrize(("kwargs", "words"), [
+    ({"pattern": r"checkpoint-\d+"}, "needs exactly one capture group"),
+    ({"pattern": r"(a)-(\d+)"}, "needs exactly one capture group"),
+    ({"grace": "soon"}, "grace= must be a number"),
+    ({"format": "keras"}, "format= must be one of"),
+])
+def test_bad_arguments_are_refused_naming_them(tmp_path, kwargs, words):
+    with pytest.raises(ckpt.InputError) as caught:
+        Watcher(tmp_path, REPO, uploader="thread", **kwargs)
+    assert words in caught.value.render("api")
+
+
+def test_a_local_dir_that_is_a_file_is_refused(tmp_path):
+    f = tmp_path / "f"
+    f.write_text("x")
+    with pytest.raises(ckpt.InputError, match="is a file"):
+        Watcher(f, REPO)
+
+
+def test_keep_last_prunes_the_hub_as_pushes_land(local_hub, tmp_path):
+    out = tmp_path / "out"
+    w = watcher(out, local_hub.url, keep_last=2).start()
+    try:
+        for step in (1, 2, 3):
+            plain(out, step)
+            wait_for(lambda step=step: len(w.report.pushed) == step)
+        wait_for(lambda: w.report.pruned == ["checkpoint-1"])
+    finally:
+        report = w.stop(grace=5)
+    assert on_hub(local_hub.url) == ["checkpoint-2", "checkpoint-3"]
+    assert report.pruned == ["checkpoint-1"]
