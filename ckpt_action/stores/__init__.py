@@ -1,0 +1,37 @@
+"""Where checkpoints live, behind one interface: the operations (push, latest, pull,
+promote, list, prune) speak to a :class:`~ckpt_action.stores.base.Store`, never to
+huggingface_hub or :mod:`ckpt_action.hub` directly.
+
+- :mod:`.base`: the :class:`Store` protocol, the pin, the store-neutral writes
+  (:class:`Put`, :class:`Delete`, :class:`Copy` in a :class:`Write`), and how a bucket
+  implements each method;
+- :mod:`.finalize`: the one finalize every writer publishes a complete manifest through;
+- :mod:`.repo`: :class:`RepoStore`, a model repo (today's git-repo behaviour).
+"""
+
+from __future__ import annotations
+
+from ckpt_action.hub.repo import RemoteRepo, Snapshot, folder_problem, skip_name
+from ckpt_action.stores.base import (
+    Copy,
+    Delete,
+    Final,
+    Operation,
+    Pin,
+    Put,
+    Store,
+    Uploaded,
+    Write,
+    WriteOutcome,
+)
+from ckpt_action.stores.finalize import FinalizeRefused, Identity, finalize
+from ckpt_action.stores.repo import RepoStore, as_store
+
+StoreLike = Store | RemoteRepo
+"""What an operation takes: a store, or the repo the API hands over (made a :class:`RepoStore`)."""
+
+__all__ = [
+    "Copy", "Delete", "Final", "FinalizeRefused", "Identity", "Operation", "Pin", "Put", "RepoStore", "Snapshot",
+    "Store", "StoreLike", "Uploaded", "Write", "WriteOutcome", "as_store", "finalize", "folder_problem",
+    "skip_name",
+]

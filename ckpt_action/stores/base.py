@@ -1,0 +1,195 @@
+"""The store seam: what push, latest, pull, promote, list and prune need of the place
+checkpoints live, and the store-neutral writes they hand it.
+
+Two kinds of store share it. Today's, :class:`~ckpt_action.stores.repo.RepoStore`, is a
+model repo (git commits through huggingface_hub). The next, a Storage Bucket
+(``hf://buckets/ORG/NAME``: mutable, unversioned, S3-like, Xet-backed), is written against
+the same methods; this is how it implements each one (not implemented yet):
+
+``Pin``
+    What a reader is pinned to. A repo: the 40-hex commit SHA of the snapshot read. A
+    bucket has no commit: each checkpoint folder is pinned by ``sha256:<64 hex>`` of its
+    manifest as stored, so a pin names one folder's content, and reading at it fails once
+    the manifest no longer hashes to it ("overwritten since it was pinned").
+``resolve(revision)``
+    A repo: the branch's or tag's SHA. A bucket: the pin of "now" (``None``: the listing
+    is read live, and every folder it yields is pinned by its own manifest's digest);
+    ``revision`` ``sha256:...`` names one folder's pin.
+``folders(pin)``
+    The top-level checkpoint folders, one bounded listing (a repo: the tree at the SHA,
+    with each folder's git tree id; a bucket: ``list_bucket_tree`` of the prefix, not
+    recursive, with each folder's manifest path as its id).
+``files(pin, folder)`` / ``snapshot(pin, folder)``
+    The folder's files (size, and sha256 where the store knows it), bounded; a bucket
+    lists the folder's paths (``list_bucket_tree``, recursive under the folder, paginated
+    within the listing bounds); its snapshot's ``revision`` is the manifest's digest.
+``read_small_file(pin, path)`` (a manifest, a statement)
+    Bounded in bytes and time; a bucket reads through the bucket resolve route and, for a
+    manifest, checks the bytes hash to the pin asked for.
+``download(pin, path, dest, want)``
+    One file streamed to disk, hashed as it arrives, checked against the manifest's digest
+    (a bucket: the resolve route over Xet, with Range to resume).
+``ensure(branch, private)``
+    Create the store if missing, private (a repo: ``create_repo``; a bucket: ``create_bucket``).
+``upload(folder, files)``
+    Send files without publishing them (a repo: LFS/Xet preupload; a bucket: the Xet upload
+    of ``batch_bucket_files`` adds, each file under its final path, the folder's manifest
+    removed first on a re-push so that no old manifest stands over new files).
+``write(plan)``
+    Apply a plan's :class:`Put`/:class:`Delete`/:class:`Copy` operations. A repo: one commit
+    per plan, pinned to its parent (412 on a race), re-planned on conflict
+    (:func:`ckpt_action.hub.commits.commit`). A bucket: the files' batch first, then, for a
+    plan that finalizes, :func:`~ckpt_action.stores.finalize.finalize` against a fresh
+    listing of the folder, then the manifest written **last, alone**, in a batch of its
+    own; its pin is the sha256 of the manifest bytes written. Either way a plan that
+    finalizes goes through :func:`~ckpt_action.stores.finalize.finalize` first.
+``delete_folders`` (prune)
+    A repo: one commit deleting the folders. A bucket: each folder's manifest deleted
+    first (a half-deleted folder is then never complete), then its files; storage is freed
+    at once.
+``copy`` (promote within the store)
+    A repo: ``CommitOperationCopy`` at the source SHA, in one commit. A bucket: server-side
+    copies by Xet hash (``batch_bucket_files`` copy), 0 bytes sent, the manifest last.
+``usage()``
+    Bytes the store uses (a repo: ``usedStorage``; a bucket: its reported size).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ckpt_action.checkpoint.manifest import FileDigest, RemoteFile
+from ckpt_action.stores.finalize import Identity
+
+if TYPE_CHECKING:
+    from ckpt_action.handle import CheckpointHandle
+    from ckpt_action.hub.repo import Snapshot
+    from ckpt_action.settings import Settings
+
+Pin = str
+"""A reader's pin: a 40-hex commit SHA (repo) or ``sha256:<64 hex>`` of a manifest (bucket)."""
+
+
+@dataclass(frozen=True)
+class Put:
+    """Write one file at ``path`` (from the store's root). Exactly one source: ``data``
+    (bytes in memory), ``local`` (a path the store opens), ``uploaded`` (the token
+    :meth:`Store.upload` answered), or none of them: the file was uploaded already by
+    another contributor (another rank), and ``digest`` says what it is."""
+
+    path: str
+    digest: FileDigest | None = None
+    data: bytes | None = None
+    local: str | None = None
+    uploaded: Any = None
+    inline: bool = False
+    """``data`` that a contributor's upload found the store takes in the write itself."""
+
+
+@dataclass(frozen=True)
+class Delete:
+    path: str
+
+
+@dataclass(frozen=True)
+class Copy:
+    """Copy ``src`` as it is at ``pin`` to ``dst``, server-side."""
+
+    src: str
+    dst: str
+    pin: Pin
+    file: RemoteFile
+
+
+Operation = Put | Delete | Copy
+
+
+@dataclass(frozen=True)
+class Final:
+    """A write that publishes a complete manifest: what :func:`~.finalize.finalize` checks."""
+
+    identity: Identity
+    contributors: tuple[Identity | None, ...]
+    base: Mapping[str, RemoteFile]
+    """The folder's files (relative) at the pin the write was planned at; the write adds to
+    and deletes from them."""
+    who: str = "contributor"
+    """How the messages name the contributors (``rank``)."""
+
+
+@dataclass(frozen=True)
+class Write:
+    """The next write a writer wants at some pin (a repo: one commit)."""
+
+    operations: list[Operation]
+    title: str
+    final: bool = True
+    """Once this write lands the writer is done: no re-plan, no re-read of the head."""
+    description: str = ""
+    progress: str | None = None
+    upload_bytes: int = 0
+    finalizes: Final | None = None
+    """Set when this write publishes a complete manifest."""
+
+
+@dataclass(frozen=True)
+class WriteOutcome:
+    pin: Pin | None
+    landed: list[Write] = field(default_factory=list)
+    last: Write | None = None
+
+    @property
+    def writes(self) -> int:
+        return len(self.landed)
+
+
+@dataclass(frozen=True)
+class Uploaded:
+    """A file sent by :meth:`Store.upload`, not yet published: its digest (as the upload
+    hashed it) and the store's token for a later :class:`Put`."""
+
+    digest: FileDigest
+    token: Any
+    inline: bool = False
+    """The store takes this file's bytes in the publishing write itself (a repo's small
+    regular files), not from the upload."""
+
+
+class Store(Protocol):
+    """What the operations need of a store. Every read is bounded; every read at a pin."""
+
+    kind: str
+    """``repo`` or ``bucket``."""
+    name: str
+    """The repo id or bucket URI, as handles and messages name it."""
+    settings: Settings
+
+    def identity(self, folder: str, step: int | None) -> Identity: ...
+
+    # reading
+    def resolve(self, revision: str | None) -> Pin | None: ...
+    def folders(self, pin: Pin) -> dict[str, str]: ...
+    def files(self, pin: Pin, folder: str) -> dict[str, RemoteFile]: ...
+    def existing(self, pin: Pin, paths: list[str]) -> set[str]: ...
+    def folder_id(self, pin: Pin, folder: str) -> str | None: ...
+    def read_small_file(self, pin: Pin, path: str, *, missing_ok: bool = False) -> bytes | None: ...
+    def snapshot(self, pin: Pin, folder: str, manifest_bytes: bytes | None = None,
+                 files: dict[str, RemoteFile] | None = None) -> Snapshot: ...
+    def open_complete(self, folder: str, pin: Pin | None, doing: str,
+                      vet: Callable[[Snapshot], None] | None = None, *, read: Snapshot | None = None,
+                      manifest_bytes: bytes | None = None) -> tuple[Snapshot, CheckpointHandle]: ...
+    def download(self, pin: Pin, path: str, dest: Path, want: FileDigest, stop: Callable[[], None] | None = None,
+                 *, alone: bool = True) -> FileDigest: ...
+    def error(self, exc: BaseException, what: str) -> Exception: ...
+
+    # writing
+    def ensure(self, branch: str | None, private: bool) -> Pin | None: ...
+    def upload(self, folder: str, files: Mapping[str, tuple[str, FileDigest | None]], *, branch: str = "main",
+               progress: str | None = None, what: str | None = None) -> dict[str, Uploaded]: ...
+    def write(self, plan: Callable[[Pin | None], Write | None], *, what: str, branch: str = "main",
+              head: Pin | None = None, max_writes: int = 1, replan_on: Callable[[BaseException], bool] | None = None,
+              on_landed: Callable[[Pin, Write], None] | None = None) -> WriteOutcome: ...
+    def usage(self) -> int | None: ...
