@@ -10,15 +10,18 @@ that publishes a complete manifest.
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ckpt_action.checkpoint.manifest import MANIFEST_NAME, FileDigest, RemoteFile, digest_bytes, predict_lfs
-from ckpt_action.handle import CheckpointHandle
+from ckpt_action.errors import quoted
+from ckpt_action.handle import CheckpointHandle, step_of
 from ckpt_action.hub.commits import CommitPlan, commit
 from ckpt_action.hub.fetch import fetch_file
-from ckpt_action.hub.repo import RemoteRepo, Snapshot, open_complete
+from ckpt_action.hub.listing import Entry, path_problem
+from ckpt_action.hub.repo import RemoteRepo, Snapshot, folder_problem, open_complete, skip_name
 from ckpt_action.hub.transport import call
 from ckpt_action.progress import Ticker, bytes_read_since_now
 from ckpt_action.stores.base import Copy, Delete, Pin, Put, Store, Uploaded, Write, WriteOutcome
@@ -69,6 +72,35 @@ class RepoStore:
 
     def files(self, pin: Pin, folder: str) -> dict[str, RemoteFile]:
         return self.remote.files(pin, folder)
+
+    def catalog(self, pin: Pin) -> tuple[dict[str, dict[str, RemoteFile]], dict[str, str]]:
+        """Every checkpoint folder at ``pin`` with its files, from one recursive listing
+        (paged, within the listing bounds): the top-level ``checkpoint-N`` folders and any
+        folder holding a manifest; and, for a folder the Hub listed an unusable path in, why
+        it cannot be described. A folder name that is not usable is skipped with a warning."""
+        listing = self.remote.list_tree(pin, recursive=True)
+        unusable = _unusable_paths(listing.unusable)
+        files = [e for e in listing.entries if not e.folder]
+        candidates = {p for e in files if (p := e.path.split("/", 1)[0]) and step_of(p) is not None and "/" in e.path}
+        candidates |= {posixpath.dirname(e.path) for e in files if posixpath.basename(e.path) == MANIFEST_NAME
+                       and posixpath.dirname(e.path)}
+        roots: set[str] = set()
+        for root in sorted(candidates):
+            why = folder_problem(root)
+            if why is None:
+                roots.add(root)
+            else:
+                skip_name(root, why)
+        grouped: dict[str, dict[str, RemoteFile]] = {r: {} for r in roots}
+        for e in files:
+            owner = _owner(e.path, roots)
+            if owner is not None:
+                grouped[owner][e.path[len(owner) + 1:]] = RemoteFile(e.size, e.oid, e.lfs_sha256)
+        tainted: dict[str, str] = {}
+        for path, why in unusable:
+            if (owner := _owner(path, roots)) is not None:
+                tainted.setdefault(owner, f"the Hub listed {quoted(path)} in it, which {why}")
+        return grouped, tainted
 
     def existing(self, pin: Pin, paths: list[str]) -> set[str]:
         return self.remote.existing(pin, paths)
@@ -250,6 +282,28 @@ class RepoStore:
                          replan_on=replan_on, on_landed=landed_cb)
         return WriteOutcome(outcome.revision, [writes[id(p)] for p in outcome.landed],
                             None if outcome.last is None else writes[id(outcome.last)])
+
+
+def _unusable_paths(unusable: list[tuple[Entry, str]]) -> list[tuple[str, str]]:
+    """Entries of a recursive listing whose path cannot be used: under a top-level name
+    that is not usable, the name is skipped with a warning (once); the others are
+    returned (path, why), as the checkpoint holding one cannot be described."""
+    inside: list[tuple[str, str]] = []
+    skipped: set[str] = set()
+    for entry, why in unusable:
+        top = entry.path.split("/", 1)[0]
+        top_why = path_problem(top) or folder_problem(top)
+        if top_why is None:
+            inside.append((entry.path, why))
+        elif top not in skipped:
+            skip_name(top, top_why)
+            skipped.add(top)
+    return inside
+
+
+def _owner(path: str, roots: set[str]) -> str | None:
+    """The checkpoint folder a listed path belongs to: the deepest root above it."""
+    return max((r for r in roots if path.startswith(r + "/")), key=len, default=None)
 
 
 class _nothing:
