@@ -109,7 +109,8 @@ def latest(remote: StoreLike, revision: str | None = None, verifier: Verifier | 
             problems = [why] if why else []
             chosen = Chosen(sha, name, chosen.manifest_bytes, snap, check, verifier)
         if not problems:
-            handle = CheckpointHandle(store.name, name, sha, stp, store.settings.endpoint)
+            handle = CheckpointHandle(store.name, name, store.pin_of(sha, name, chosen.manifest_bytes), stp,
+                                      store.settings.endpoint)
             return LatestResult(handle, sha, skipped, chosen.manifest_bytes is not None, chosen=chosen)
         skipped.append((name, problems[0]))
     return LatestResult(None, sha, skipped)

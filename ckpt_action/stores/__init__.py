@@ -14,6 +14,7 @@ from __future__ import annotations
 from ckpt_action.hub.fetch import THREADED_HASH_MIN
 from ckpt_action.hub.repo import RemoteRepo, Snapshot, folder_problem, skip_name
 from ckpt_action.stores.base import (
+    LIVE,
     Copy,
     Delete,
     Final,
@@ -32,7 +33,7 @@ StoreLike = Store | RemoteRepo
 """What an operation takes: a store, or the repo the API hands over (made a :class:`RepoStore`)."""
 
 __all__ = [
-    "THREADED_HASH_MIN", "Copy", "Delete", "Final", "FinalizeRefused", "Identity", "Operation", "Pin", "Put",
+    "LIVE", "THREADED_HASH_MIN", "Copy", "Delete", "Final", "FinalizeRefused", "Identity", "Operation", "Pin", "Put",
     "RepoStore", "Snapshot", "Store", "StoreLike", "Uploaded", "Write", "WriteOutcome", "as_store", "finalize",
     "folder_problem", "skip_name",
 ]

@@ -64,6 +64,10 @@ class RepoStore:
     def resolve(self, revision: str | None) -> Pin | None:
         return self.remote.resolve(revision)
 
+    def pin_of(self, pin: Pin, folder: str, manifest_bytes: bytes | None) -> Pin:
+        """A repo's folders are pinned by the commit they were read at."""
+        return pin
+
     def refs(self) -> tuple[dict[str, str], dict[str, str]]:
         return self.remote.refs()
 
