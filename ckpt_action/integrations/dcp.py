@@ -12,7 +12,9 @@
 Each rank's shards are written by DCP's own ``FileSystemWriter`` to a staging dir of that
 rank, then pushed with ``ckpt.push(distributed=True)``: every rank uploads its own shards,
 the coordinator's ``finish`` writes ``.metadata`` and makes the one commit (shards,
-``.metadata`` and the manifest). The other ranks leave ``write_data`` while their part of
+``.metadata`` and the manifest), which publishes the manifest through the one finalize of
+every writer (:func:`ckpt_action.stores.finalize.finalize`: every rank reported this very
+checkpoint, and every file the manifest lists is in the commit with its digest). The other ranks leave ``write_data`` while their part of
 the push runs (the coordinator only reaches ``finish`` once they have written), and
 ``writer.handle`` waits for it.
 
