@@ -26,6 +26,7 @@ from ckpt_action.stores.base import (
     Uploaded,
     Write,
     WriteOutcome,
+    open_complete,
 )
 from ckpt_action.stores.finalize import FinalizeRefused, Identity, finalize
 from ckpt_action.stores.repo import RepoStore, as_store
@@ -34,7 +35,26 @@ StoreLike = Store | RemoteRepo
 """What an operation takes: a store, or the repo the API hands over (made a :class:`RepoStore`)."""
 
 __all__ = [
-    "LIVE", "THREADED_HASH_MIN", "Copy", "Delete", "Final", "FinalizeRefused", "Identity", "Operation", "Pin", "Put",
-    "RepoStore", "Snapshot", "Store", "StoreLike", "Uploaded", "Write", "WriteOutcome", "as_store", "finalize",
-    "folder_problem", "skip_name",
+    "LIVE",
+    "THREADED_HASH_MIN",
+    "Copy",
+    "Delete",
+    "Final",
+    "FinalizeRefused",
+    "Identity",
+    "Operation",
+    "Pin",
+    "Put",
+    "RepoStore",
+    "Snapshot",
+    "Store",
+    "StoreLike",
+    "Uploaded",
+    "Write",
+    "WriteOutcome",
+    "as_store",
+    "finalize",
+    "folder_problem",
+    "open_complete",
+    "skip_name",
 ]
