@@ -15,9 +15,9 @@ from ckpt_action.handle import CheckpointHandle
 
 if TYPE_CHECKING:
     from ckpt_action.checkpoint.verifying import Verifier
-    from ckpt_action.hub.repo import RemoteRepo
     from ckpt_action.ops.discover import Chosen, LatestResult
     from ckpt_action.options import Verification
+    from ckpt_action.stores import StoreLike
 
 Warn = Callable[[str], None]
 
@@ -30,24 +30,26 @@ def no_checkpoint(repo: str, purpose: str = "", found: LatestResult | None = Non
     return exc
 
 
-def latest(remote: RemoteRepo, revision: str | None, warn: Warn, verifier: Verifier | None = None, *,
+def latest(store: StoreLike, revision: str | None, warn: Warn, verifier: Verifier | None = None, *,
            require: bool = False) -> LatestResult:
     """The highest complete checkpoint, its warnings said (a missing repo, each folder passed
     over); ``require``: none raises :func:`no_checkpoint`, the one place it is checked."""
     from ckpt_action.ops.discover import latest as find
+    from ckpt_action.stores import as_store
 
+    remote = as_store(store)
     res = find(remote, revision, verifier)
-    missing = res.missing_warning(remote.repo, token=bool(remote.settings.token), require=param_on("require"))
+    missing = res.missing_warning(_name(remote), token=bool(remote.settings.token), require=param_on("require"))
     if missing:
         warn(missing)
     for name, why in res.skipped:
         warn(f"skipped {name}: {why}")
     if require and res.handle is None:
-        raise no_checkpoint(remote.repo, found=res)
+        raise no_checkpoint(_name(remote), found=res)
     return res
 
 
-def for_pull(remote: RemoteRepo, subfolder: str | None, revision: str | None, sha: str | None, warn: Warn,
+def for_pull(remote: StoreLike, subfolder: str | None, revision: str | None, sha: str | None, warn: Warn,
              verifier: Verifier | None, *, source: object = None, found: LatestResult | None = None,
              checked: bool = False) -> tuple[str, str | None, Chosen | None]:
     """(subfolder, sha, chosen) for a pull: the folder named, else latest's (none raises
@@ -62,7 +64,7 @@ def for_pull(remote: RemoteRepo, subfolder: str | None, revision: str | None, sh
         return subfolder, sha, chosen
     res = latest(remote, revision, warn, verifier)
     if res.handle is None:
-        raise no_checkpoint(remote.repo, " to pull", found=res)
+        raise no_checkpoint(_name(remote), " to pull", found=res)
     handle: CheckpointHandle = res.handle
     return handle.subfolder, handle.revision, res.chosen
 
@@ -113,3 +115,10 @@ def carried_check(source: object, verification: Verification | None) -> Verifier
         return None
     wanted = _wanted(verification)
     return carried.found.chosen.verifier if wanted is not None and carried.verification == wanted else None
+
+
+def _name(store: StoreLike) -> str:
+    """The repo id or bucket URI the messages name."""
+    from ckpt_action.stores import as_store
+
+    return as_store(store).name

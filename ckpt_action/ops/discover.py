@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import posixpath
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from ckpt_action.checkpoint.manifest import MANIFEST_NAME, Manifest, RemoteFile, folder_tree_oid
-from ckpt_action.errors import IntegrityError, NotFoundError, UnreadableManifest, quoted
+from ckpt_action.errors import IntegrityError, NotFoundError, UnreadableManifest
 from ckpt_action.handle import CheckpointHandle, step_of
-from ckpt_action.hub.listing import Entry, path_problem
-from ckpt_action.hub.repo import RemoteRepo, Snapshot, folder_problem, skip_name
+from ckpt_action.stores import Snapshot, Store, StoreLike, as_store
 
 if TYPE_CHECKING:
     from ckpt_action.checkpoint.verifying import Verifier
@@ -65,7 +63,7 @@ class LatestResult:
                 f" pass {require} where a first run is not expected")
 
 
-def latest(remote: RemoteRepo, revision: str | None = None, verifier: Verifier | None = None) -> LatestResult:
+def latest(remote: StoreLike, revision: str | None = None, verifier: Verifier | None = None) -> LatestResult:
     """Find the highest complete ``checkpoint-N`` folder at the head of ``revision``.
 
     Lists only the top level, at a SHA resolved first, then checks candidates from the
@@ -78,38 +76,41 @@ def latest(remote: RemoteRepo, revision: str | None = None, verifier: Verifier |
     verify (unsigned, another signer, files that differ from what was signed) is passed over
     too, so a deploy job resumes only from a signed checkpoint.
 
-    >>> latest(RemoteRepo(settings, "org/run")).handle.subfolder
+    >>> from ckpt_action.stores import RepoStore
+    >>> latest(RepoStore.open(settings, "org/run")).handle.subfolder
     'checkpoint-300'
     """
+    store = as_store(remote)
     try:
-        sha = remote.resolve(revision)
+        sha = store.resolve(revision)
     except NotFoundError:
         if revision is not None:
             raise
         return LatestResult(None, None, [], repo_missing=True)
     if sha is None:
         return LatestResult(None, None, [])
-    folders = remote.top_level_folders(sha)
+    folders = store.folders(sha)
     candidates = sorted(((s, name) for name in folders if (s := step_of(name)) is not None), reverse=True)
     skipped: list[tuple[str, str]] = []
     ours: bool | None = None  # whether a checkpoint-N here has a manifest: asked once, when it matters
     for stp, name in candidates:
-        problems, chosen = _check(remote, sha, name, folders[name])
+        problems, chosen = _check(store, sha, name, folders[name])
         if not problems and chosen.manifest_bytes is None:
             if ours is None:
                 manifests = [f"{n}/{MANIFEST_NAME}" for _s, n in candidates]
-                ours = any(remote.existing(sha, manifests[i:i + _PATHS_PER_REQUEST])
+                ours = any(store.existing(sha, manifests[i:i + _PATHS_PER_REQUEST])
                            for i in range(0, len(manifests), _PATHS_PER_REQUEST))
             problems = [why] if (why := foreign_problem(ours)) else []
         if not problems and verifier is not None:
             from ckpt_action.ops.signatures import latest_problem
 
-            why, snap, check = latest_problem(remote, sha, name, verifier, read=chosen.snapshot,
+            why, snap, check = latest_problem(store, sha, name, verifier, read=chosen.snapshot,
                                               manifest_bytes=chosen.manifest_bytes)
             problems = [why] if why else []
             chosen = Chosen(sha, name, chosen.manifest_bytes, snap, check, verifier)
         if not problems:
-            handle = CheckpointHandle(remote.repo, name, sha, stp, remote.settings.endpoint)
+            handle = CheckpointHandle(store.name, name, store.pin_of(sha, name, chosen.manifest_bytes), stp,
+                                      store.settings.endpoint)
             return LatestResult(handle, sha, skipped, chosen.manifest_bytes is not None, chosen=chosen)
         skipped.append((name, problems[0]))
     return LatestResult(None, sha, skipped)
@@ -130,7 +131,7 @@ def foreign_problem(manifests_here: bool) -> str | None:
     return TORN if manifests_here else None
 
 
-def _check(remote: RemoteRepo, sha: str, name: str, tree_id: str) -> tuple[list[str], Chosen]:
+def _check(store: Store, sha: str, name: str, tree_id: str) -> tuple[list[str], Chosen]:
     """Is ``name`` at ``sha`` a complete checkpoint? (problems, what was read of it).
 
     Fast path, one request: read the manifest and recompute the folder's git tree id from
@@ -140,14 +141,14 @@ def _check(remote: RemoteRepo, sha: str, name: str, tree_id: str) -> tuple[list[
     """
     chosen = Chosen(sha, name, None)
     try:
-        data = remote.read_small_file(sha, f"{name}/{MANIFEST_NAME}", missing_ok=True)
+        data = store.read_small_file(sha, f"{name}/{MANIFEST_NAME}", missing_ok=True)
         if data is None:
             return [], chosen
         chosen = Chosen(sha, name, data)
         manifest = Manifest.from_json(data)
         if folder_tree_oid(manifest.files, data) == tree_id:
             return ([] if manifest.complete else ["its push has not finished (manifest marked incomplete)"]), chosen
-        snap = remote.snapshot(sha, name, manifest_bytes=data)
+        snap = store.snapshot(sha, name, manifest_bytes=data)
     except IntegrityError as exc:  # this folder's manifest or listing: the others may be fine
         return [str(exc)], chosen
     return snap.problems(), Chosen(sha, name, snap.manifest_bytes, snap)
@@ -209,66 +210,25 @@ def _unreadable(sha: str, root: str, files: dict[str, RemoteFile], why: str) -> 
                           files=len(files), size=sum(f.size for f in files.values()), revision=sha, problem=why)
 
 
-def _unusable_paths(unusable: list[tuple[Entry, str]]) -> list[tuple[str, str]]:
-    """Entries of a recursive listing whose path cannot be used: under a top-level name
-    that is not usable, the name is skipped with a warning (once); the others are
-    returned (path, why), as the checkpoint holding one cannot be described."""
-    inside: list[tuple[str, str]] = []
-    skipped: set[str] = set()
-    for entry, why in unusable:
-        top = entry.path.split("/", 1)[0]
-        top_why = path_problem(top) or folder_problem(top)
-        if top_why is None:
-            inside.append((entry.path, why))
-        elif top not in skipped:
-            skip_name(top, top_why)
-            skipped.add(top)
-    return inside
-
-
-def _owner(path: str, roots: set[str]) -> str | None:
-    """The checkpoint folder a listed path belongs to: the deepest root above it."""
-    return max((r for r in roots if path.startswith(r + "/")), key=len, default=None)
-
-
-def list_checkpoints(remote: RemoteRepo, revision: str | None = None) -> tuple[str | None, list[CheckpointInfo]]:
+def list_checkpoints(remote: StoreLike, revision: str | None = None) -> tuple[str | None, list[CheckpointInfo]]:
     """Every checkpoint at one SHA: top-level ``checkpoint-N`` folders and any folder with a manifest.
 
     One recursive listing of the repo (paged by the Hub), then one read per manifest. A
     folder whose manifest cannot be read is listed as ``unreadable``; a folder name that
     is not usable is skipped with a warning.
     """
-    sha = remote.resolve(revision)
+    store = as_store(remote)
+    sha = store.resolve(revision)
     if sha is None:
         return None, []
-    listing = remote.list_tree(sha, recursive=True)
-    unusable = _unusable_paths(listing.unusable)
-    files = [e for e in listing.entries if not e.folder]
-    candidates = {p for e in files if (p := e.path.split("/", 1)[0]) and step_of(p) is not None and "/" in e.path}
-    candidates |= {posixpath.dirname(e.path) for e in files if posixpath.basename(e.path) == MANIFEST_NAME
-                   and posixpath.dirname(e.path)}
-    roots: set[str] = set()
-    for root in sorted(candidates):
-        why = folder_problem(root)
-        if why is None:
-            roots.add(root)
-        else:
-            skip_name(root, why)
-    grouped: dict[str, dict[str, RemoteFile]] = {r: {} for r in roots}
-    for e in files:
-        owner = _owner(e.path, roots)
-        if owner is not None:
-            grouped[owner][e.path[len(owner) + 1:]] = RemoteFile(e.size, e.oid, e.lfs_sha256)
-    tainted: dict[str, str] = {}
-    for path, why in unusable:
-        if (owner := _owner(path, roots)) is not None:
-            tainted.setdefault(owner, f"the Hub listed {quoted(path)} in it, which {why}")
+    grouped, tainted = store.catalog(sha)
+    roots = set(grouped)
 
     def info(root: str) -> CheckpointInfo:
         if root in tainted:
             return _unreadable(sha, root, grouped[root], tainted[root])
         try:
-            return describe(remote.snapshot(sha, root, files=grouped[root]))
+            return describe(store.snapshot(sha, root, files=grouped[root]))
         except UnreadableManifest as exc:
             return _unreadable(sha, root, grouped[root], str(exc))
 

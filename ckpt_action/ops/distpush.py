@@ -7,12 +7,16 @@ The steps, every rank in step with the others through a :class:`~ckpt_action.ops
    node writes) must have the same digest on each, else the push fails naming the path
    and the ranks; each path gets one owner (the holder with the fewest bytes so far), so a
    shared file is uploaded once;
-3. rank 0 creates the repo if needed and reads the head; every rank preuploads the files
-   it owns (``HfApi.preupload_lfs_files``) and sends rank 0 the uploaded operations, and
-   the bytes of the small files the Hub takes inline in the commit;
+3. rank 0 creates the repo if needed and reads the head; every rank uploads the files it
+   owns (the store's :meth:`~ckpt_action.stores.base.Store.upload`) and sends rank 0 which
+   checkpoint it wrote (its identity: store, folder, step), which of its files went through
+   the upload, and the bytes of the small files the store takes inline in the commit;
 4. rank 0 claims the commit (unless a failure was recorded first) and makes it with
-   push's own planner, commit loop and proof, its manifest built from the gathered
-   digests (it reads no other rank's files); every rank returns its result.
+   push's own planner, the store's write and push's proof, its manifest built from the
+   gathered digests (it reads no other rank's files). The write publishes the manifest
+   through the one finalize (:func:`~ckpt_action.stores.finalize.finalize`), which refuses
+   unless every rank reported the identity rank 0 writes and every file the manifest lists
+   is in the commit or the folder with its digest; every rank returns its result.
 
 Before all of it the ranks :func:`agree` on what is pushed (endpoint, repo, folder, step,
 branch, privacy, message): a rank that differs fails every rank before any upload. What
@@ -29,20 +33,14 @@ from __future__ import annotations
 
 import base64
 from pathlib import Path
-from typing import Any
 
 from ckpt_action.checkpoint.manifest import GIT_OID_LIMIT, FileDigest, digest_bytes, parse_files
 from ckpt_action.errors import IntegrityError, param, quoted, unrendered
 from ckpt_action.handle import SHA_RE, CheckpointHandle, is_whole
-from ckpt_action.hub.commits import commit
-from ckpt_action.hub.repo import RemoteRepo
-from ckpt_action.hub.transport import call
 from ckpt_action.ops.coordination import Session
-from ckpt_action.ops.push import EXTRA_COMMITS, LocalDir, PushResult, ensure_repo, finish, landed_counts, planner
-from ckpt_action.progress import Ticker, bytes_read_since_now
+from ckpt_action.ops.push import EXTRA_COMMITS, LocalDir, PushResult, finish, landed_counts, planner
+from ckpt_action.stores import Identity, Put, Store, StoreLike, as_store
 
-PREUPLOAD_BATCH = 256
-"""Files per preupload call (the Hub's own batch of ``preupload_lfs_files``)."""
 INLINE_LIMIT = GIT_OID_LIMIT
 """Bytes of one file sent inline in the commit, at most: the Hub stores bigger ones through
 LFS, and a Hub asking otherwise would have a rank ship a whole shard to rank 0's memory."""
@@ -54,10 +52,11 @@ differs would put its files in another folder, repo or commit. ``step`` before `
 a folder named after the step differs because the step does."""
 
 
-def identity(remote: RemoteRepo, subfolder: str, *, step: int | None, private: bool,
+def identity(remote: StoreLike, subfolder: str, *, step: int | None, private: bool,
              commit_message: str | None, branch: str = "main") -> dict[str, object]:
     """This rank's answer to "what are we pushing?", compared across ranks before any upload."""
-    return {"endpoint": remote.settings.endpoint, "repo": remote.repo, "subfolder": subfolder, "step": step,
+    store = as_store(remote)
+    return {"endpoint": store.settings.endpoint, "repo": store.name, "subfolder": subfolder, "step": step,
             "branch": branch, "private": private, "commit_message": commit_message}
 
 
@@ -91,10 +90,15 @@ def _scan(session: Session, rank: int, raw: object) -> dict[str, FileDigest]:
     return files
 
 
-def _shipped(session: Session, rank: int, raw: object, mine: dict[str, FileDigest]) -> dict[str, bytes | None]:
-    """What ``rank`` says it uploaded, checked against what it was given to upload (``mine``,
+def _shipped(session: Session, rank: int, report: object,
+             mine: dict[str, FileDigest]) -> tuple[Identity | None, dict[str, bytes | None]]:
+    """What ``rank`` says it uploaded: (the checkpoint it says it wrote, for the one finalize
+    to hold to rank 0's; its files), checked against what it was given to upload (``mine``,
     from the gathered digests): each path of its own once, and inline bytes only of the
     size and sha256 agreed; None for a file uploaded through LFS."""
+    if not isinstance(report, dict) or set(report) != {"identity", "files"}:
+        session.reject(rank, "upload", "not a report of the checkpoint it wrote and its files")
+    raw = report["files"]
     if not isinstance(raw, dict) or set(raw) != set(mine):
         session.reject(rank, "upload", f"it does not name exactly the {len(mine)} file(s) that rank uploads")
     out: dict[str, bytes | None] = {}
@@ -113,24 +117,16 @@ def _shipped(session: Session, rank: int, raw: object, mine: dict[str, FileDiges
         if digest_bytes(rel, data).sha256 != digest.sha256:
             session.reject(rank, "upload", f"the inline bytes of {quoted(rel)} are not the ones it hashed")
         out[rel] = data
-    return out
+    return Identity.from_dict(report["identity"]), out
 
 
-def _operation(subfolder: str, rel: str, digest: FileDigest, data: bytes | None) -> Any:
-    """The commit operation for one file, made by the committing rank from agreed facts:
-    under the agreed folder, with the gathered digest (an upload another rank made)."""
-    from huggingface_hub import CommitOperationAdd
-    from huggingface_hub.lfs import UploadInfo
-
+def _operation(subfolder: str, rel: str, digest: FileDigest, data: bytes | None) -> Put:
+    """The write of one file, made by the committing rank from agreed facts: under the
+    agreed folder, with the gathered digest (an upload another rank made), or the inline
+    bytes checked against it."""
     if data is not None:
-        op = CommitOperationAdd(f"{subfolder}/{rel}", data)
-        op._upload_mode = "regular"
-        return op
-    assert digest.sha256 is not None
-    op = CommitOperationAdd(f"{subfolder}/{rel}", b"")
-    op.upload_info = UploadInfo(sha256=bytes.fromhex(digest.sha256), size=digest.size, sample=b"")
-    op._upload_mode, op._is_uploaded, op._should_ignore = "lfs", True, False
-    return op
+        return Put(f"{subfolder}/{rel}", digest, data=data, inline=True)
+    return Put(f"{subfolder}/{rel}", digest)
 
 
 def _result(session: Session, raw: object) -> tuple[str, int, int, int]:
@@ -184,19 +180,15 @@ def _read_inline(local: LocalDir, rel: str) -> bytes:
     return data
 
 
-def upload_owned(remote: RemoteRepo, local: LocalDir, subfolder: str, mine: list[str], branch: str,
+def upload_owned(remote: StoreLike, local: LocalDir, subfolder: str, mine: list[str], branch: str,
                  label: str) -> dict[str, str | None]:
-    """Preupload the files this rank owns; what rank 0 needs to commit them: each path,
-    with the base64 of its bytes when the Hub takes it inline in the commit."""
-    ops = [local.add(subfolder, rel) for rel in mine]
-    total = sum(local.digests[rel].size for rel in mine)
-    with Ticker(label, total, bytes_read_since_now()):
-        for start in range(0, len(ops), PREUPLOAD_BATCH):
-            batch = ops[start:start + PREUPLOAD_BATCH]
-            call(remote.settings, f"uploading {len(batch)} file(s) of {subfolder}", remote.api.preupload_lfs_files,
-                 remote.repo, additions=batch, revision=branch, repo=remote.repo)
-    shipped = {rel: None if op._upload_mode == "lfs" else base64.b64encode(_read_inline(local, rel)).decode()
-               for rel, op in zip(mine, ops, strict=True)}
+    """Upload the files this rank owns; what rank 0 needs to commit them: each path, with
+    the base64 of its bytes when the store takes it inline in the commit."""
+    store = as_store(remote)
+    sources = {rel: (local.add(subfolder, rel).local or str(local.paths[rel]), local.digests[rel]) for rel in mine}
+    uploaded = store.upload(subfolder, sources, branch=branch, progress=label)
+    shipped = {rel: base64.b64encode(_read_inline(local, rel)).decode() if uploaded[rel].inline else None
+               for rel in mine}
     changed = local.refresh(thorough=True)
     if changed:
         raise IntegrityError(f"{changed[0]} in {local.root} changed while it was pushed: stop writing to it"
@@ -214,7 +206,7 @@ def agree(session: Session, mine: dict[str, object]) -> None:
         session.fail(problem)
 
 
-def push_distributed(remote: RemoteRepo, local_dir: Path, subfolder: str, session: Session, *,
+def push_distributed(remote: StoreLike, local_dir: Path, subfolder: str, session: Session, *,
                      step: int | None = None, private: bool = True, commit_message: str | None = None,
                      branch: str = "main", source: dict[str, str] | None = None) -> PushResult:
     """Called on every rank of ``session``, after :func:`agree`; every rank returns the same
@@ -223,12 +215,13 @@ def push_distributed(remote: RemoteRepo, local_dir: Path, subfolder: str, sessio
     On every rank (a process group is needed, so this example is not run here)::
 
         with Session(store, rank, world, name="ckpt/0", timeout=300, what="push ckpt-8") as s:
-            push_distributed(RemoteRepo(settings, "org/run"), Path("out/checkpoint-8"), "checkpoint-8", s, step=8)
+            push_distributed(RepoStore.open(settings, "org/run"), Path("out/checkpoint-8"), "checkpoint-8", s, step=8)
         # -> PushResult(handle=CheckpointHandle(repo='org/run', subfolder='checkpoint-8', revision='3f1c…', ...), ...)
     """
     rank = session.rank
+    store: Store = as_store(remote)
     local = session.run(f"hashing {local_dir}", lambda: LocalDir(local_dir, f"push {subfolder}").hash_all())
-    bound = remote.settings.max_manifest_bytes  # a rank's digests are a manifest's worth at most
+    bound = store.settings.max_manifest_bytes  # a rank's digests are a manifest's worth at most
     raw_scans = session.gather("scan", {rel: d.to_dict() for rel, d in local.digests.items()}, limit=bound)
     assert raw_scans is not None
     scans = [_scan(session, r, raw) for r, raw in enumerate(raw_scans)]
@@ -239,7 +232,7 @@ def push_distributed(remote: RemoteRepo, local_dir: Path, subfolder: str, sessio
         session.fail(f"no rank holds a file of {subfolder}: nothing to push", 2)
     target = None if branch == "main" else branch
     if rank == 0:
-        head = session.run("creating the repo", lambda: ensure_repo(remote, target, private))
+        head = session.run("creating the repo", lambda: store.ensure(target, private))
         session.post("ready", head)
     else:
         head = session.fetch("ready", 0)
@@ -247,28 +240,33 @@ def push_distributed(remote: RemoteRepo, local_dir: Path, subfolder: str, sessio
             session.reject(0, "ready", "not a commit SHA")
     mine = sorted(rel for rel, owner in owners.items() if owner == rank)
     shipped = session.run(f"uploading {len(mine)} file(s)", lambda: upload_owned(
-        remote, local, subfolder, mine, branch, f"push {subfolder}: uploading (rank {rank})"))
+        store, local, subfolder, mine, branch, f"push {subfolder}: uploading (rank {rank})"))
     owned = [{rel: merged[rel] for rel, owner in owners.items() if owner == r} for r in range(session.world)]
     inline = [sum(d.size for d in files.values() if d.size <= INLINE_LIMIT) for files in owned]
-    gathered = session.gather("upload", shipped, root=0, limit=bound + 2 * max(inline, default=0))
+    report = {"identity": store.identity(subfolder, step).to_dict(), "files": shipped}
+    gathered = session.gather("upload", report, root=0, limit=bound + 2 * max(inline, default=0))
     if gathered is None:
         revision, commits, uploaded, deleted = _result(session, session.fetch("result", 0))
-        handle = CheckpointHandle(remote.repo, subfolder, revision, step, remote.settings.endpoint)
+        handle = CheckpointHandle(store.name, subfolder, revision, step, store.settings.endpoint)
         return PushResult(handle, commits, uploaded, deleted, local_dir)  # the same commit; this rank's own dir
     session.drop("upload")  # the inline bytes: rank 0 holds them now, the store need not
-    ops: dict[str, Any] = {}
+    ops: dict[str, Put] = {}
+    contributors: list[Identity | None] = []
     for r, part in enumerate(gathered):
-        for rel, data in _shipped(session, r, part, owned[r]).items():
+        reported, files = _shipped(session, r, part, owned[r])
+        contributors.append(reported)
+        for rel, data in files.items():
             ops[rel] = _operation(subfolder, rel, merged[rel], data)
     session.claim_commit()
 
     def make_commit() -> PushResult:
-        planned = planner(remote, subfolder, lambda _have: merged, lambda _sub, rel: ops[rel], step=step,
-                          source=source, commit_message=commit_message)
-        outcome = commit(remote, planned.plan, what=f"committing {subfolder}", branch=branch, head=head,
-                         max_commits=-(-len(merged) // planned.batch_size) + EXTRA_COMMITS)
+        planned = planner(store, subfolder, lambda _have: merged, lambda _sub, rel: ops[rel], step=step,
+                          source=source, commit_message=commit_message, contributors=tuple(contributors),
+                          who="rank")
+        outcome = store.write(planned.plan, what=f"committing {subfolder}", branch=branch, head=head,
+                              max_writes=-(-len(merged) // planned.batch_size) + EXTRA_COMMITS)
         uploaded, deleted = landed_counts(outcome, subfolder)
-        return finish(remote, subfolder, step, outcome, outcome.commits, uploaded, deleted, local_dir)
+        return finish(store, subfolder, step, outcome, outcome.writes, uploaded, deleted, local_dir)
 
     try:
         result = make_commit()

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 from ckpt_action.errors import NotFoundError
 
 if TYPE_CHECKING:
-    from ckpt_action.hub.repo import RemoteRepo
     from ckpt_action.ops.discover import CheckpointInfo
+    from ckpt_action.stores import StoreLike
 
 
 @dataclass(frozen=True)
@@ -51,29 +51,35 @@ def missing_repo(repo: str, what: str = "checkpoint") -> str:
     return f"{repo} does not exist, or this token cannot see it: no {what}"
 
 
-def list_repo(remote: RemoteRepo, revision: str | None, warn: Callable[[str], None]) -> ListResult:
+def list_repo(store: StoreLike, revision: str | None, warn: Callable[[str], None]) -> ListResult:
     """Every checkpoint at one SHA; a repo that does not exist has none (``warn`` says so)."""
     from ckpt_action.ops.discover import list_checkpoints
+    from ckpt_action.stores import as_store
+
+    remote = as_store(store)
 
     try:
         remote.resolve(revision)
     except NotFoundError:
         if revision is not None:
             raise
-        warn(missing_repo(remote.repo, "checkpoints"))
-        return ListResult(remote.repo, None, [])
+        warn(missing_repo(remote.name, "checkpoints"))
+        return ListResult(remote.name, None, [])
     sha, infos = list_checkpoints(remote, revision)
-    return ListResult(remote.repo, sha, infos)
+    return ListResult(remote.name, sha, infos)
 
 
-def prune(remote: RemoteRepo, keep: int, *, dry_run: bool, free_storage: bool) -> PruneResult:
+def prune(store: StoreLike, keep: int, *, dry_run: bool, free_storage: bool) -> PruneResult:
     """The prune in one commit and, with ``free_storage``, the freeing after it."""
     from ckpt_action.ops.release import prune as prune_commit
+    from ckpt_action.stores import as_store
+
+    remote = as_store(store)
 
     if not free_storage:
         plan, sha = prune_commit(remote, keep, dry_run=dry_run)
         return PruneResult(sha, list(plan.delete), {name: plan.reasons.get(name, "") for name in plan.keep}, dry_run,
-                           remote.repo)
+                           remote.name)
     from ckpt_action.ops.freeing import free_pruned, read_references, used_storage
 
     # Read before the prune's commit: the Hub's figure (that commit itself frees nothing), and
@@ -83,4 +89,4 @@ def prune(remote: RemoteRepo, keep: int, *, dry_run: bool, free_storage: bool) -
     plan, sha = prune_commit(remote, keep, dry_run=dry_run)
     freed = free_pruned(remote, plan.delete, history, head=sha, used_before=before, dry_run=dry_run)
     return PruneResult(sha, list(plan.delete), {name: plan.reasons.get(name, "") for name in plan.keep}, dry_run,
-                       remote.repo, True, freed.freed_bytes, freed.objects, freed.used_before, freed.used_after)
+                       remote.name, True, freed.freed_bytes, freed.objects, freed.used_before, freed.used_after)

@@ -51,10 +51,9 @@ from ckpt_action.disk import target as localdir
 from ckpt_action.disk.cache import CacheConfig, ContentCache, Stopped, hash_copy
 from ckpt_action.errors import CkptError, InputError, IntegrityError, param, quoted
 from ckpt_action.handle import CheckpointHandle
-from ckpt_action.hub.fetch import THREADED_HASH_MIN, fetch_file
-from ckpt_action.hub.repo import RemoteRepo, Snapshot, open_complete
 from ckpt_action.names import reserved_in_target, safe_relative
 from ckpt_action.progress import Ticker
+from ckpt_action.stores import THREADED_HASH_MIN, Snapshot, Store, StoreLike, as_store, open_complete
 
 if TYPE_CHECKING:
     from ckpt_action.checkpoint.verifying import Verifier
@@ -270,7 +269,7 @@ class _OldFiles:
             return None
 
 
-def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path, *, force: bool = False,
+def pull(remote: StoreLike, subfolder: str, revision: str | None, target: Path, *, force: bool = False,
          sha: str | None = None, select: Selection | None = None, cache: CacheConfig | None = None,
          verifier: Verifier | None = None, chosen: Chosen | None = None,
          looked: localdir.TargetState | None = None) -> PullResult:
@@ -285,7 +284,8 @@ def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path,
     ``verifier``, its signature check); ``looked``, the caller's own check of ``target``
     (files it hashed are not hashed again while their stat holds).
 
-    >>> res = pull(RemoteRepo(settings, "org/run"), "checkpoint-300", None, Path("resume"))
+    >>> from ckpt_action.stores import RepoStore
+    >>> res = pull(RepoStore.open(settings, "org/run"), "checkpoint-300", None, Path("resume"))
     >>> res.handle.revision == sha, (Path("resume") / "config.json").read_text()
     (True, '{"step": 300}')
     """
@@ -300,10 +300,11 @@ def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path,
                                      " pull writes in its target (the record, its temp file, the lock, staging"
                                      " dirs): refusing to pull it; rename it on the Hub")
 
-    sha = sha or remote.resolve(revision)
+    store = as_store(remote)
+    sha = sha or store.resolve(revision)
     if chosen is not None and (chosen.revision, chosen.subfolder) != (sha, subfolder):
         chosen = None  # latest read another folder or commit: nothing of it applies
-    snap, handle = open_complete(remote, subfolder, sha, "pull", vet, read=chosen.snapshot if chosen else None,
+    snap, handle = open_complete(store, subfolder, sha, "pull", vet, read=chosen.snapshot if chosen else None,
                                  manifest_bytes=chosen.manifest_bytes if chosen else None)
     if snap.manifest is not None:
         expected = {rel: snap.manifest.files[rel] for rel in snap.files if rel != SIGNATURE_NAME}
@@ -331,7 +332,7 @@ def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path,
                          " the patterns (they match paths inside the folder; '*' also matches '/')")
     check = None
     if verifier is not None:
-        check = _signature_check(remote, snap, handle, verifier, chosen, partial)
+        check = _signature_check(store, snap, handle, verifier, chosen, partial)
 
     target = Path(os.path.abspath(target))
     try:
@@ -339,7 +340,7 @@ def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path,
         with localdir.target_lock(target):
             localdir.remove_stale_staging(target)
             state = localdir.check_target(str(target), force=force, looked=looked)
-            tally = _fill(remote, handle, wanted, manifest_bytes, target, state, cache, partial, select,
+            tally = _fill(store, handle, wanted, manifest_bytes, target, state, cache, partial, select,
                           (lambda digests: check.after_download(digests, partial=partial)) if check else None,
                           check.read if check else {})
     except CkptError:
@@ -349,7 +350,7 @@ def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path,
             raise
         raise remote.error(exc, f"pulling {subfolder}") from exc
     except Exception as exc:
-        raise remote.error(exc, f"pulling {subfolder}") from exc
+        raise store.error(exc, f"pulling {subfolder}") from exc
     old_files = set(state.record.files) if state.record is not None else set()
     return PullResult(handle, target, len(wanted), sum(w.size for w in wanted.values()), verified_by, partial,
                       downloaded_files=len(tally.downloaded), downloaded_bytes=sum(tally.downloaded),
@@ -359,7 +360,7 @@ def pull(remote: RemoteRepo, subfolder: str, revision: str | None, target: Path,
                       provenance=check.provenance.report() if check and check.provenance else None)
 
 
-def _signature_check(remote: RemoteRepo, snap: Snapshot, handle: CheckpointHandle, verifier: Verifier,
+def _signature_check(remote: Store, snap: Snapshot, handle: CheckpointHandle, verifier: Verifier,
                      chosen: Chosen | None, partial: bool) -> SignatureCheck:
     """The signature check of ``snap``: the one latest made when it chose this very
     snapshot with this very verifier, for the same step (so the same check), else made now."""
@@ -371,7 +372,7 @@ def _signature_check(remote: RemoteRepo, snap: Snapshot, handle: CheckpointHandl
     return before_download(remote, snap, verifier, handle.step, partial=partial)
 
 
-def _fill(remote: RemoteRepo, handle: CheckpointHandle, wanted: dict[str, FileDigest], manifest_bytes: bytes | None,
+def _fill(remote: Store, handle: CheckpointHandle, wanted: dict[str, FileDigest], manifest_bytes: bytes | None,
           target: Path, state: localdir.TargetState, cache_config: CacheConfig | None, partial: bool,
           select: Selection, before_switch: Callable[[dict[str, FileDigest]], None] | None = None,
           read: dict[str, bytes] | None = None) -> _Tally:
@@ -406,7 +407,7 @@ def _fill(remote: RemoteRepo, handle: CheckpointHandle, wanted: dict[str, FileDi
                 tally.add(rel, known, "download")
             else:
                 path = f"{handle.subfolder}/{rel}"
-                tally.add(rel, fetch_file(remote, handle.revision, path, dest, want, stopped(stop, path),
+                tally.add(rel, remote.download(handle.revision, path, dest, want, stopped(stop, path),
                                           alone=len(big) < 2),
                           "download")
         except BaseException:

@@ -1,10 +1,12 @@
 """push: make ``repo/<subfolder>/`` exactly equal to a local dir, manifest last.
 
-The push plans against what is on the Hub rather than uploading blindly: at each head
-it works out what differs and hands the next batch to :func:`~ckpt_action.hub.commits.commit`, which
-pins the commit to that head and, after a conflict or an ambiguous failure, re-reads
-what actually landed and asks for a new plan. A big checkpoint goes in several
-commits, each marked incomplete in the manifest but the last.
+The push plans against what is in the store rather than uploading blindly: at each head
+it works out what differs and hands the next batch to the store's
+:meth:`~ckpt_action.stores.base.Store.write` (a repo: one commit pinned to that head; after
+a conflict or an ambiguous failure, it re-reads what actually landed and asks for a new
+plan). A big checkpoint goes in several writes, each marked incomplete in the manifest but
+the last, which publishes the complete manifest through the one finalize
+(:func:`~ckpt_action.stores.finalize.finalize`).
 
 Before it reports a SHA, push proves that the folder at that SHA is what its manifest
 says: the local files must not have changed since they were hashed (their stats, and
@@ -26,7 +28,6 @@ from collections import Counter
 from collections.abc import Callable, Container
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ckpt_action.checkpoint.localfiles import open_regular
 from ckpt_action.checkpoint.manifest import (
@@ -39,18 +40,15 @@ from ckpt_action.checkpoint.manifest import (
     digest_files,
     folder_tree_oid,
     matches_remote,
-    predict_lfs,
     scan_dir,
 )
 from ckpt_action.checkpoint.provenance import PROVENANCE_NAME, Provenance
 from ckpt_action.checkpoint.sealing import model_name, seal, with_provenance
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME, LoadedSigner
-from ckpt_action.errors import InputError, IntegrityError, LandedError, NotFoundError
+from ckpt_action.errors import InputError, IntegrityError, LandedError
 from ckpt_action.handle import CheckpointHandle
-from ckpt_action.hub.commits import CommitOutcome, CommitPlan, commit
-from ckpt_action.hub.repo import RemoteRepo, Snapshot
-from ckpt_action.hub.transport import call
 from ckpt_action.progress import Ticker, bytes_read_since_now
+from ckpt_action.stores import Delete, Final, Identity, Put, Snapshot, Store, StoreLike, Write, WriteOutcome, as_store
 
 MAX_CHANGES = 3
 """Times one file may change under a push (it is hashed again each time) before push gives up."""
@@ -115,8 +113,8 @@ class LocalDir:
         self.changes: Counter[str] = Counter()
         self.unhashed: set[str] = set()
         """Big files whose digest waits for :meth:`settle`."""
-        self.sent: dict[str, Any] = {}
-        """Operations already uploaded by :meth:`settle`, hashed by that upload."""
+        self.sent: dict[str, Put] = {}
+        """Files already uploaded by :meth:`settle`, hashed by that upload."""
         self._pins: list[int] = []
         self._hash(scan_dir(root))
 
@@ -150,7 +148,7 @@ class LocalDir:
                         bytes_read_since_now()):
                 self.digests.update(digest_files({rel: self.paths[rel] for rel in rels}))
 
-    def settle(self, remote: RemoteRepo, subfolder: str, have: dict[str, RemoteFile], branch: str) -> None:
+    def settle(self, store: Store, subfolder: str, have: dict[str, RemoteFile], branch: str) -> None:
         """Give every file a digest, uploading the big ones ``have`` (the folder on the Hub)
         cannot already hold. The stat of each was taken before this read, so a file that
         changes during it is caught after the commit like any other."""
@@ -159,15 +157,12 @@ class LocalDir:
         size = {rel: self.stamps[rel][0][0] for rel in self.unhashed}
         same = [rel for rel in sorted(self.unhashed) if (got := have.get(rel)) is not None and got.size == size[rel]]
         self._hash_now(same)
-        ops = {rel: self._op(subfolder, rel) for rel in sorted(self.unhashed - set(same))}
-        if ops:
-            with Ticker(f"{self.label}: uploading", sum(size[rel] for rel in ops), bytes_read_since_now()):
-                call(remote.settings, f"uploading {subfolder}", remote.api.preupload_lfs_files, remote.repo,
-                     additions=list(ops.values()), revision=branch, repo=remote.repo)
-        for rel, op in ops.items():
-            info = op.upload_info  # sha256: what the upload read (back-filled), else read now
-            self.digests[rel] = FileDigest(info.size, info.sha256.hex(), None, predict_lfs(rel, info.size, info.sample))
-            self.sent[rel] = op
+        sources = {rel: (self._local(rel), None) for rel in sorted(self.unhashed - set(same))}
+        uploaded = store.upload(subfolder, sources, branch=branch, progress=f"{self.label}: uploading",
+                                what=f"uploading {subfolder}")
+        for rel, up in uploaded.items():  # the digest: what the upload read (hf_xet hashes while it chunks)
+            self.digests[rel] = up.digest
+            self.sent[rel] = Put(f"{subfolder}/{rel}", up.digest, uploaded=up.token)
         self.unhashed.clear()
 
     def _changes(self, thorough: bool) -> tuple[list[str], dict[str, Path]]:
@@ -238,30 +233,24 @@ class LocalDir:
         while self._pins:
             os.close(self._pins.pop())
 
-    def _op(self, subfolder: str, rel: str) -> Any:
-        from huggingface_hub import CommitOperationAdd
-
+    def _local(self, rel: str) -> str:
         try:
-            return CommitOperationAdd(path_in_repo=f"{subfolder}/{rel}", path_or_fileobj=self._pinned(rel))
+            return self._pinned(rel)
         except (OSError, ValueError) as exc:
             raise IntegrityError(f"{rel} in {self.root} disappeared while it was pushed ({exc})") from exc
 
-    def add(self, subfolder: str, rel: str) -> Any:
-        """The commit operation uploading one file as it was hashed."""
+    def add(self, subfolder: str, rel: str) -> Put:
+        """The write of one file as it was hashed (the store is told the digest: if the
+        bytes sent differ, the upload or the proof fails rather than the manifest lying)."""
         if rel in self.sent:
             return self.sent[rel]
         digest = self.digests[rel]
         assert digest.sha256 is not None
-        op = self._op(subfolder, rel)
-        # Hashed once already, and the Hub must be told what was hashed: if the bytes sent
-        # differ, the upload or the proof fails rather than the manifest lying.
-        op.upload_info.sha256 = bytes.fromhex(digest.sha256)
-        op.upload_info.size = digest.size
-        return op
+        return Put(f"{subfolder}/{rel}", digest, local=self._local(rel))
 
 
 def push(
-    remote: RemoteRepo,
+    remote: StoreLike,
     local_dir: Path,
     subfolder: str,
     *,
@@ -273,41 +262,44 @@ def push(
     signer: LoadedSigner | None = None,
     promoted_from: str | None = None,
 ) -> PushResult:
-    """Push ``local_dir`` to ``subfolder`` of ``remote`` and return the SHA holding it complete.
+    """Push ``local_dir`` to ``subfolder`` of ``remote`` (a store, or the repo the API
+    hands over) and return the pin holding it complete.
 
     With ``signer``, the last commit also writes the provenance statement (listed in the
     manifest) and ``model.sig``, signed from the digests just computed for the manifest.
 
-    >>> res = push(RemoteRepo(settings, "org/run"), Path("out/sft"), "sft")
+    >>> from ckpt_action.stores import RepoStore
+    >>> res = push(RepoStore.open(settings, "org/run"), Path("out/sft"), "sft")
     >>> res.handle.subfolder, res.commits, res.uploaded_files
     ('sft', 1, 1)
-    >>> push(RemoteRepo(settings, "org/run"), Path("out/sft"), "sft").commits  # identical content: no commit
+    >>> push(RepoStore.open(settings, "org/run"), Path("out/sft"), "sft").commits  # identical content: no commit
     0
     """
+    store = as_store(remote)
     local = LocalDir(local_dir, f"push {subfolder}")
     target = None if branch == "main" else branch
-    head = ensure_repo(remote, target, private)
-    provenance = (Provenance.here(remote.repo, subfolder, step, os.environ, promoted_from=promoted_from)
+    head = store.ensure(target, private)
+    provenance = (Provenance.here(store.name, subfolder, step, os.environ, promoted_from=promoted_from)
                   if signer is not None else None)
 
     def digests(have: dict[str, RemoteFile]) -> dict[str, FileDigest]:
         local.unpin()  # the last batch's commit is over
         local.refresh()
-        local.settle(remote, subfolder, have, branch)  # big files hashed by their upload (Xet)
+        local.settle(store, subfolder, have, branch)  # big files hashed by their upload (Xet)
         return local.digests
 
-    planned = planner(remote, subfolder, digests, local.add, step=step, source=source,
+    planned = planner(store, subfolder, digests, local.add, step=step, source=source,
                       commit_message=commit_message, signer=signer, provenance=provenance, sent=local.sent)
     made: list[tuple[str, bool]] = []  # (oid, whether final) of each commit of ours that landed
     try:
         commits = uploaded = deleted = passes = 0
         while True:
             passes += 1
-            outcome = commit(remote, planned.plan, what=f"committing {subfolder}", branch=branch, head=head,
-                             max_commits=-(-len(local.paths) // planned.batch_size) + EXTRA_COMMITS,
-                             replan_on=lambda _exc: local.moved(),
-                             on_landed=lambda oid, plan: made.append((oid, plan.final)))
-            commits += outcome.commits
+            outcome = store.write(planned.plan, what=f"committing {subfolder}", branch=branch, head=head,
+                                  max_writes=-(-len(local.paths) // planned.batch_size) + EXTRA_COMMITS,
+                                  replan_on=lambda _exc: local.moved(),
+                                  on_landed=lambda oid, plan: made.append((oid, plan.final)))
+            commits += outcome.writes
             up, down = landed_counts(outcome, subfolder)
             uploaded, deleted = uploaded + up, deleted + down
             changed = local.refresh(thorough=True)
@@ -316,35 +308,29 @@ def push(
                     raise local.unsettled(changed[0])
                 head = None  # a file changed after it was hashed: converge again from the head
                 continue
-            return finish(remote, subfolder, step, outcome, commits, uploaded, deleted, local_dir,
+            return finish(store, subfolder, step, outcome, commits, uploaded, deleted, local_dir,
                           planned.signed_by)
     except InputError as exc:
         if not made:
             raise
-        raise after_landing(remote, subfolder, *made[-1], exc) from exc
+        raise after_landing(store, subfolder, *made[-1], exc) from exc
     finally:
         local.unpin()  # the files held open for the client
 
 
-def after_landing(remote: RemoteRepo, subfolder: str, oid: str, final: bool, exc: InputError) -> LandedError:
+def after_landing(store: Store, subfolder: str, oid: str, final: bool, exc: InputError) -> LandedError:
     """The local dir refused after a commit of this push landed (a link that appeared while
     the commit was in flight): not "bad input, nothing sent" (exit 2) but a failure naming
     the commit that exists, and what it holds, so nobody takes the repo as untouched."""
     holds = (f"{subfolder}/ complete, as its files were read before the change" if final else
              f"{subfolder}/ unfinished (its manifest marked incomplete, which latest passes over)")
-    return LandedError(f"commit {oid} landed in {remote.repo} holding {holds}; then {exc.args[0]}",
+    return LandedError(f"commit {oid} landed in {store.name} holding {holds}; then {exc.args[0]}",
                        revision=oid, param=exc.param)
 
 
-def ensure_repo(remote: RemoteRepo, target: str | None, private: bool) -> str | None:
-    """The head of ``target`` (None: main), creating the repo if it does not exist."""
-    try:
-        return remote.resolve(target)
-    except NotFoundError:
-        # Only a missing repo gets created, so an existing one keeps its visibility.
-        call(remote.settings, "creating the repo", remote.api.create_repo, remote.repo, private=private,
-             exist_ok=True, repo=remote.repo)
-        return remote.resolve(target)
+def ensure_repo(remote: StoreLike, target: str | None, private: bool) -> str | None:
+    """The head of ``target`` (None: main), creating the store, private, if it does not exist."""
+    return as_store(remote).ensure(target, private)
 
 
 @dataclass
@@ -352,35 +338,39 @@ class Planned:
     """What :func:`planner` answers: the planning function, the batch size, and who signed
     the folder once its last commit was planned."""
 
-    plan: Callable[[str | None], CommitPlan | None]
+    plan: Callable[[str | None], Write | None]
     batch_size: int
     signed_by: str | None = None
 
 
-def planner(remote: RemoteRepo, subfolder: str, digests: Callable[[dict[str, RemoteFile]], dict[str, FileDigest]],
-            add: Callable[[str, str], Any], *, step: int | None, source: dict[str, str] | None,
+def planner(store: Store, subfolder: str, digests: Callable[[dict[str, RemoteFile]], dict[str, FileDigest]],
+            add: Callable[[str, str], Put], *, step: int | None, source: dict[str, str] | None,
             commit_message: str | None, signer: LoadedSigner | None = None, provenance: Provenance | None = None,
-            sent: Container[str] = ()) -> Planned:
-    """The planning function :func:`~ckpt_action.hub.commits.commit` calls at each head, and the batch size.
+            sent: Container[str] = (), contributors: tuple[Identity | None, ...] | None = None,
+            who: str = "contributor") -> Planned:
+    """The planning function the store's :meth:`~ckpt_action.stores.base.Store.write` calls at
+    each head, and the batch size.
 
     ``digests(have)`` answers the checkpoint's files as they are now (``have``: what the
     folder holds at the head); ``add(subfolder, rel)`` the commit operation carrying one of
     them (read from the local dir, or uploaded already, by the push itself or by another rank
     of a distributed push: those named in ``sent`` count no bytes in the progress lines).
     With ``signer``, the last commit writes ``provenance``'s statement, the manifest and
-    ``model.sig`` together.
+    ``model.sig`` together. The last write publishes the complete manifest through the one
+    finalize, which holds it to ``contributors`` (what each writer reported it wrote, named
+    ``who``; default: this push alone).
     """
-    from huggingface_hub import CommitOperationAdd, CommitOperationDelete
-
+    identity = store.identity(subfolder, step)
+    agreed = contributors if contributors is not None else (identity,)
     title = commit_message or f"Push {subfolder}" + (f" (step {step})" if step is not None else "")
-    batch_size = remote.settings.max_files_per_commit - 1  # room for the manifest
+    batch_size = store.settings.max_files_per_commit - 1  # room for the manifest
     manifest_path = f"{subfolder}/{MANIFEST_NAME}"
     first_pending: int | None = None
     planned = Planned(lambda head: None, batch_size, signer.identity if signer is not None else None)
 
-    def plan(head: str | None) -> CommitPlan | None:
+    def plan(head: str | None) -> Write | None:
         nonlocal first_pending
-        state = _state(remote, head, subfolder)
+        state = _state(store, head, subfolder)
         have = state.files if state else {}
         files, statement = dict(digests(have)), b""
         if provenance is not None:
@@ -399,74 +389,73 @@ def planner(remote: RemoteRepo, subfolder: str, digests: Callable[[dict[str, Rem
         marker = complete if final else Manifest(files=dict(files), step=step, complete=False, created_at="",
                                                   source=source)
         batch = pending[:batch_size]
-        ops: list[Any] = [CommitOperationDelete(f"{subfolder}/{rel}") for rel in stale]
+        ops: list[Put | Delete] = [Delete(f"{subfolder}/{rel}") for rel in stale]
         ops += [add(subfolder, rel) for rel in batch]
         if final and signer is not None:
-            sealed = seal(signer, complete, statement, model_name(remote.repo, subfolder))
+            sealed = seal(signer, complete, statement, model_name(store.name, subfolder))
             planned.signed_by = sealed.signer
-            ops += [CommitOperationAdd(f"{subfolder}/{PROVENANCE_NAME}", sealed.provenance),
-                    CommitOperationAdd(manifest_path, sealed.manifest),
-                    CommitOperationAdd(f"{subfolder}/{SIGNATURE_NAME}", sealed.signature)]
+            ops += [Put(f"{subfolder}/{PROVENANCE_NAME}", data=sealed.provenance),
+                    Put(manifest_path, data=sealed.manifest),
+                    Put(f"{subfolder}/{SIGNATURE_NAME}", data=sealed.signature)]
         else:
-            ops.append(CommitOperationAdd(manifest_path, marker.to_json()))
+            ops.append(Put(manifest_path, data=marker.to_json()))
         if first_pending is None:
             first_pending = len(pending)
         parts = -(-first_pending // batch_size)
         part = min(parts, max(0, first_pending - len(pending)) // batch_size + 1)
-        return CommitPlan(ops, title + (f" (part {part} of {parts})" if parts > 1 else ""), final=final,
-                          description="Written by ckpt-action; the manifest is committed with the last part.",
-                          progress=f"push {subfolder}: uploading",
-                          upload_bytes=sum(files[r].size for r in batch if r not in sent))
+        return Write(list(ops), title + (f" (part {part} of {parts})" if parts > 1 else ""), final=final,
+                     description="Written by ckpt-action; the manifest is committed with the last part.",
+                     progress=f"push {subfolder}: uploading",
+                     upload_bytes=sum(files[r].size for r in batch if r not in sent),
+                     finalizes=Final(identity, agreed, have, who) if final else None)
 
     planned.plan = plan
     return planned
 
 
-def landed_counts(outcome: CommitOutcome, subfolder: str) -> tuple[int, int]:
-    """(files uploaded, files deleted) by the commits of ``outcome`` that landed; the files
+def landed_counts(outcome: WriteOutcome, subfolder: str) -> tuple[int, int]:
+    """(files uploaded, files deleted) by the writes of ``outcome`` that landed; the files
     push writes itself (the manifest, a signed folder's statement and ``model.sig``) do not count."""
-    from huggingface_hub import CommitOperationAdd, CommitOperationDelete
-
     written = {f"{subfolder}/{name}" for name in (MANIFEST_NAME, PROVENANCE_NAME, SIGNATURE_NAME)}
     uploaded = deleted = 0
     for landed in outcome.landed:
         ops = landed.operations
-        uploaded += sum(isinstance(op, CommitOperationAdd) and op.path_in_repo not in written for op in ops)
-        deleted += sum(isinstance(op, CommitOperationDelete) for op in ops)
+        uploaded += sum(isinstance(op, Put) and op.path not in written for op in ops)
+        deleted += sum(isinstance(op, Delete) for op in ops)
     return uploaded, deleted
 
 
-def finish(remote: RemoteRepo, subfolder: str, step: int | None, outcome: CommitOutcome, commits: int,
+def finish(store: Store, subfolder: str, step: int | None, outcome: WriteOutcome, commits: int,
            uploaded: int, deleted: int, local_dir: Path | None = None, signer: str | None = None) -> PushResult:
-    """Prove what landed, then the result: the handle of the SHA holding the folder complete."""
-    assert outcome.revision is not None
+    """Prove what landed, then the result: the handle of the pin holding the folder complete."""
+    assert outcome.pin is not None
     if outcome.last is not None:  # else the planner's own listing at that head was the proof
-        _prove(remote, outcome.revision, subfolder, outcome.last)
-    return PushResult(CheckpointHandle(remote.repo, subfolder, outcome.revision, step, remote.settings.endpoint),
+        _prove(store, outcome.pin, subfolder, outcome.last)
+    return PushResult(CheckpointHandle(store.name, subfolder, outcome.pin, step, store.settings.endpoint),
                       commits, uploaded, deleted, local_dir, signer)
 
 
-def _state(remote: RemoteRepo, head: str | None, subfolder: str) -> Snapshot | None:
+def _state(store: Store, head: str | None, subfolder: str) -> Snapshot | None:
     """The target folder at head; a manifest we cannot read (corrupt, unknown format) is
     treated as absent, so this push replaces it instead of failing forever."""
     if head is None:
         return None
     try:
-        return remote.snapshot(head, subfolder)
+        return store.snapshot(head, subfolder)
     except IntegrityError:
-        files = remote.files(head, subfolder)
+        files = store.files(head, subfolder)
         files.pop(MANIFEST_NAME, None)
         return Snapshot(head, subfolder, files, None)
 
 
-def _prove(remote: RemoteRepo, sha: str, subfolder: str, last: CommitPlan) -> None:
+def _prove(store: Store, sha: str, subfolder: str, last: Write) -> None:
     """Raise unless ``subfolder`` at ``sha`` holds exactly what the manifest of ``last`` says.
 
     One request when the folder's git tree id can be computed from the manifest; when it
     cannot, or the Hub stored a file otherwise than predicted (a repo's own
     .gitattributes), the folder is listed and compared file by file.
     """
-    sent = {op.path_in_repo: op.path_or_fileobj for op in last.operations if hasattr(op, "path_or_fileobj")}
+    sent = {op.path: op.data for op in last.operations if isinstance(op, Put)}
     data = sent[f"{subfolder}/{MANIFEST_NAME}"]
     assert isinstance(data, bytes)
     manifest = Manifest.from_json(data)
@@ -475,9 +464,9 @@ def _prove(remote: RemoteRepo, sha: str, subfolder: str, last: CommitPlan) -> No
     if isinstance(signature, bytes):  # the one file of a signed folder its manifest does not list
         listed[SIGNATURE_NAME] = digest_bytes(SIGNATURE_NAME, signature)
     want = folder_tree_oid(listed, data)
-    if want is not None and remote.folder_id(sha, subfolder) == want:
+    if want is not None and store.folder_id(sha, subfolder) == want:
         return
-    files = remote.files(sha, subfolder)
+    files = store.files(sha, subfolder)
     expected = listed | {MANIFEST_NAME: digest_bytes(MANIFEST_NAME, data)}
     problems = [f"{rel} differs" for rel, digest in sorted(expected.items()) if not matches_remote(digest,
                                                                                                  files.get(rel))]

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 from ckpt_action.disk.source import local_dir_to_push
 
 if TYPE_CHECKING:
-    from ckpt_action.hub.repo import RemoteRepo
     from ckpt_action.ops.push import PushResult
+    from ckpt_action.stores import StoreLike
 
 
-def push_on_ranks(remote: RemoteRepo, local_dir: str, subfolder: str, *, step: int | None, private: bool,
+def push_on_ranks(remote: StoreLike, local_dir: str, subfolder: str, *, step: int | None, private: bool,
                   commit_message: str | None, group: Any) -> PushResult | None:
     """This rank's part of a push from every rank of ``group`` (None: the job's process
     group); None when this process is in no process group (push alone)."""

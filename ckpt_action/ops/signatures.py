@@ -23,7 +23,7 @@ from ckpt_action.checkpoint.sealing import (
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME, SignatureError
 from ckpt_action.checkpoint.verifying import Verified, Verifier
 from ckpt_action.errors import UnreadableManifest
-from ckpt_action.hub.repo import RemoteRepo, Snapshot
+from ckpt_action.stores import Snapshot, Store
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class SignatureCheck:
             self.verified.covers(actual)
 
 
-def before_download(remote: RemoteRepo, snap: Snapshot, verifier: Verifier, step: int | None, *,
+def before_download(remote: Store, snap: Snapshot, verifier: Verifier, step: int | None, *,
                     partial: bool = False) -> SignatureCheck:
     """Check ``snap``'s signature (and its provenance) against ``verifier``; raises
     :class:`SignatureError` naming what failed."""
@@ -55,12 +55,12 @@ def before_download(remote: RemoteRepo, snap: Snapshot, verifier: Verifier, step
     signature = _read(remote, snap, SIGNATURE_NAME, read) if SIGNATURE_NAME in snap.files else None
     verified = check_before_download(verifier, signature, snap.manifest, snap.manifest_bytes)
     statement = _read(remote, snap, PROVENANCE_NAME, read) if PROVENANCE_NAME in snap.files else None
-    provenance = check_provenance(verified, statement, remote.repo, snap.subfolder, step)
+    provenance = check_provenance(verified, statement, remote.name, snap.subfolder, step)
     check_policy(verifier, snap.subfolder or "the folder", snap.manifest, provenance)
     return SignatureCheck(verified, provenance, read)
 
 
-def latest_problem(remote: RemoteRepo, sha: str, subfolder: str, verifier: Verifier, *,
+def latest_problem(remote: Store, sha: str, subfolder: str, verifier: Verifier, *,
                    read: Snapshot | None = None, manifest_bytes: bytes | None = None,
                    ) -> tuple[str | None, Snapshot | None, SignatureCheck | None]:
     """Why ``latest --verify-*`` passes over this (complete) folder, or None; with the
@@ -79,7 +79,7 @@ def latest_problem(remote: RemoteRepo, sha: str, subfolder: str, verifier: Verif
         return str(exc), snap, None
 
 
-def _read(remote: RemoteRepo, snap: Snapshot, name: str, read: dict[str, bytes]) -> bytes:
+def _read(remote: Store, snap: Snapshot, name: str, read: dict[str, bytes]) -> bytes:
     """One small file of the folder (bounded like a manifest), checked against the listing."""
     path = f"{snap.subfolder}/{name}" if snap.subfolder else name
     try:

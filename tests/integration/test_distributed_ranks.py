@@ -201,3 +201,24 @@ def test_in_a_repo_only_another_tool_wrote_a_folder_without_a_manifest_is_still_
     found = Client(local_hub.url).latest(REPO)
     assert found.handle is not None and found.handle.subfolder == "checkpoint-4" and not found.has_manifest
     assert all(i.complete for i in ckpt.list_checkpoints(REPO, endpoint=local_hub.url))
+
+
+def test_a_rank_that_reports_another_step_at_finalize_means_no_commit_naming_it(local_hub, tmp_path, monkeypatch):
+    # The ranks agreed on step 5; then rank 1's report of what it uploaded says step 9 (a
+    # rank that wrote another checkpoint than the one agreed): the one finalize refuses it.
+    dirs = _dirs(tmp_path, 2)
+    gather = Session.gather
+
+    def lying_gather(self: Session, phase: str, value: object, **kwargs: Any) -> Any:
+        if phase == "upload" and self.rank == 1:
+            assert isinstance(value, dict)
+            value = {**value, "identity": {**value.get("identity", {}), "step": 9}}
+        return gather(self, phase, value, **kwargs)
+
+    monkeypatch.setattr(Session, "gather", lying_gather)
+    got = _on_ranks(monkeypatch, 2, lambda r: ckpt.push(dirs[r], REPO, step=5, distributed=True,
+                                                        endpoint=local_hub.url))
+    error = _same_error(got)
+    assert "rank 1 wrote step 9, not 5" in str(error), error
+    assert _pushes(local_hub) == []
+    assert ckpt.latest(REPO, endpoint=local_hub.url) is None

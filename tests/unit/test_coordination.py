@@ -153,15 +153,20 @@ def test_values_of_the_wrong_shape_are_refused_naming_the_rank() -> None:
     from ckpt_action.ops import distpush
 
     good = {"size": 1, "sha256": "a" * 64}
+    me = {"store": "http://hub/org/run", "folder": "x", "step": None}
     cases: list[tuple[Any, str]] = [
         (lambda s: distpush._scan(s, 1, {"../escape": good}), "rank 1's scan .*unusable path '../escape'"),
         (lambda s: distpush._scan(s, 1, {"a.bin": {"size": -1, "sha256": "a" * 64}}), "rank 1's scan .*size"),
         (lambda s: distpush._scan(s, 1, {"a.bin": {"size": 1, "git_oid": "b" * 40}}), "without its sha256"),
         # A rank may name only the files it was given to upload, inline bytes only as agreed.
-        (lambda s: distpush._shipped(s, 1, {"other/../x": None}, {"a.bin": FileDigest(1, "a" * 64)}),
-         "does not name exactly the 1 file"),
-        (lambda s: distpush._shipped(s, 1, {"a.bin": "eA=="}, {"a.bin": FileDigest(1, "a" * 64)}),
+        (lambda s: distpush._shipped(s, 1, {"identity": me, "files": {"other/../x": None}},
+                                     {"a.bin": FileDigest(1, "a" * 64)}), "does not name exactly the 1 file"),
+        (lambda s: distpush._shipped(s, 1, {"identity": me, "files": {"a.bin": "eA=="}},
+                                     {"a.bin": FileDigest(1, "a" * 64)}),
          "inline bytes of 'a.bin' are not the ones it hashed"),
+        # Which checkpoint it wrote goes with its files, for the one finalize to hold to rank 0's.
+        (lambda s: distpush._shipped(s, 1, {"a.bin": None}, {"a.bin": FileDigest(1, "a" * 64)}),
+         "not a report of the checkpoint it wrote and its files"),
         (lambda s: distpush._result(s, {"ok": ["main", 1, 1, 0]}), "rank 0's result .*not a commit's SHA"),
         (lambda s: distpush._result(s, ["anything"]), "rank 0's result .*not a commit's SHA"),
     ]

@@ -1,0 +1,75 @@
+"""Where checkpoints live, behind one interface: the operations (push, latest, pull,
+promote, list, prune) speak to a :class:`~ckpt_action.stores.base.Store`, never to
+huggingface_hub or :mod:`ckpt_action.hub` directly.
+
+- :mod:`.base`: the :class:`Store` protocol, the pin, the store-neutral writes
+  (:class:`Put`, :class:`Delete`, :class:`Copy` in a :class:`Write`), and how a bucket
+  implements each method;
+- :mod:`.finalize`: the one finalize every writer publishes a complete manifest through;
+- :mod:`.repo`: :class:`RepoStore`, a model repo (today's git-repo behaviour).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ckpt_action.checkpoint.snapshot import Snapshot
+from ckpt_action.errors import InputError, param
+from ckpt_action.hub.fetch import THREADED_HASH_MIN
+from ckpt_action.hub.repo import RemoteRepo, folder_problem, skip_name
+from ckpt_action.settings import Settings
+from ckpt_action.stores.base import (
+    LIVE,
+    Copy,
+    Delete,
+    Final,
+    Operation,
+    Pin,
+    Put,
+    Store,
+    Uploaded,
+    Write,
+    WriteOutcome,
+    open_complete,
+)
+from ckpt_action.stores.finalize import FinalizeRefused, Identity, finalize
+from ckpt_action.stores.repo import RepoStore, as_store
+
+StoreLike = Store | RemoteRepo
+"""What an operation takes: a store, or the repo the API hands over (made a :class:`RepoStore`)."""
+
+BUCKET_PREFIX = "hf://buckets/"
+
+
+def open_store(settings: Settings, name: str, api: Any = None) -> Store:
+    """The store ``name`` names: ``ORG/NAME`` a model repo; ``hf://buckets/ORG/NAME[/prefix]``
+    a Storage Bucket, refused until its store exists (the next issue)."""
+    if name.startswith(BUCKET_PREFIX):
+        raise InputError(f"{param('repo')} {name}: Storage Buckets are not supported yet: name a model repo"
+                         " ORG/NAME", param="repo")
+    return RepoStore.open(settings, name, api)
+
+__all__ = [
+    "LIVE",
+    "THREADED_HASH_MIN",
+    "Copy",
+    "Delete",
+    "Final",
+    "FinalizeRefused",
+    "Identity",
+    "Operation",
+    "Pin",
+    "Put",
+    "RepoStore",
+    "Snapshot",
+    "Store",
+    "StoreLike",
+    "Uploaded",
+    "Write",
+    "WriteOutcome",
+    "as_store",
+    "finalize",
+    "folder_problem",
+    "open_complete",
+    "skip_name",
+]
