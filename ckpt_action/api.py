@@ -60,6 +60,7 @@ from .settings import Settings
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from ckpt_action.checkpoint.metrics import Objective
     from ckpt_action.checkpoint.signing import LoadedSigner
     from ckpt_action.checkpoint.verifying import Verifier
     from ckpt_action.hub.repo import RemoteRepo
@@ -250,10 +251,11 @@ def no_checkpoint(repo: str, purpose: str = "") -> NoCheckpointError:
 
 
 def _latest(remote: RemoteRepo, revision: str | None, warn: Warn | None,
-            verify: Verifier | None = None) -> LatestResult:
+            verify: Verifier | None = None, best: Objective | None = None) -> LatestResult:
     from ckpt_action.ops.discover import latest as core_latest
+    from ckpt_action.ops.discover import latest_best
 
-    res = core_latest(remote, revision, verify)
+    res = core_latest(remote, revision, verify) if best is None else latest_best(remote, best, revision, verify)
     say = _warn(warn)
     missing = res.missing_warning(remote.repo, token=bool(remote.settings.token), require=param_on("require"))
     if missing:
@@ -261,6 +263,15 @@ def _latest(remote: RemoteRepo, revision: str | None, warn: Warn | None,
     for name, why in res.skipped:
         say(f"skipped {name}: {why}")
     return res
+
+
+def _objective(text: str | None, name: str, *, count: bool = False) -> Objective | None:
+    """``METRIC:min|max`` (``[:K]`` with ``count``) for the parameter ``name``, checked; None when not given."""
+    if text is None:
+        return None
+    from ckpt_action.checkpoint.metrics import parse_objective
+
+    return parse_objective(text, name, count=count)
 
 
 def _source(source: CheckpointHandle | str, subfolder: str | None,
@@ -319,6 +330,7 @@ def push_checkpoint(
     retries: int | None = None,
     join_job: bool = False,
     note: Warn | None = None,
+    metrics: Mapping[str, float] | None = None,
 ) -> PushResult:
     """:func:`push`, answering the full :class:`~ckpt_action.ops.push.PushResult`: the
     handle, the commits made, the files uploaded and deleted, and who signed.
@@ -331,11 +343,16 @@ def push_checkpoint(
     ``note``: where the one line naming the tool's files left out of the push goes (a
     pulled dir's record, an old manifest, signature or statement: :func:`left_out_note`);
     default the ``ckpt_action`` logger, at INFO.
+
+    ``metrics``: what the checkpoint scored, recorded in its manifest (names and values
+    checked by :func:`~ckpt_action.checkpoint.metrics.check_metrics`).
     """
+    from ckpt_action.checkpoint.metrics import check_metrics
     from ckpt_action.ops.push import push as core_push
 
     repo = names.repo_id(repo)
     subfolder, step = names.push_target(subfolder, step)
+    scores = check_metrics(metrics, "metrics") if metrics is not None else None
     if group is not None and not distributed:
         raise InputError(f"{param('group')} goes with {param('distributed')}True: add it, or drop {param('group')}",
                          param="group")
@@ -361,14 +378,14 @@ def push_checkpoint(
                              param="distributed")
         with _joined_job(settings.distributed_timeout) if join_job else nullcontext():
             res = _push_on_ranks(remote, os.fspath(local_dir), subfolder, step=step, private=private,
-                                 commit_message=commit_message, group=group)
+                                 commit_message=commit_message, group=group, metrics=scores)
         if res is not None:
             return res
         path = local_dir_to_push(os.fspath(local_dir))  # in no process group: a push alone
     assert path is not None
     left_out = tool_files(path)
     res = core_push(remote, path, subfolder, step=step, private=private, commit_message=commit_message,
-                    signer=sign)
+                    signer=sign, metrics=scores)
     if not left_out:
         return res
     res = replace(res, left_out=left_out)
@@ -394,7 +411,8 @@ def _log_note(message: str) -> None:
 
 
 def _push_on_ranks(remote: RemoteRepo, local_dir: str, subfolder: str, *, step: int | None, private: bool,
-                   commit_message: str | None, group: Any) -> PushResult | None:
+                   commit_message: str | None, group: Any,
+                   metrics: dict[str, float] | None = None) -> PushResult | None:
     """This rank's part of a push from every rank of ``group`` (None: the job's process
     group); None when this process is in no process group (push alone)."""
     from ckpt_action.ops.distpush import agree, identity, push_distributed
@@ -408,7 +426,7 @@ def _push_on_ranks(remote: RemoteRepo, local_dir: str, subfolder: str, *, step: 
         # Checked inside the session: a bad dir on one rank fails every rank at once.
         path = session.run("checking the local dir", lambda: local_dir_to_push(local_dir, allow_empty=True))
         return push_distributed(remote, path, subfolder, session, step=step, private=private,
-                                commit_message=commit_message)
+                                commit_message=commit_message, metrics=metrics)
 
 
 def _joined_job(timeout: float) -> AbstractContextManager[None]:
@@ -437,6 +455,7 @@ def push(
     token: str | None = None,
     timeout: float | None = None,
     retries: int | None = None,
+    metrics: Mapping[str, float] | None = None,
 ) -> CheckpointHandle:
     """Push ``local_dir`` to ``repo/<subfolder>/`` and return the handle of the commit holding it complete.
 
@@ -448,6 +467,8 @@ def push(
     otherwise (``sft``). The folder on the Hub ends up exactly equal to ``local_dir``, its
     manifest committed with the last files; identical content makes no commit and returns
     the current SHA. A repo that does not exist is created, private unless ``private=False``.
+    ``metrics={"eval_loss": 0.31}`` records what the checkpoint scored in its manifest
+    (``list`` shows them; ``latest``/``promote``'s ``best=`` and ``prune``'s ``keep_best=`` choose by them).
 
     >>> ckpt.push("out/checkpoint-300", repo="org/run", step=300)  # doctest: +ELLIPSIS
     CheckpointHandle(repo='org/run', subfolder='checkpoint-300', revision='...', step=300, endpoint='http://127.0.0.1:...')
@@ -474,7 +495,8 @@ def push(
                            signing_certificate=signing_certificate, signing_chain=signing_chain,
                            sign_keyless=sign_keyless, sigstore_trust_config=sigstore_trust_config,
                            distributed=distributed, group=group,
-                           endpoint=endpoint, token=token, timeout=timeout, retries=retries).handle
+                           endpoint=endpoint, token=token, timeout=timeout, retries=retries,
+                           metrics=metrics).handle
 
 
 def find_latest(
@@ -493,17 +515,20 @@ def find_latest(
     timeout: float | None = None,
     retries: int | None = None,
     warn: Warn | None = None,
+    best: str | None = None,
 ) -> LatestResult:
     """:func:`latest`, answering the full :class:`~ckpt_action.ops.discover.LatestResult`
-    (the handle or None, the SHA read, whether it has a manifest, what was skipped); the
-    warnings go to ``warn`` (default: the ``ckpt_action`` logger)."""
+    (the handle or None, the SHA read, whether it has a manifest, what was skipped, and with
+    ``best`` the metric and value that chose); the warnings go to ``warn`` (default: the
+    ``ckpt_action`` logger)."""
     repo = names.repo_id(repo)
     revision = names.revision(revision)
+    objective = _objective(best, "best")
     check = verifier(verify_key=verify_key, verify_certificate_chain=verify_certificate_chain,
                      verify_identity=verify_identity, verify_issuer=verify_issuer,
                      sigstore_trust_config=sigstore_trust_config, verify_min_step=verify_min_step,
                      verify_require_provenance=verify_require_provenance)
-    return _latest(_remote(_settings(endpoint, token, timeout, retries), repo), revision, warn, check)
+    return _latest(_remote(_settings(endpoint, token, timeout, retries), repo), revision, warn, check, objective)
 
 
 @_local_errors
@@ -523,6 +548,7 @@ def latest(
     token: str | None = None,
     timeout: float | None = None,
     retries: int | None = None,
+    best: str | None = None,
 ) -> CheckpointHandle | None:
     """The highest complete ``checkpoint-N`` of ``repo``, pinned to the SHA it was read at.
 
@@ -533,6 +559,8 @@ def latest(
     ``verify_key=`` (or ``verify_certificate_chain=``, ``verify_identity=``/``verify_issuer=``)
     a folder whose signature does not verify is passed over (a warning names it);
     ``verify_min_step=`` refuses (raises) when the newest that verifies has a lower step.
+    ``best="eval_loss:min"`` (or ``METRIC:max``) takes the complete checkpoint best by that
+    metric of its manifest instead of the highest (a checkpoint without it is never taken).
 
     >>> ckpt.latest("org/run")  # doctest: +ELLIPSIS
     CheckpointHandle(repo='org/run', subfolder='checkpoint-300', revision='...', step=300, endpoint='http://127.0.0.1:...')
@@ -541,7 +569,7 @@ def latest(
                       verify_identity=verify_identity, verify_issuer=verify_issuer,
                       sigstore_trust_config=sigstore_trust_config, verify_min_step=verify_min_step,
                       verify_require_provenance=verify_require_provenance, endpoint=endpoint, token=token,
-                      timeout=timeout, retries=retries)
+                      timeout=timeout, retries=retries, best=best)
     if res.handle is None and require:
         raise no_checkpoint(repo)
     return res.handle
@@ -841,15 +869,22 @@ def promote_checkpoint(
     token: str | None = None,
     timeout: float | None = None,
     retries: int | None = None,
+    best: str | None = None,
+    warn: Warn | None = None,
 ) -> PromoteResult:
     """:func:`promote`, answering the full :class:`~ckpt_action.ops.release.PromoteResult`
-    (the target's handle, the source, commits made, the tag and branch, who signed)."""
+    (the target's handle, the source, commits made, the tag and branch, who signed, and with
+    ``best`` the metric and value that chose the source)."""
     from ckpt_action.ops.release import promote as core_promote
 
     repo, sub, rev = _source(source, subfolder, revision)
-    if sub is None:
-        raise InputError(f"promote needs {param('subfolder')} (or a handle): name the checkpoint to promote",
-                         param="subfolder")
+    objective = _objective(best, "best")
+    if objective is not None and (sub is not None or isinstance(source, CheckpointHandle)):
+        raise InputError(f"{param('best')} chooses the checkpoint: drop {param('subfolder')} (or the handle)",
+                         param="best")
+    if sub is None and objective is None:
+        raise InputError(f"promote needs {param('subfolder')} (or a handle, or {param('best')}): name the checkpoint"
+                         " to promote", param="subfolder")
     to = names.subfolder(to, name="to")
     tag = names.revision(tag or None, name="tag")
     branch = names.revision(branch or None, name="branch")
@@ -863,7 +898,15 @@ def promote_checkpoint(
                   sign_keyless=sign_keyless, sigstore_trust_config=sigstore_trust_config)
     remote = _remote(settings, repo)
     target = _remote(settings, target_repo, api=remote.api) if target_repo else None
-    return core_promote(remote, sub, rev, to, tag=tag, branch=branch, target=target, signer=sign)
+    if objective is None:
+        assert sub is not None
+        return core_promote(remote, sub, rev, to, tag=tag, branch=branch, target=target, signer=sign)
+    found = _latest(remote, rev, warn, best=objective)
+    if found.handle is None:
+        raise no_checkpoint(repo, f" recording {objective.metric} to promote")
+    res = core_promote(remote, found.handle.subfolder, found.handle.revision, to, tag=tag, branch=branch,
+                       target=target, signer=sign)
+    return replace(res, chosen_by=found.chosen_by)
 
 
 @_local_errors
@@ -885,6 +928,7 @@ def promote(
     token: str | None = None,
     timeout: float | None = None,
     retries: int | None = None,
+    best: str | None = None,
 ) -> CheckpointHandle:
     """Copy a checkpoint to the folder ``to`` (``release``) in one commit, and return the target's handle.
 
@@ -895,6 +939,8 @@ def promote(
     ``to_repo`` they stream through this machine, verified. ``tag`` tags the resulting
     commit (a tag pointing elsewhere raises :class:`~ckpt_action.errors.ConflictError`);
     ``branch`` commits on that branch, created from the source SHA. Re-running is a no-op.
+    ``best="eval_loss:min"`` (no ``subfolder``, and a repo id as ``source``) promotes the
+    complete checkpoint best by that metric at ``revision`` (``latest(best=)``'s choice).
 
     >>> ckpt.promote(found, "release", tag="v1.0")  # doctest: +ELLIPSIS
     CheckpointHandle(repo='org/run', subfolder='release', revision='...', step=300, endpoint='http://127.0.0.1:...')
@@ -903,7 +949,7 @@ def promote(
                               branch=branch, signing_key=signing_key, signing_certificate=signing_certificate,
                               signing_chain=signing_chain, sign_keyless=sign_keyless,
                               sigstore_trust_config=sigstore_trust_config, endpoint=endpoint, token=token,
-                              timeout=timeout, retries=retries).handle
+                              timeout=timeout, retries=retries, best=best).handle
 
 
 def list_repo(
@@ -961,7 +1007,7 @@ def list_checkpoints(
 @_local_errors
 def prune(
     repo: str,
-    keep_last: int,
+    keep_last: int | None = None,
     *,
     dry_run: bool = False,
     free_storage: bool = False,
@@ -969,8 +1015,16 @@ def prune(
     token: str | None = None,
     timeout: float | None = None,
     retries: int | None = None,
+    keep_every: int | None = None,
+    keep_best: str | None = None,
 ) -> PruneResult:
     """Delete all but the newest ``keep_last`` ``checkpoint-N`` folders, in one commit.
+
+    ``keep_every=N`` also keeps every checkpoint whose step is a multiple of N, and
+    ``keep_best="eval_loss:min:K"`` (``METRIC:min|max[:K]``, K default 1) the K best by that
+    metric of their manifests; a folder is kept when any of them keeps it (each kept folder
+    says why). ``keep_best`` on a metric no checkpoint records raises InputError before
+    anything is deleted; alone, it keeps every checkpoint without the metric.
 
     Never deleted: the latest complete checkpoint, folders not named ``checkpoint-N``
     (``sft``, ``release``), the source of a promoted folder, a checkpoint a tag was made
@@ -988,15 +1042,18 @@ def prune(
 
     repo = names.repo_id(repo)
     keep = names.positive(keep_last, "keep_last")
-    if keep is None:
-        raise InputError(f"{param('keep_last')} is required: how many of the newest checkpoint-N to keep",
-                         param="keep_last")
+    every = names.positive(keep_every, "keep_every")
+    objective = _objective(keep_best, "keep_best", count=True)
+    if keep is None and every is None and objective is None:
+        raise InputError(f"{param('keep_last')} is required (or {param('keep_every')}, {param('keep_best')}): how many"
+                         " of the newest checkpoint-N to keep", param="keep_last")
+    rules: dict[str, Any] = {"keep_every": every, "keep_best": objective}
     settings = _settings(endpoint, token, timeout, retries)
     if not dry_run:
         names.token_for_write(settings.token, settings.endpoint)
     remote = _remote(settings, repo)
     if not free_storage:
-        plan, sha = core_prune(remote, keep, dry_run=dry_run)
+        plan, sha = core_prune(remote, keep, dry_run=dry_run, **rules)
         return PruneResult(sha, list(plan.delete), {name: plan.reasons.get(name, "") for name in plan.keep}, dry_run,
                            repo)
     from ckpt_action.ops.freeing import free_pruned, read_references, used_storage
@@ -1005,7 +1062,7 @@ def prune(
     # the history, so a repo too long to read is refused before anything is written.
     before = used_storage(remote)
     history = read_references(remote)
-    plan, sha = core_prune(remote, keep, dry_run=dry_run)
+    plan, sha = core_prune(remote, keep, dry_run=dry_run, **rules)
     freed = free_pruned(remote, plan.delete, history, head=sha, used_before=before, dry_run=dry_run)
     return PruneResult(sha, list(plan.delete), {name: plan.reasons.get(name, "") for name in plan.keep}, dry_run,
                        repo, True, freed.freed_bytes, freed.objects, freed.used_before, freed.used_after)

@@ -216,7 +216,8 @@ def agree(session: Session, mine: dict[str, object]) -> None:
 
 def push_distributed(remote: RemoteRepo, local_dir: Path, subfolder: str, session: Session, *,
                      step: int | None = None, private: bool = True, commit_message: str | None = None,
-                     branch: str = "main", source: dict[str, str] | None = None) -> PushResult:
+                     branch: str = "main", source: dict[str, str] | None = None,
+                     metrics: dict[str, float] | None = None) -> PushResult:
     """Called on every rank of ``session``, after :func:`agree`; every rank returns the same
     result or raises the same error.
 
@@ -264,7 +265,7 @@ def push_distributed(remote: RemoteRepo, local_dir: Path, subfolder: str, sessio
 
     def make_commit() -> PushResult:
         planned = planner(remote, subfolder, lambda _have: merged, lambda _sub, rel: ops[rel], step=step,
-                          source=source, commit_message=commit_message)
+                          source=source, commit_message=commit_message, metrics=metrics)
         outcome = commit(remote, planned.plan, what=f"committing {subfolder}", branch=branch, head=head,
                          max_commits=-(-len(merged) // planned.batch_size) + EXTRA_COMMITS)
         uploaded, deleted = landed_counts(outcome, subfolder)

@@ -272,11 +272,13 @@ def push(
     source: dict[str, str] | None = None,
     signer: LoadedSigner | None = None,
     promoted_from: str | None = None,
+    metrics: dict[str, float] | None = None,
 ) -> PushResult:
     """Push ``local_dir`` to ``subfolder`` of ``remote`` and return the SHA holding it complete.
 
     With ``signer``, the last commit also writes the provenance statement (listed in the
     manifest) and ``model.sig``, signed from the digests just computed for the manifest.
+    ``metrics`` (checked: :func:`~ckpt_action.checkpoint.metrics.check_metrics`) go into the manifest.
 
     >>> res = push(RemoteRepo(settings, "org/run"), Path("out/sft"), "sft")
     >>> res.handle.subfolder, res.commits, res.uploaded_files
@@ -297,7 +299,8 @@ def push(
         return local.digests
 
     planned = planner(remote, subfolder, digests, local.add, step=step, source=source,
-                      commit_message=commit_message, signer=signer, provenance=provenance, sent=local.sent)
+                      commit_message=commit_message, signer=signer, provenance=provenance, sent=local.sent,
+                      metrics=metrics)
     made: list[tuple[str, bool]] = []  # (oid, whether final) of each commit of ours that landed
     try:
         commits = uploaded = deleted = passes = 0
@@ -360,7 +363,7 @@ class Planned:
 def planner(remote: RemoteRepo, subfolder: str, digests: Callable[[dict[str, RemoteFile]], dict[str, FileDigest]],
             add: Callable[[str, str], Any], *, step: int | None, source: dict[str, str] | None,
             commit_message: str | None, signer: LoadedSigner | None = None, provenance: Provenance | None = None,
-            sent: Container[str] = ()) -> Planned:
+            sent: Container[str] = (), metrics: dict[str, float] | None = None) -> Planned:
     """The planning function :func:`~ckpt_action.hub.commits.commit` calls at each head, and the batch size.
 
     ``digests(have)`` answers the checkpoint's files as they are now (``have``: what the
@@ -368,7 +371,8 @@ def planner(remote: RemoteRepo, subfolder: str, digests: Callable[[dict[str, Rem
     them (read from the local dir, or uploaded already, by the push itself or by another rank
     of a distributed push: those named in ``sent`` count no bytes in the progress lines).
     With ``signer``, the last commit writes ``provenance``'s statement, the manifest and
-    ``model.sig`` together.
+    ``model.sig`` together. ``metrics`` go into the manifest (the marker of an unfinished
+    push too).
     """
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
@@ -387,7 +391,7 @@ def planner(remote: RemoteRepo, subfolder: str, digests: Callable[[dict[str, Rem
             files, statement = with_provenance(files, provenance)
         pending = [rel for rel in sorted(files) if not matches_remote(files[rel], have.get(rel))]
         stale = sorted(rel for rel in have if rel not in files and not (signer and rel == SIGNATURE_NAME))
-        complete = Manifest(files=dict(files), step=step, complete=True, source=source)
+        complete = Manifest(files=dict(files), step=step, complete=True, source=source, metrics=metrics or None)
         current = state.manifest if state else None
         unsigned = signer is not None and SIGNATURE_NAME not in have
         if (not pending and not stale and not unsigned and current is not None
@@ -397,7 +401,7 @@ def planner(remote: RemoteRepo, subfolder: str, digests: Callable[[dict[str, Rem
         pending = [rel for rel in pending if rel != PROVENANCE_NAME]
         final = len(pending) <= batch_size
         marker = complete if final else Manifest(files=dict(files), step=step, complete=False, created_at="",
-                                                  source=source)
+                                                  source=source, metrics=metrics or None)
         batch = pending[:batch_size]
         ops: list[Any] = [CommitOperationDelete(f"{subfolder}/{rel}") for rel in stale]
         ops += [add(subfolder, rel) for rel in batch]
