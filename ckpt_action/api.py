@@ -265,6 +265,14 @@ def _latest(remote: RemoteRepo, revision: str | None, warn: Warn | None,
     return res
 
 
+def metrics_from_text(items: Sequence[str], name: str = "metric") -> dict[str, float]:
+    """``NAME=VALUE`` texts (``--metric``, the action's ``metrics`` lines) as the ``metrics``
+    push records, checked; errors name the parameter ``name``."""
+    from ckpt_action.checkpoint.metrics import parse_metrics
+
+    return parse_metrics(items, name)
+
+
 def _objective(text: str | None, name: str, *, count: bool = False) -> Objective | None:
     """``METRIC:min|max`` (``[:K]`` with ``count``) for the parameter ``name``, checked; None when not given."""
     if text is None:

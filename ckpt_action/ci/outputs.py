@@ -80,6 +80,8 @@ OUTPUTS: dict[str, str] = {
     "wandb-artifact": "`push`, `promote`: the W&B pointer artifact logged (empty when W&B logging failed or "
                       "was not asked for).",
     "wandb-run-id": "`push`, `promote`: the W&B run the pointer was logged to.",
+    "best-metric": "`latest`, `promote` with `best`: the metric that chose the checkpoint.",
+    "best-value": "`latest`, `promote` with `best`: that metric's value in the chosen checkpoint, a number.",
 }
 
 KINDS: dict[str, str] = {
@@ -91,10 +93,11 @@ KINDS: dict[str, str] = {
     "checkpoints": "json-array", "dry-run": "bool", "deleted": "json-array", "kept": "json-array",
     "deleted-count": "int", "freed-bytes": "int", "used-storage-before": "int", "used-storage-after": "int",
     "signed": "bool", "signer": "text", "signature-verified": "bool", "provenance": "text",
-    "wandb-artifact": "text", "wandb-run-id": "text",
+    "wandb-artifact": "text", "wandb-run-id": "text", "best-metric": "text", "best-value": "number",
 }
 """The type of each output's value (``sha``: 40 lowercase hex; ``int``: a whole number; ``bool``:
-``true``/``false``; ``json-array``: a JSON array, for ``fromJSON``), as its description says."""
+``true``/``false``; ``json-array``: a JSON array, for ``fromJSON``; ``number``: a finite decimal
+number), as its description says."""
 
 
 # Each command's result as its outputs (snake_case keys). A key a mode does not have is left
@@ -110,7 +113,12 @@ def push_outputs(res: PushResult) -> dict[str, Any]:
 def latest_outputs(repo: str, res: LatestResult) -> dict[str, Any]:
     if res.handle is None:
         return {"repo": repo, "revision": res.revision, "found": False}
-    return res.handle.to_dict() | {"found": True, "verified": res.has_manifest}
+    return res.handle.to_dict() | {"found": True, "verified": res.has_manifest} | _chosen_by(res.chosen_by)
+
+
+def _chosen_by(chosen_by: tuple[str, float] | None) -> dict[str, Any]:
+    """The metric and value that chose a checkpoint (``--best``), when one did."""
+    return {"best_metric": chosen_by[0], "best_value": chosen_by[1]} if chosen_by else {}
 
 
 def pull_outputs(res: PullResult) -> dict[str, Any]:
@@ -126,7 +134,7 @@ def promote_outputs(res: PromoteResult) -> dict[str, Any]:
     return res.handle.to_dict() | {
         "source_subfolder": res.source.subfolder, "source_revision": res.source.revision,
         "commits": res.commits, "tag": res.tag, "branch": res.branch, "signed": res.signer is not None,
-        "signer": res.signer}
+        "signer": res.signer} | _chosen_by(res.chosen_by)
 
 
 def list_outputs(res: ListResult) -> dict[str, Any]:
@@ -273,7 +281,8 @@ def summary_markdown(command: str, result: Mapping[str, object]) -> str:
         rows.append(("commit", f"[<code>{short}</code>](<{escape(url, 'markdown')}>)" if url else _code(rev)))
     if result.get("local_dir"):
         rows.append(("local dir", _code(result.get("local_dir"))))
-    for key in ("uploaded_files", "deleted_files", "commits", "files", "bytes", "tag", "count"):
+    for key in ("uploaded_files", "deleted_files", "commits", "files", "bytes", "tag", "count", "best_metric",
+                "best_value"):
         if result.get(key) is not None:
             rows.append((key.replace("_", " "), escape(result[key], "markdown")))
     table = "| | |\n|---|---|\n" + "".join(f"| {k} | {v} |\n" for k, v in rows)
@@ -288,9 +297,10 @@ def _extra(command: str, result: Mapping[str, object]) -> str:
             return "\nNo checkpoints.\n"
         lines = "".join(
             f"| {_code(r['subfolder'])} | {escape('' if r['step'] is None else r['step'], 'markdown')} "
-            f"| {escape(r['status'], 'markdown')} | {escape(r['files'], 'markdown')} | {_size(r['size'])} |\n"
+            f"| {escape(r['status'], 'markdown')} | {escape(r['files'], 'markdown')} | {_size(r['size'])} "
+            f"| {_metrics(r.get('metrics'))} |\n"
             for r in rows)
-        return "\n| checkpoint | step | status | files | size |\n|---|---|---|---|---|\n" + lines
+        return "\n| checkpoint | step | status | files | size | metrics |\n|---|---|---|---|---|---|\n" + lines
     if command == "prune":
         deleted = result.get("deleted") or []
         assert isinstance(deleted, list)
@@ -301,6 +311,14 @@ def _extra(command: str, result: Mapping[str, object]) -> str:
             lines += f"- {freed} {_size(result['freed_bytes'])} of Hub storage\n"
         return "\n" + lines
     return ""
+
+
+def _metrics(metrics: object) -> str:
+    """A checkpoint's metrics for a table cell: ``name=value`` each, escaped (names come from the Hub)."""
+    if not isinstance(metrics, dict):
+        return ""
+    return "<br>".join(escape(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}", "markdown")
+                       for k, v in sorted(metrics.items()))
 
 
 def append_summary(path: str | os.PathLike[str], markdown: str) -> None:

@@ -200,3 +200,31 @@ def verify_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def repo_option(help: str = "Hub model repo, OWNER/NAME.", required: bool = True) -> Callable[[F], F]:
     return click.option("--repo", required=required, help=help)
+
+
+def metric_option(fn: F) -> F:
+    """push's --metric NAME=VALUE (repeatable), handed over as ``metrics`` (a tuple of texts)."""
+    return click.option("--metric", "metrics", multiple=True, metavar="NAME=VALUE",
+                        help="Record a metric of the checkpoint in its manifest (repeatable): a name without "
+                             "whitespace, '=' or ':' and a finite number, e.g. eval_loss=0.31.")(fn)
+
+
+def best_option(fn: F) -> F:
+    """latest's and promote's --best METRIC:min|max, handed over as ``best``."""
+    return click.option("--best", metavar="METRIC:min|max",
+                        help="Choose the complete checkpoint-N with the lowest (min) or highest (max) value of this "
+                             "metric in its manifest; one without it is never chosen.")(fn)
+
+
+def retention_options(fn: F) -> F:
+    """prune's --keep-last, --keep-every and --keep-best: what each keeps is kept."""
+    for option in reversed([
+        click.option("--keep-last", type=int, help="Keep the newest K checkpoint-N."),
+        click.option("--keep-every", type=int, metavar="N", help="Keep every checkpoint-N whose step is a "
+                     "multiple of N."),
+        click.option("--keep-best", metavar="METRIC:min|max[:K]", help="Keep the K (default 1) best checkpoint-N "
+                     "by this metric in their manifests; alone, also every one without it. A metric no checkpoint "
+                     "has exits 2 before anything is deleted."),
+    ]):
+        fn = option(fn)
+    return fn
