@@ -214,3 +214,35 @@ def test_python_door(hub, tmp_path, monkeypatch):
         ckpt.prune("o/py", keep_best="eval_loss", endpoint=hub.url)
     assert str(err.value).startswith("keep_best='eval_loss' must be METRIC:min|max[:K]")
     assert ckpt.prune("o/py", keep_best="eval_loss:max", endpoint=hub.url).deleted == ["checkpoint-5"]
+
+
+@pytest.mark.parametrize(("inputs", "words"), [
+    ({"mode": "push", "step": "1", "metrics": "eval_loss=0.5\neval_loss=nan"}, ["input 'metrics'", "finite"]),
+    ({"mode": "latest", "best": "eval_loss"}, ["input 'best'", "METRIC:min|max"]),
+    ({"mode": "prune", "keep-best": "eval_loss:min:0"}, ["input 'keep-best'", "K must be"]),
+    ({"mode": "prune", "keep-every": "0"}, ["input 'keep-every'", "at least 1"]),
+    ({"mode": "prune"}, ["input 'keep-last'", "input 'keep-every'", "input 'keep-best'"]),
+])
+def test_the_action_names_its_inputs(inputs, words, cli, tmp_path):
+    src = write_checkpoint(tmp_path / "a", {"w.bin": b"w"})
+    env = clean_env(tmp_path, HF_ENDPOINT="http://127.0.0.1:9", INPUT_REPO="o/r", INPUT_LOCAL_DIR=str(src))
+    env.update({"INPUT_" + k.upper().replace("-", "_"): v for k, v in inputs.items()})
+    run = cli("from-action", env=env)
+    assert run.code == 2, run.stderr
+    last = run.stderr.strip().splitlines()[-1]
+    assert all(w in last for w in words), last
+
+
+def test_the_action_records_metrics_lines_and_writes_the_best_outputs(hub, cli, tmp_path):
+    from tests.helpers.gha import parse_github_output
+
+    src = write_checkpoint(tmp_path / "a", {"w.bin": b"w"})
+    out = tmp_path / "out"
+    base = clean_env(tmp_path, HF_ENDPOINT=hub.url, INPUT_REPO="o/r", GITHUB_OUTPUT=str(out))
+    push_env = base | {"INPUT_MODE": "push", "INPUT_STEP": "3", "INPUT_LOCAL_DIR": str(src),
+                       "INPUT_METRICS": "eval_loss = 0.5\n\n acc=2 \n"}
+    assert cli("from-action", env=push_env).code == 0
+    run = cli("from-action", env=base | {"INPUT_MODE": "latest", "INPUT_BEST": "acc:max"})
+    assert run.code == 0, run.stderr
+    outputs = parse_github_output(out)
+    assert outputs["best-metric"] == "acc" and outputs["best-value"] == "2.0" and outputs["subfolder"] == "checkpoint-3"
