@@ -273,6 +273,25 @@ def metrics_from_text(items: Sequence[str], name: str = "metric") -> dict[str, f
     return parse_metrics(items, name)
 
 
+TRAINER_STATE_MAX_BYTES = 64 * 1024 * 1024
+"""A ``trainer_state.json`` larger than this is not read for metrics."""
+
+
+def trainer_metrics(checkpoint_dir: PathLike, step: int) -> dict[str, float]:
+    """The evaluation metrics (``eval_*``) Trainer logged at ``step``, from the
+    ``trainer_state.json`` in ``checkpoint_dir`` (its ``log_history``): what the Trainer
+    callback records with each push. None there, or unreadable: none."""
+    from ckpt_action.checkpoint.metrics import from_trainer_state
+
+    path = Path(os.fspath(checkpoint_dir)) / "trainer_state.json"
+    try:
+        if not path.is_file() or path.is_symlink() or path.stat().st_size > TRAINER_STATE_MAX_BYTES:
+            return {}
+        return from_trainer_state(path.read_bytes(), step)
+    except OSError:
+        return {}
+
+
 def _objective(text: str | None, name: str, *, count: bool = False) -> Objective | None:
     """``METRIC:min|max`` (``[:K]`` with ``count``) for the parameter ``name``, checked; None when not given."""
     if text is None:

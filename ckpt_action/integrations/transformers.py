@@ -129,6 +129,9 @@ class CheckpointCallback(TrainerCallback):
       the callback turns huggingface_hub's bars off from ``on_train_begin`` to the end of
       training and back on then (a switch of the whole process: huggingface_hub has no
       per-call one), unless ``client_bars=True``.
+    - The evaluation metrics Trainer logged at a save's step (``eval_loss``, ...: its
+      ``trainer_state.json``'s ``log_history``) go into that checkpoint's manifest, for
+      ``list``, ``latest --best`` and ``prune --keep-best``.
     - Each push is recorded in ``self.pushed`` (handles, pinned to 40-hex SHAs), in
       ``state.log_history`` (``{"checkpoint": "checkpoint-N", "checkpoint_revision": SHA,
       "checkpoint_hub_url": URL, "step": N}``) and, with a W&B run active, as a pointer
@@ -310,9 +313,10 @@ class CheckpointCallback(TrainerCallback):
         subfolder = f"{CHECKPOINT_PREFIX}-{job.step}"
         started = time.monotonic()
         size = sum(p.stat().st_size for p in job.staged.rglob("*") if p.is_file())
+        metrics = api.trainer_metrics(job.staged, job.step) or None  # this save's evaluation, if any
         with no_progress_lines():  # this thread's pushes: the one line below instead
             handle = api.push(job.staged, self.repo, step=job.step, subfolder=subfolder, distributed=distributed,
-                              **self._options)
+                              metrics=metrics, **self._options)
         print(f"ckpt-action: pushed {subfolder} at {handle.revision}: {human(size)} in"
               f" {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
         return handle
