@@ -100,3 +100,18 @@ def test_from_trainer_state_takes_the_eval_metrics_of_that_step():
     assert from_trainer_state(data, 30) == {"eval_ok": 3.0}, "what is not a metric is left out"
     assert from_trainer_state(data, 40) == {}
     assert from_trainer_state(b"not json", 10) == {}
+
+
+def test_metric_names_are_escaped_in_the_job_summary_and_the_log():
+    from ckpt_action.ci.escaping import escape
+    from ckpt_action.ci.outputs import summary_markdown
+
+    evil = "a|b<img src=x>`x`[l](http://e)"
+    row = {"subfolder": "checkpoint-1", "step": 1, "status": "complete", "files": 1, "size": 1,
+           "metrics": {evil: 0.5}}
+    md = summary_markdown("list", {"repo": "o/r", "revision": "a" * 40, "checkpoints": [row], "count": 1})
+    table_row = next(line for line in md.splitlines() if "checkpoint-1" in line)
+    assert table_row.count("|") == 7, "six cells: a metric name cannot add one"
+    assert "<img" not in md and "`x`" not in md and "](" not in md
+    assert "0.5" in table_row
+    assert not escape("::warning::x=1").startswith("::")
