@@ -358,6 +358,7 @@ def push_checkpoint(
     join_job: bool = False,
     note: Warn | None = None,
     metrics: Mapping[str, float] | None = None,
+    card: bool = False,
 ) -> PushResult:
     """:func:`push`, answering the full :class:`~ckpt_action.ops.push.PushResult`: the
     handle, the commits made, the files uploaded and deleted, and who signed.
@@ -372,7 +373,8 @@ def push_checkpoint(
     default the ``ckpt_action`` logger, at INFO.
 
     ``metrics``: what the checkpoint scored, recorded in its manifest (names and values
-    checked by :func:`~ckpt_action.checkpoint.metrics.check_metrics`).
+    checked by :func:`~ckpt_action.checkpoint.metrics.check_metrics`). ``card``: the last
+    commit also updates the table of checkpoints in the repo's ``README.md``.
     """
     from ckpt_action.checkpoint.metrics import check_metrics
     from ckpt_action.ops.push import push as core_push
@@ -380,6 +382,9 @@ def push_checkpoint(
     repo = names.repo_id(repo)
     subfolder, step = names.push_target(subfolder, step)
     scores = check_metrics(metrics, "metrics") if metrics is not None else None
+    if card and distributed:
+        raise InputError(f"{param('card')} does not go with {param('distributed')} yet: update the card with a"
+                         " prune or promote", param="card")
     if group is not None and not distributed:
         raise InputError(f"{param('group')} goes with {param('distributed')}True: add it, or drop {param('group')}",
                          param="group")
@@ -412,12 +417,19 @@ def push_checkpoint(
     assert path is not None
     left_out = tool_files(path)
     res = core_push(remote, path, subfolder, step=step, private=private, commit_message=commit_message,
-                    signer=sign, metrics=scores)
+                    signer=sign, metrics=scores, card=card, card_tags=_tags_of() if card else None)
     if not left_out:
         return res
     res = replace(res, left_out=left_out)
     (note or _log_note)(left_out_note(res))
     return res
+
+
+def _tags_of() -> Any:
+    """The rule naming the tags made for each folder, for a push's card (prune's rule)."""
+    from ckpt_action.ops.release import tagged_folders
+
+    return tagged_folders
 
 
 def left_out_note(res: PushResult) -> str:
@@ -483,6 +495,7 @@ def push(
     timeout: float | None = None,
     retries: int | None = None,
     metrics: Mapping[str, float] | None = None,
+    card: bool = False,
 ) -> CheckpointHandle:
     """Push ``local_dir`` to ``repo/<subfolder>/`` and return the handle of the commit holding it complete.
 
@@ -496,6 +509,8 @@ def push(
     the current SHA. A repo that does not exist is created, private unless ``private=False``.
     ``metrics={"eval_loss": 0.31}`` records what the checkpoint scored in its manifest
     (``list`` shows them; ``latest``/``promote``'s ``best=`` and ``prune``'s ``keep_best=`` choose by them).
+    ``card=True`` also keeps the table of the repo's checkpoints in its ``README.md`` (between
+    markers; the rest of the card untouched), in the same commit as the manifest.
 
     >>> ckpt.push("out/checkpoint-300", repo="org/run", step=300)  # doctest: +ELLIPSIS
     CheckpointHandle(repo='org/run', subfolder='checkpoint-300', revision='...', step=300, endpoint='http://127.0.0.1:...')
@@ -523,7 +538,7 @@ def push(
                            sign_keyless=sign_keyless, sigstore_trust_config=sigstore_trust_config,
                            distributed=distributed, group=group,
                            endpoint=endpoint, token=token, timeout=timeout, retries=retries,
-                           metrics=metrics).handle
+                           metrics=metrics, card=card).handle
 
 
 def find_latest(
@@ -898,6 +913,7 @@ def promote_checkpoint(
     retries: int | None = None,
     best: str | None = None,
     warn: Warn | None = None,
+    card: bool = False,
 ) -> PromoteResult:
     """:func:`promote`, answering the full :class:`~ckpt_action.ops.release.PromoteResult`
     (the target's handle, the source, commits made, the tag and branch, who signed, and with
@@ -916,6 +932,9 @@ def promote_checkpoint(
     tag = names.revision(tag or None, name="tag")
     branch = names.revision(branch or None, name="branch")
     target_repo = names.repo_id(to_repo, "to_repo") if to_repo else None
+    if target_repo and card:
+        raise InputError(f"{param('card')} does not go with {param('to_repo')} yet: promote, then prune with"
+                         f" {param('card')} in the other repo", param="card")
     if target_repo and branch:
         raise InputError(f"{param('branch')} does not go with {param('to_repo')}: promote into the other repo's main",
                          param="branch")
@@ -927,12 +946,12 @@ def promote_checkpoint(
     target = _remote(settings, target_repo, api=remote.api) if target_repo else None
     if objective is None:
         assert sub is not None
-        return core_promote(remote, sub, rev, to, tag=tag, branch=branch, target=target, signer=sign)
+        return core_promote(remote, sub, rev, to, tag=tag, branch=branch, target=target, signer=sign, card=card)
     found = _latest(remote, rev, warn, best=objective)
     if found.handle is None:
         raise no_checkpoint(repo, f" recording {objective.metric} to promote")
     res = core_promote(remote, found.handle.subfolder, found.handle.revision, to, tag=tag, branch=branch,
-                       target=target, signer=sign)
+                       target=target, signer=sign, card=card)
     return replace(res, chosen_by=found.chosen_by)
 
 
@@ -956,6 +975,7 @@ def promote(
     timeout: float | None = None,
     retries: int | None = None,
     best: str | None = None,
+    card: bool = False,
 ) -> CheckpointHandle:
     """Copy a checkpoint to the folder ``to`` (``release``) in one commit, and return the target's handle.
 
@@ -968,6 +988,7 @@ def promote(
     ``branch`` commits on that branch, created from the source SHA. Re-running is a no-op.
     ``best="eval_loss:min"`` (no ``subfolder``, and a repo id as ``source``) promotes the
     complete checkpoint best by that metric at ``revision`` (``latest(best=)``'s choice).
+    ``card=True`` updates the table of checkpoints in ``README.md`` in the same commit.
 
     >>> ckpt.promote(found, "release", tag="v1.0")  # doctest: +ELLIPSIS
     CheckpointHandle(repo='org/run', subfolder='release', revision='...', step=300, endpoint='http://127.0.0.1:...')
@@ -976,7 +997,7 @@ def promote(
                               branch=branch, signing_key=signing_key, signing_certificate=signing_certificate,
                               signing_chain=signing_chain, sign_keyless=sign_keyless,
                               sigstore_trust_config=sigstore_trust_config, endpoint=endpoint, token=token,
-                              timeout=timeout, retries=retries, best=best).handle
+                              timeout=timeout, retries=retries, best=best, card=card).handle
 
 
 def list_repo(
@@ -1044,6 +1065,7 @@ def prune(
     retries: int | None = None,
     keep_every: int | None = None,
     keep_best: str | None = None,
+    card: bool = False,
 ) -> PruneResult:
     """Delete all but the newest ``keep_last`` ``checkpoint-N`` folders, in one commit.
 
@@ -1051,7 +1073,8 @@ def prune(
     ``keep_best="eval_loss:min:K"`` (``METRIC:min|max[:K]``, K default 1) the K best by that
     metric of their manifests; a folder is kept when any of them keeps it (each kept folder
     says why). ``keep_best`` on a metric no checkpoint records raises InputError before
-    anything is deleted; alone, it keeps every checkpoint without the metric.
+    anything is deleted; alone, it keeps every checkpoint without the metric. ``card=True``
+    updates the table of checkpoints in ``README.md`` in the prune's commit.
 
     Never deleted: the latest complete checkpoint, folders not named ``checkpoint-N``
     (``sft``, ``release``), the source of a promoted folder, a checkpoint a tag was made
@@ -1074,7 +1097,7 @@ def prune(
     if keep is None and every is None and objective is None:
         raise InputError(f"{param('keep_last')} is required (or {param('keep_every')}, {param('keep_best')}): how many"
                          " of the newest checkpoint-N to keep", param="keep_last")
-    rules: dict[str, Any] = {"keep_every": every, "keep_best": objective}
+    rules: dict[str, Any] = {"keep_every": every, "keep_best": objective, "card": card}
     settings = _settings(endpoint, token, timeout, retries)
     if not dry_run:
         names.token_for_write(settings.token, settings.endpoint)

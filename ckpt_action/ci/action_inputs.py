@@ -81,6 +81,7 @@ INPUTS: tuple[Input, ...] = (
     Input("keep-best", "--keep-best", ("prune",)),
     Input("metrics", "--metric", ("push",), "lines"),
     Input("best", "--best", ("latest", "promote")),
+    Input("card", "--card", ("push", "prune", "promote"), "flag"),
     Input("dry-run", "--dry-run", ("prune",), "flag"),
     Input("free-storage", "--free-storage", ("prune",), "flag"),
     Input("wandb-project", "--wandb-project", ("push", "promote")),

@@ -32,6 +32,7 @@ from ckpt_action.cli.options import (
     VerifyOptions,
     WandbOptions,
     best_option,
+    card_option,
     hub_options,
     metric_option,
     repo_option,
@@ -122,6 +123,7 @@ def cli() -> None:
               help="Visibility of the repo if push creates it (an existing repo is left as it is).")
 @click.option("--commit-message", help="Commit title (default: 'Push SUBFOLDER (step N)').")
 @metric_option
+@card_option
 @signing_options
 @click.option("--distributed", is_flag=True, help="Run on every rank of a torchrun job (needs torch): each rank "
               "uploads its own --local-dir, one commit lands; without RANK/WORLD_SIZE a push alone.")
@@ -129,8 +131,8 @@ def cli() -> None:
 @hub_options
 @command
 def push(repo: str, local_dir: str, subfolder: str | None, step: int | None, private: bool,
-         commit_message: str | None, metrics: tuple[str, ...], signing: SigningOptions, distributed: bool,
-         wandb: WandbOptions, hub: HubOptions) -> None:
+         commit_message: str | None, metrics: tuple[str, ...], card: bool, signing: SigningOptions,
+         distributed: bool, wandb: WandbOptions, hub: HubOptions) -> None:
     """Push a local checkpoint dir to REPO/SUBFOLDER and report the commit SHA that holds it complete.
 
     The subfolder ends up exactly equal to the local dir; a manifest is committed last.
@@ -141,7 +143,8 @@ def push(repo: str, local_dir: str, subfolder: str | None, step: int | None, pri
     scores = api.metrics_from_text(metrics) if metrics else None
     res = api.push_checkpoint(local_dir, repo, step=step, subfolder=subfolder, private=private,
                               commit_message=commit_message, distributed=distributed,
-                              join_job=distributed, note=note, metrics=scores, **signing.keywords, **hub.hub())
+                              join_job=distributed, note=note, metrics=scores, card=card, **signing.keywords,
+                              **hub.hub())
     result = push_outputs(res)
     if wandb.project:
         result |= _log_wandb(res.handle, wandb)
@@ -236,18 +239,19 @@ def pull(repo: str | None, subfolder: str | None, use_latest: bool, pointer: str
 @click.option("--tag", help="Tag the resulting commit; an existing tag elsewhere is refused.")
 @click.option("--branch", help="Commit the promotion on this branch (created from the source SHA).")
 @best_option
+@card_option
 @signing_options
 @wandb_options(registry=True)
 @hub_options
 @command
 def promote(repo: str, subfolder: str | None, revision: str | None, to: str, to_repo: str | None, tag: str | None,
-            branch: str | None, best: str | None, signing: SigningOptions, wandb: WandbOptions,
+            branch: str | None, best: str | None, card: bool, signing: SigningOptions, wandb: WandbOptions,
             hub: HubOptions) -> None:
     """Copy a pinned checkpoint to a release folder (and/or branch, tag) in one commit, server-side."""
     from ckpt_action.ci.outputs import promote_outputs
 
     res = api.promote_checkpoint(repo, to, subfolder=subfolder, revision=revision, to_repo=to_repo, tag=tag,
-                                 branch=branch, best=best, warn=warn, **signing.keywords, **hub.hub())
+                                 branch=branch, best=best, warn=warn, card=card, **signing.keywords, **hub.hub())
     result = promote_outputs(res)
     if wandb.project:
         result |= _log_wandb(res.handle, wandb)
@@ -285,14 +289,15 @@ def list_(repo: str, revision: str | None, hub: HubOptions) -> None:
 @cli.command()
 @repo_option()
 @retention_options
+@card_option
 @click.option("--dry-run", is_flag=True, help="Print what would be deleted; change nothing.")
 @click.option("--free-storage", is_flag=True,
               help="Also free the Hub storage only the pruned checkpoints held (their LFS objects are deleted "
                    "for good; no SHA changes; their old SHAs no longer pull).")
 @hub_options
 @command
-def prune(repo: str, keep_last: int | None, keep_every: int | None, keep_best: str | None, dry_run: bool,
-          free_storage: bool, hub: HubOptions) -> None:
+def prune(repo: str, keep_last: int | None, keep_every: int | None, keep_best: str | None, card: bool,
+          dry_run: bool, free_storage: bool, hub: HubOptions) -> None:
     """Delete older checkpoint-N folders in one commit, keeping what any of --keep-last,
     --keep-every, --keep-best keeps; never the latest complete one, sft/, promoted targets
     or their sources, or a checkpoint a tag points at."""
@@ -300,7 +305,7 @@ def prune(repo: str, keep_last: int | None, keep_every: int | None, keep_best: s
     from ckpt_action.progress import human
 
     res = api.prune(repo, keep_last, dry_run=dry_run, free_storage=free_storage, keep_every=keep_every,
-                    keep_best=keep_best, **hub.hub())
+                    keep_best=keep_best, card=card, **hub.hub())
     verb = "would delete" if dry_run else "deleted"
     if not hub.as_json:
         for name in res.deleted:

@@ -228,3 +228,10 @@ def retention_options(fn: F) -> F:
     ]):
         fn = option(fn)
     return fn
+
+
+def card_option(fn: F) -> F:
+    """push's, prune's and promote's --card, handed over as ``card``."""
+    return click.option("--card", is_flag=True, help="Also keep the table of the repo's checkpoints (step, pinned "
+                        "SHA, metrics, complete, signed, tags) in its README.md between markers, in the same "
+                        "commit; the rest of the card is left as it is.")(fn)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from ckpt_action.checkpoint.manifest import MANIFEST_NAME, Manifest, RemoteFile, folder_tree_oid
 from ckpt_action.checkpoint.metrics import Objective
+from ckpt_action.checkpoint.signing import SIGNATURE_NAME
 from ckpt_action.errors import IntegrityError, NotFoundError, UnreadableManifest, quoted
 from ckpt_action.handle import CheckpointHandle, step_of
 from ckpt_action.hub.listing import Entry, path_problem
@@ -233,6 +234,8 @@ class CheckpointInfo:
     """What its manifest records it scored (None: nothing, or malformed: ``metrics_problem``)."""
     metrics_problem: str | None = None
     """Why its manifest's metrics field is unusable, None when it is fine or absent."""
+    signed: bool = False
+    """It holds a ``model.sig`` (whether it verifies is pull's and latest's question)."""
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -247,6 +250,7 @@ class CheckpointInfo:
             "problem": self.problem,
             "metrics": self.metrics,
             "metrics_problem": self.metrics_problem,
+            "signed": self.signed,
         }
 
 
@@ -270,6 +274,7 @@ def describe(snap: Snapshot) -> CheckpointInfo:
         problem=problems[0] if problems else None,
         metrics=snap.manifest.metrics if snap.manifest else None,
         metrics_problem=snap.manifest.metrics_problem if snap.manifest else None,
+        signed=SIGNATURE_NAME in snap.files,
     )
 
 

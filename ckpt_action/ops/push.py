@@ -50,6 +50,7 @@ from ckpt_action.handle import CheckpointHandle
 from ckpt_action.hub.commits import CommitOutcome, CommitPlan, commit
 from ckpt_action.hub.repo import RemoteRepo, Snapshot
 from ckpt_action.hub.transport import call
+from ckpt_action.ops.card import Row, TagsOf, card_operation
 from ckpt_action.progress import Ticker, bytes_read_since_now
 
 MAX_CHANGES = 3
@@ -273,12 +274,16 @@ def push(
     signer: LoadedSigner | None = None,
     promoted_from: str | None = None,
     metrics: dict[str, float] | None = None,
+    card: bool = False,
+    card_tags: TagsOf | None = None,
 ) -> PushResult:
     """Push ``local_dir`` to ``subfolder`` of ``remote`` and return the SHA holding it complete.
 
     With ``signer``, the last commit also writes the provenance statement (listed in the
     manifest) and ``model.sig``, signed from the digests just computed for the manifest.
     ``metrics`` (checked: :func:`~ckpt_action.checkpoint.metrics.check_metrics`) go into the manifest.
+    ``card``: the last commit also updates the model card's table of checkpoints (:mod:`~ckpt_action.ops.card`),
+    its tags column from ``card_tags``.
 
     >>> res = push(RemoteRepo(settings, "org/run"), Path("out/sft"), "sft")
     >>> res.handle.subfolder, res.commits, res.uploaded_files
@@ -300,7 +305,7 @@ def push(
 
     planned = planner(remote, subfolder, digests, local.add, step=step, source=source,
                       commit_message=commit_message, signer=signer, provenance=provenance, sent=local.sent,
-                      metrics=metrics)
+                      metrics=metrics, card=card, card_tags=card_tags)
     made: list[tuple[str, bool]] = []  # (oid, whether final) of each commit of ours that landed
     try:
         commits = uploaded = deleted = passes = 0
@@ -363,7 +368,8 @@ class Planned:
 def planner(remote: RemoteRepo, subfolder: str, digests: Callable[[dict[str, RemoteFile]], dict[str, FileDigest]],
             add: Callable[[str, str], Any], *, step: int | None, source: dict[str, str] | None,
             commit_message: str | None, signer: LoadedSigner | None = None, provenance: Provenance | None = None,
-            sent: Container[str] = (), metrics: dict[str, float] | None = None) -> Planned:
+            sent: Container[str] = (), metrics: dict[str, float] | None = None, card: bool = False,
+            card_tags: TagsOf | None = None) -> Planned:
     """The planning function :func:`~ckpt_action.hub.commits.commit` calls at each head, and the batch size.
 
     ``digests(have)`` answers the checkpoint's files as they are now (``have``: what the
@@ -413,6 +419,10 @@ def planner(remote: RemoteRepo, subfolder: str, digests: Callable[[dict[str, Rem
                     CommitOperationAdd(f"{subfolder}/{SIGNATURE_NAME}", sealed.signature)]
         else:
             ops.append(CommitOperationAdd(manifest_path, marker.to_json()))
+        if final and card:
+            row = Row(subfolder, step, None, metrics, True, signer is not None)
+            table = card_operation(remote, head, add=[row], tags_of=card_tags)
+            ops += [table] if table is not None else []
         if first_pending is None:
             first_pending = len(pending)
         parts = -(-first_pending // batch_size)
@@ -435,7 +445,8 @@ def landed_counts(outcome: CommitOutcome, subfolder: str) -> tuple[int, int]:
     uploaded = deleted = 0
     for landed in outcome.landed:
         ops = landed.operations
-        uploaded += sum(isinstance(op, CommitOperationAdd) and op.path_in_repo not in written for op in ops)
+        uploaded += sum(isinstance(op, CommitOperationAdd) and op.path_in_repo not in written
+                        and op.path_in_repo.startswith(f"{subfolder}/") for op in ops)
         deleted += sum(isinstance(op, CommitOperationDelete) for op in ops)
     return uploaded, deleted
 

@@ -17,6 +17,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from ckpt_action.checkpoint.manifest import MANIFEST_NAME, Manifest, expected_from_remote, matches_remote
 from ckpt_action.checkpoint.metrics import Objective
@@ -28,6 +29,7 @@ from ckpt_action.handle import CheckpointHandle, step_of
 from ckpt_action.hub.commits import CommitPlan, commit
 from ckpt_action.hub.repo import RemoteRepo, Snapshot, open_complete
 from ckpt_action.hub.transport import call
+from ckpt_action.ops.card import Row, card_operation
 from ckpt_action.ops.discover import latest, read_candidates
 from ckpt_action.ops.pull import pull
 from ckpt_action.ops.push import push
@@ -65,12 +67,13 @@ def _same_promotion(have: Manifest, wanted: Manifest) -> bool:
 
 def promote(remote: RemoteRepo, subfolder: str, revision: str | None, to: str, *, tag: str | None = None,
             branch: str | None = None, target: RemoteRepo | None = None,
-            signer: LoadedSigner | None = None) -> PromoteResult:
+            signer: LoadedSigner | None = None, card: bool = False) -> PromoteResult:
     """Copy ``subfolder`` at ``revision`` to ``to`` (in the same repo, or in ``target``).
 
     The source's ``model.sig`` and provenance statement are never copied: they vouch for the
     source folder. With ``signer`` the target gets its own, in the same commit as its manifest
-    (the statement names the target and the source it was promoted from).
+    (the statement names the target and the source it was promoted from). With ``card`` the
+    same commit updates the model card's table of checkpoints (:mod:`~ckpt_action.ops.card`).
 
     >>> res = promote(RemoteRepo(settings, "org/run"), "checkpoint-300", None, "release", tag="v1.0")
     >>> res.handle.subfolder, res.handle.step, len(res.handle.revision)
@@ -129,6 +132,11 @@ def promote(remote: RemoteRepo, subfolder: str, revision: str | None, to: str, *
             ops += [CommitOperationAdd(f"{to}/{PROVENANCE_NAME}", sealed.provenance),
                     CommitOperationAdd(f"{to}/{MANIFEST_NAME}", sealed.manifest),
                     CommitOperationAdd(f"{to}/{SIGNATURE_NAME}", sealed.signature)]
+        if card:
+            row = Row(to, step, None, wanted.metrics, True, sealed is not None)
+            table = card_operation(remote, head, add=[row], tag=(tag, [to, subfolder]) if tag else None,
+                                   tags_of=tagged_folders)
+            ops += [table] if table is not None else []
         return CommitPlan(ops, title)
 
     outcome = commit(remote, plan, what=f"promoting {subfolder}", branch=on)
@@ -311,17 +319,29 @@ def _tagged_checkpoints(remote: RemoteRepo, sha: str) -> set[str]:
     return {max(steps)[1]} if steps else set()
 
 
+def tagged_folders(remote: RemoteRepo, folders: list[str]) -> dict[str, list[str]]:
+    """Each of ``folders`` with the tags made for it (prune's rule: :func:`_tagged_checkpoints`)."""
+    out: dict[str, list[str]] = {}
+    for tag, tagged in sorted(remote.refs()[1].items()):
+        for name in _tagged_checkpoints(remote, tagged):
+            if name in folders:
+                out.setdefault(name, []).append(tag)
+    return out
+
+
 def prune(remote: RemoteRepo, keep_last: int | None, *, dry_run: bool = False, keep_every: int | None = None,
-          keep_best: Objective | None = None) -> tuple[PrunePlan, str | None]:
+          keep_best: Objective | None = None, card: bool = False) -> tuple[PrunePlan, str | None]:
     """Delete what :func:`plan_prune` says, in one commit pinned to the head it planned at.
 
     If the branch moves first, the prune is planned again at the new head. The plan
     returned names what the commit(s) that landed deleted, and what the last plan keeps.
+    With ``card`` the same commit updates the model card's table of checkpoints (also when
+    nothing is deleted and the table is not what the repo holds).
     """
     from huggingface_hub import CommitOperationDelete
 
     first = plan_prune(remote, keep_last, keep_every=keep_every, keep_best=keep_best)
-    if dry_run or not first.delete:
+    if dry_run or not first.revision or (not first.delete and not card):
         return first, first.revision or None
     planned = {first.revision: first}
     last = first
@@ -333,11 +353,17 @@ def prune(remote: RemoteRepo, keep_last: int | None, *, dry_run: bool = False, k
         last = planned.pop(head) if head in planned else plan_prune(remote, keep_last, head,
                                                                                     keep_every=keep_every,
                                                                                     keep_best=keep_best)
-        if not last.delete:
+        ops: list[Any] = [CommitOperationDelete(f"{name}/", is_folder=True) for name in last.delete]
+        table = card_operation(remote, head, drop=last.delete, tags_of=tagged_folders) if card else None
+        if table is not None:
+            ops.append(table)
+        if not ops:
             return None
-        ops = [CommitOperationDelete(f"{name}/", is_folder=True) for name in last.delete]
-        return CommitPlan(ops, f"Prune {len(last.delete)} checkpoint(s), keep {', '.join(last.keep)}"[:200])
+        title = (f"Prune {len(last.delete)} checkpoint(s), keep {', '.join(last.keep)}"[:200] if last.delete
+                 else "Update the table of checkpoints in README.md")
+        return CommitPlan(ops, title)
 
     outcome = commit(remote, plan, what="pruning", head=first.revision)
-    deleted = [op.path_in_repo.rstrip("/") for p in outcome.landed for op in p.operations]
+    deleted = [op.path_in_repo.rstrip("/") for p in outcome.landed for op in p.operations
+               if isinstance(op, CommitOperationDelete)]
     return PrunePlan(last.revision, deleted, last.keep, last.reasons), outcome.revision
