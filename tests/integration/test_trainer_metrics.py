@@ -49,12 +49,13 @@ def test_release_pipeline_by_eval_loss(hub_server, hf_client, cli, tmp_path):
 
     env = clean_env(tmp_path, HF_ENDPOINT=hub.url)
     best_step = min(evals, key=lambda s: (evals[s], -s))
-    pruned = cli("prune", "--repo", REPO, "--keep-last", "2", "--keep-best", "eval_loss:min", "--json", env=env)
+    pruned = cli("prune", "--repo", REPO, "--keep-last", "2", "--keep-best", "eval_loss:min", "--card", "--json",
+                 env=env)
     assert pruned.code == 0, pruned.stderr
     assert sorted(pruned.json["kept"]) == sorted({"checkpoint-6", "checkpoint-8", f"checkpoint-{best_step}"})
 
-    promoted = cli("promote", "--repo", REPO, "--best", "eval_loss:min", "--to", "release", "--tag", "v1", "--json",
-                   env=env)
+    promoted = cli("promote", "--repo", REPO, "--best", "eval_loss:min", "--to", "release", "--tag", "v1", "--card",
+                   "--json", env=env)
     assert promoted.code == 0, promoted.stderr
     assert promoted.json["source_subfolder"] == f"checkpoint-{best_step}"
     assert promoted.json["best_metric"] == "eval_loss"
@@ -69,6 +70,28 @@ def test_release_pipeline_by_eval_loss(hub_server, hf_client, cli, tmp_path):
     got.pop(".ckpt-pull.json", None)
     assert got == read_tree(tmp_path / "out" / f"checkpoint-{best_step}")
     assert manifest["metrics"]["eval_loss"] == pytest.approx(evals[best_step])
+    # the card at the release: every checkpoint kept, the release, their metrics, the tag
+    card = _card(hub.url, "v1")
+    kept = {"checkpoint-6", "checkpoint-8", f"checkpoint-{best_step}"}
+    assert set(card) == kept | {"release"}
+    assert card["release"][1] == "this commit" and card["release"][5] == "v1"
+    assert card[f"checkpoint-{best_step}"][5] == "v1"
+    for name in kept:
+        step = int(name.split("-")[1])
+        assert card[name][0] == str(step) and card[name][1].startswith("[`") and card[name][3] == "yes"
+        assert card[name][2] == f"eval&#95;loss={evals[step]:.6g}" or card[name][2].startswith(
+            f"eval&#95;loss={evals[step]:.6g}<br>"), card[name][2]
     # a later prune never takes the promoted, tagged checkpoint
     again = cli("prune", "--repo", REPO, "--keep-last", "1", "--json", env=env)
     assert again.code == 0 and f"checkpoint-{best_step}" in again.json["kept"]
+
+
+def _card(url: str, revision: str) -> dict[str, list[str]]:
+    """The rows of the checkpoints table in README.md at ``revision``: name -> the other cells."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"{url}/{REPO}/resolve/{revision}/README.md") as r:  # noqa: S310
+        card = r.read().decode()
+    start, end = card.index("<!-- ckpt-action:checkpoints:start -->"), card.index("<!-- ckpt-action:checkpoints:end -->")
+    lines = card[start:end].splitlines()[3:]
+    return {cells[0]: cells[1:] for line in lines if (cells := [c.strip() for c in line.strip("|").split("|")])}
