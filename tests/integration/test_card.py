@@ -31,7 +31,7 @@ def hf(hub):
 def readme(hub, revision):
     import urllib.request
 
-    with urllib.request.urlopen(f"{hub.url}/o/r/resolve/{revision}/README.md") as r:  # noqa: S310
+    with urllib.request.urlopen(f"{hub.url}/o/r/resolve/{revision}/README.md") as r:
         return r.read()
 
 

@@ -90,8 +90,9 @@ def _card(url: str, revision: str) -> dict[str, list[str]]:
     """The rows of the checkpoints table in README.md at ``revision``: name -> the other cells."""
     import urllib.request
 
-    with urllib.request.urlopen(f"{url}/{REPO}/resolve/{revision}/README.md") as r:  # noqa: S310
+    with urllib.request.urlopen(f"{url}/{REPO}/resolve/{revision}/README.md") as r:
         card = r.read().decode()
-    start, end = card.index("<!-- ckpt-action:checkpoints:start -->"), card.index("<!-- ckpt-action:checkpoints:end -->")
+    start = card.index("<!-- ckpt-action:checkpoints:start -->")
+    end = card.index("<!-- ckpt-action:checkpoints:end -->")
     lines = card[start:end].splitlines()[3:]
     return {cells[0]: cells[1:] for line in lines if (cells := [c.strip() for c in line.strip("|").split("|")])}
