@@ -246,3 +246,18 @@ def test_the_action_records_metrics_lines_and_writes_the_best_outputs(hub, cli, 
     assert run.code == 0, run.stderr
     outputs = parse_github_output(out)
     assert outputs["best-metric"] == "acc" and outputs["best-value"] == "2.0" and outputs["subfolder"] == "checkpoint-3"
+
+
+def test_a_checkpoint_latest_best_returned_still_pulls_after_a_prune_deletes_it(hub, env, cli, tmp_path):
+    push(cli, env, tmp_path, 1, "eval_loss=0.9")
+    push(cli, env, tmp_path, 2, "eval_loss=0.1")
+    push(cli, env, tmp_path, 3, "eval_loss=0.5")
+    chosen = cli("latest", "--repo", "o/r", "--best", "eval_loss:min", "--json", env=env).json
+    assert chosen["subfolder"] == "checkpoint-2"
+    # a prune that does not keep it (planned without knowing the job's choice) deletes it from the head
+    pruned = cli("prune", "--repo", "o/r", "--keep-last", "1", "--json", env=env)
+    assert "checkpoint-2" in pruned.json["deleted"]
+    run = cli("pull", "--repo", "o/r", "--subfolder", chosen["subfolder"], "--revision", chosen["revision"],
+              "--local-dir", str(tmp_path / "job"), "--json", env=env)
+    assert run.code == 0, run.stderr
+    assert (tmp_path / "job" / "model.bin").read_bytes() == bytes([2]) * 64
