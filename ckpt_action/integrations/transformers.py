@@ -132,6 +132,10 @@ class CheckpointCallback(TrainerCallback):
     - The evaluation metrics Trainer logged at a save's step (``eval_loss``, ...: its
       ``trainer_state.json``'s ``log_history``) go into that checkpoint's manifest, for
       ``list``, ``latest --best`` and ``prune --keep-best``.
+    - ``keep_last``, ``keep_every``, ``keep_best`` (``prune``'s rules, checked here) prune the
+      repo after each push, from the pushing thread; a failed prune is logged, never the push's
+      failure. ``card=True`` keeps the table of checkpoints in the repo's ``README.md`` with each
+      push and prune. Neither runs in a job of many processes (pushes from every process).
     - Each push is recorded in ``self.pushed`` (handles, pinned to 40-hex SHAs), in
       ``state.log_history`` (``{"checkpoint": "checkpoint-N", "checkpoint_revision": SHA,
       "checkpoint_hub_url": URL, "step": N}``) and, with a W&B run active, as a pointer
@@ -176,6 +180,10 @@ class CheckpointCallback(TrainerCallback):
         push_every_save: bool = False,
         max_waiting: int = 2,
         client_bars: bool = False,
+        keep_last: int | None = None,
+        keep_every: int | None = None,
+        keep_best: str | None = None,
+        card: bool = False,
     ) -> None:
         self.repo = names.repo_id(repo)
         if on_failure not in ("raise", "warn"):
@@ -186,6 +194,16 @@ class CheckpointCallback(TrainerCallback):
         names.token_for_write(settings.token, settings.endpoint)
         self._options: dict[str, Any] = {"endpoint": endpoint, "token": token, "private": private,
                                          "timeout": timeout, "retries": retries}
+        self._retention: dict[str, Any] | None = None
+        if keep_last is not None or keep_every is not None or keep_best is not None:
+            self._retention = {"keep_last": keep_last, "keep_every": keep_every, "keep_best": keep_best}
+            try:  # prune's own checks of them, now (it stops at its first request)
+                with api.checks_only():
+                    api.prune(self.repo, dry_run=True, endpoint=endpoint, token=token, timeout=timeout,
+                              retries=retries, **self._retention)
+            except api.InputsChecked:
+                pass
+        self.card = card
         self._endpoint = settings.endpoint
         self.push_every_save = push_every_save
         self.max_waiting = max_waiting
@@ -316,10 +334,24 @@ class CheckpointCallback(TrainerCallback):
         metrics = api.trainer_metrics(job.staged, job.step) or None  # this save's evaluation, if any
         with no_progress_lines():  # this thread's pushes: the one line below instead
             handle = api.push(job.staged, self.repo, step=job.step, subfolder=subfolder, distributed=distributed,
-                              metrics=metrics, **self._options)
+                              metrics=metrics, card=self.card and not distributed, **self._options)
         print(f"ckpt-action: pushed {subfolder} at {handle.revision}: {human(size)} in"
               f" {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
+        if self._retention is not None and not distributed:
+            self._prune(subfolder)
         return handle
+
+    def _prune(self, pushed: str) -> None:
+        """Prune by this callback's rules after a push; a failure is logged, never the push's."""
+        options = {k: v for k, v in self._options.items() if k != "private"}
+        try:
+            with no_progress_lines():
+                res = api.prune(self.repo, card=self.card, **self._retention or {}, **options)
+        except CkptError as exc:
+            log.warning("%s is pushed, but pruning after it failed: %s", pushed, exc)
+            return
+        if res.deleted:
+            log.info("pruned %s (kept %s)", ", ".join(res.deleted), ", ".join(res.kept))
 
     def _quiet_client_bars(self) -> None:
         """huggingface_hub's upload bars write a line per refresh into a training log."""

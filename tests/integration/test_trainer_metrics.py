@@ -96,3 +96,23 @@ def _card(url: str, revision: str) -> dict[str, list[str]]:
     end = card.index("<!-- ckpt-action:checkpoints:end -->")
     lines = card[start:end].splitlines()[3:]
     return {cells[0]: cells[1:] for line in lines if (cells := [c.strip() for c in line.strip("|").split("|")])}
+
+
+def test_the_callback_prunes_by_the_same_rules_and_keeps_the_card(hub_server, hf_client, tmp_path):
+    hub = hub_server()
+    callback = CheckpointCallback(repo=REPO, endpoint=hub.url, push_every_save=True, keep_last=1,
+                                  keep_best="eval_loss:min", card=True)
+    trainer = train(tmp_path / "out", callback)
+    evals = {e["step"]: e["eval_loss"] for e in trainer.state.log_history if "eval_loss" in e}
+    best_step = min(evals, key=lambda s: (evals[s], -s))
+    left = {i.subfolder for i in ckpt.list_checkpoints(REPO, endpoint=hub.url)}
+    assert left == {"checkpoint-8", f"checkpoint-{best_step}"}
+    assert set(_card(hub.url, "main")) == left
+
+
+@pytest.mark.parametrize("kwargs", [{"keep_last": 0}, {"keep_every": -2}, {"keep_best": "eval_loss"},
+                                    {"keep_best": "eval loss:min"}])
+def test_bad_retention_options_fail_before_training(kwargs):
+    with pytest.raises(ckpt.InputError) as err:
+        CheckpointCallback(repo=REPO, endpoint="http://127.0.0.1:9", token="t", **kwargs)
+    assert f"{next(iter(kwargs))}=" in str(err.value)
