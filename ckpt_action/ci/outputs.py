@@ -63,6 +63,7 @@ OUTPUTS: dict[str, str] = {
     "dry-run": "`prune`: `true` when nothing was deleted on purpose.",
     "deleted": "`prune`: the folders deleted (or, with dry-run, that would be), as a JSON array.",
     "kept": "`prune`: the checkpoint-N folders kept, as a JSON array.",
+    "kept-reasons": "`prune`: each kept checkpoint-N with why it is kept (`subfolder`, `reason`), as a JSON array.",
     "deleted-count": "`prune`: how many folders were deleted (with `dry-run`: would be).",
     "freed-bytes": "`prune` with free-storage: bytes of Hub storage freed (the Hub's usage before minus after; "
                    "with dry-run, the bytes that would be freed).",
@@ -91,7 +92,8 @@ KINDS: dict[str, str] = {
     "downloaded-bytes": "int", "reused-files": "int", "cached-files": "int", "removed-files": "int",
     "source-subfolder": "text", "source-revision": "sha", "tag": "text", "branch": "text", "count": "int",
     "checkpoints": "json-array", "dry-run": "bool", "deleted": "json-array", "kept": "json-array",
-    "deleted-count": "int", "freed-bytes": "int", "used-storage-before": "int", "used-storage-after": "int",
+    "kept-reasons": "json-array", "deleted-count": "int", "freed-bytes": "int", "used-storage-before": "int",
+    "used-storage-after": "int",
     "signed": "bool", "signer": "text", "signature-verified": "bool", "provenance": "text",
     "wandb-artifact": "text", "wandb-run-id": "text", "best-metric": "text", "best-value": "number",
 }
@@ -148,7 +150,8 @@ def list_outputs(res: ListResult) -> dict[str, Any]:
 
 def prune_outputs(res: PruneResult) -> dict[str, Any]:
     out = {"repo": res.repo, "revision": res.revision, "dry_run": res.dry_run, "deleted": res.deleted,
-           "kept": list(res.kept), "deleted_count": len(res.deleted)}
+           "kept": list(res.kept), "deleted_count": len(res.deleted),
+           "kept_reasons": [{"subfolder": name, "reason": why} for name, why in res.kept.items()]}
     if res.free_storage:
         out |= {"freed_bytes": res.freed_bytes, "used_storage_before": res.used_storage_before,
                 "used_storage_after": res.used_storage_after}
@@ -306,6 +309,9 @@ def _extra(command: str, result: Mapping[str, object]) -> str:
         assert isinstance(deleted, list)
         verb = "would delete" if result.get("dry_run") else "deleted"
         lines = "".join(f"- {verb} {_code(f'{n}/')}\n" for n in deleted) if deleted else "Nothing to delete.\n"
+        for row in result.get("kept_reasons") or []:
+            assert isinstance(row, dict)
+            lines += f"- kept {_code(str(row['subfolder']) + '/')}: {escape(row['reason'], 'markdown')}\n"
         if result.get("freed_bytes") is not None:
             freed = "would free" if result.get("dry_run") else "freed"
             lines += f"- {freed} {_size(result['freed_bytes'])} of Hub storage\n"

@@ -157,6 +157,12 @@ def test_prune_keeps_the_union_and_says_why(hub, env, cli, tmp_path):
     assert "kept: checkpoint-100 (best 1 by eval_loss:min (0.2))" in lines
     assert "kept: checkpoint-600 (among the last 2; step a multiple of 200)" in lines
     assert "would delete: checkpoint-300" in lines
+    why = {r["subfolder"]: r["reason"] for r in dry.json["kept_reasons"]}
+    assert why["checkpoint-100"] == "best 1 by eval_loss:min (0.2)" and set(why) == set(dry.json["kept"])
+    summary = tmp_path / "summary.md"
+    cli("prune", "--repo", "o/r", "--keep-best", "eval_loss:min", "--keep-last", "1", "--dry-run",
+        env=env | {"GITHUB_STEP_SUMMARY": str(summary)})
+    assert "kept <code>checkpoint-100/</code>: best 1 by eval&#95;loss&#58;min &#40;0.2&#41;" in summary.read_text()
     run = cli("prune", "--repo", "o/r", "--keep-last", "1", "--keep-best", "eval_loss:min:2", "--json", env=env)
     assert run.code == 0, run.stderr
     assert sorted(run.json["deleted"]) == ["checkpoint-200", "checkpoint-300", "checkpoint-400", "checkpoint-500"]
