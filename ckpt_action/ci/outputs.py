@@ -309,7 +309,9 @@ def _extra(command: str, result: Mapping[str, object]) -> str:
         assert isinstance(deleted, list)
         verb = "would delete" if result.get("dry_run") else "deleted"
         lines = "".join(f"- {verb} {_code(f'{n}/')}\n" for n in deleted) if deleted else "Nothing to delete.\n"
-        for row in result.get("kept_reasons") or []:
+        reasons = result.get("kept_reasons") or []
+        assert isinstance(reasons, list)
+        for row in reasons:
             assert isinstance(row, dict)
             lines += f"- kept {_code(str(row['subfolder']) + '/')}: {escape(row['reason'], 'markdown')}\n"
         if result.get("freed_bytes") is not None:
