@@ -59,7 +59,7 @@ OUTPUTS: dict[str, str] = {
     "count": "`list`: how many folders `checkpoints` lists: every `checkpoint-N`, complete or not, and other "
              "checkpoint folders such as `sft` or a promoted `release`.",
     "checkpoints": "`list`: the checkpoints as a JSON array (subfolder, step, complete, status, files, size, "
-                   "revision, source).",
+                   "revision, source, metrics, metrics_problem, signed).",
     "dry-run": "`prune`: `true` when nothing was deleted on purpose.",
     "deleted": "`prune`: the folders deleted (or, with dry-run, that would be), as a JSON array.",
     "kept": "`prune`: the checkpoint-N folders kept, as a JSON array.",

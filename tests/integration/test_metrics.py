@@ -267,3 +267,18 @@ def test_a_checkpoint_latest_best_returned_still_pulls_after_a_prune_deletes_it(
               "--local-dir", str(tmp_path / "job"), "--json", env=env)
     assert run.code == 0, run.stderr
     assert (tmp_path / "job" / "model.bin").read_bytes() == bytes([2]) * 64
+
+
+def test_keep_best_with_free_storage_frees_only_what_it_prunes(hub, env, cli, tmp_path):
+    big = 3_000_000  # LFS
+    for step, loss in [(1, "0.1"), (2, "0.9"), (3, "0.8")]:
+        src = write_checkpoint(tmp_path / f"b{step}", {"model.safetensors": bytes([step]) * big})
+        assert cli("push", "--repo", "o/r", "--local-dir", str(src), "--step", str(step), "--metric",
+                   f"eval_loss={loss}", env=env).code == 0
+    run = cli("prune", "--repo", "o/r", "--keep-last", "1", "--keep-best", "eval_loss:min", "--free-storage",
+              "--json", env=env)
+    assert run.code == 0, run.stderr
+    assert run.json["deleted"] == ["checkpoint-2"] and run.json["freed_bytes"] >= big
+    best = cli("pull", "--repo", "o/r", "--subfolder", "checkpoint-1", "--local-dir", str(tmp_path / "best"), env=env)
+    assert best.code == 0, best.stderr
+    assert (tmp_path / "best" / "model.safetensors").read_bytes() == bytes([1]) * big
