@@ -219,7 +219,7 @@ def push_distributed(remote: RemoteRepo, local_dir: Path, subfolder: str, sessio
                      branch: str = "main", source: dict[str, str] | None = None,
                      metrics: dict[str, float] | None = None) -> PushResult:
     """Called on every rank of ``session``, after :func:`agree`; every rank returns the same
-    result or raises the same error.
+    result or raises the same error. ``metrics``: rank 0's go into the manifest (it commits).
 
     On every rank (a process group is needed, so this example is not run here)::
 
