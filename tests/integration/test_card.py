@@ -110,3 +110,11 @@ def test_card_refusals_name_the_option(hub, env, cli, tmp_path):
     run = cli("promote", "--repo", "o/r", "--subfolder", "checkpoint-1", "--to", "r", "--to-repo", "o/other",
               "--card", env=env)
     assert run.code == 2 and "--card" in run.stderr.strip().splitlines()[-1]
+
+
+def test_the_hubs_warning_about_a_card_reaches_the_log_as_one_escaped_line(hub, env, cli, tmp_path):
+    push(cli, env, tmp_path, 1)
+    run = cli("prune", "--repo", "o/r", "--keep-last", "1", "--card", env=env | {"GITHUB_ACTIONS": "true"})
+    assert run.code == 0, run.stderr
+    said = [line for line in run.stderr.splitlines() if "metadata" in line]
+    assert said and all(line.startswith("::warning::") for line in said), run.stderr
