@@ -118,3 +118,19 @@ def test_the_hubs_warning_about_a_card_reaches_the_log_as_one_escaped_line(hub, 
     assert run.code == 0, run.stderr
     said = [line for line in run.stderr.splitlines() if "metadata" in line]
     assert said and all(line.startswith("::warning::") for line in said), run.stderr
+
+
+def test_a_signed_push_and_promote_show_as_signed(hub, env, cli, tmp_path):
+    pytest.importorskip("model_signing", reason="needs the signing extra")
+    from tests.helpers.signing_helpers import make_key
+
+    key = make_key(tmp_path)
+    push(cli, env, tmp_path, 1)
+    push(cli, env, tmp_path, 2, "--signing-key", str(key.private), "--card")
+    card = rows(readme(hub, "main"))
+    assert card["checkpoint-2"][4] == "yes" and card["checkpoint-1"][4] == "no"
+    run = cli("promote", "--repo", "o/r", "--subfolder", "checkpoint-1", "--to", "release", "--signing-key",
+              str(key.private), "--card", "--json", env=env)
+    assert run.code == 0, run.stderr
+    card = rows(readme(hub, run.json["revision"]))
+    assert card["release"][4] == "yes" and card["checkpoint-2"][4] == "yes" and card["checkpoint-1"][4] == "no"
