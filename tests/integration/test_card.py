@@ -73,14 +73,17 @@ def test_prune_and_promote_keep_the_table_right_and_the_hand_edits(hub, env, cli
         push(cli, env, tmp_path, step, "--metric", f"eval_loss={step / 10}")
     before, after = b"# Title\n\nintro\n\n", b"\n\n## Usage\nkeep | me <b>\n"
     write_card(hub, before + START + b"\nstale\n" + END + after)
+    commits = len(hf(hub).list_repo_commits("o/r"))
     run = cli("prune", "--repo", "o/r", "--keep-last", "1", "--card", "--json", env=env)
     assert run.code == 0, run.stderr
+    assert len(hf(hub).list_repo_commits("o/r")) == commits + 1, "the table is in the prune's own commit"
     card = readme(hub, run.json["revision"])
     assert card.startswith(before) and card.endswith(after)
     assert sorted(rows(card)) == ["checkpoint-3"]
     promoted = cli("promote", "--repo", "o/r", "--subfolder", "checkpoint-3", "--to", "release", "--tag", "v1",
                    "--card", "--json", env=env)
     assert promoted.code == 0, promoted.stderr
+    assert len(hf(hub).list_repo_commits("o/r")) == commits + 2, "the table is in the promote's own commit"
     card = readme(hub, "v1")
     assert card.startswith(before) and card.endswith(after)
     table = rows(card)
