@@ -345,7 +345,7 @@ def _maybe_size(value: int | None) -> str:
               "framework's marker must stay unchanged (sizes, mtimes) before it is pushed.")
 @click.option("--grace", type=float, default=25.0, show_default=True, help="Seconds after SIGTERM/SIGINT to push "
               "the newest complete checkpoint and stop (a preemption notice: ~30 s on GKE, 120 s on AWS spot).")
-@click.option("--keep-last", type=int, help="Prune the Hub to the newest K checkpoint-N as pushes land.")
+@retention_options
 @click.option("--commits-per-hour", type=int, default=128, show_default=True, help="The Hub's commit quota per "
               "repo: past it only the newest complete checkpoint is pushed, the others are reported skipped.")
 @click.option("--private/--public", default=True, show_default=True,
@@ -354,7 +354,7 @@ def _maybe_size(value: int | None) -> str:
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND ...]")
 @command
 def watch(repo: str, local_dir: str, pattern: str | None, fmt: str, settle: float, grace: float,
-          keep_last: int | None, commits_per_hour: int, private: bool, hub: HubOptions,
+          retention: Retention, commits_per_hour: int, private: bool, hub: HubOptions,
           command: tuple[str, ...]) -> None:
     """Push every complete checkpoint the training writes to --local-dir, once, in step order.
 
@@ -363,12 +363,14 @@ def watch(repo: str, local_dir: str, pattern: str | None, fmt: str, settle: floa
     failed). Without one it runs until SIGTERM/SIGINT. On SIGTERM it forwards the signal, waits
     for the save in progress, pushes the newest complete checkpoint first and stops within
     --grace seconds, reporting what it could not push. Uploads run in a child process at a lower
-    CPU and I/O priority. Each checkpoint lands as checkpoint-STEP, so `latest` and `pull` find it.
+    CPU and I/O priority. Each checkpoint lands as checkpoint-STEP, so `latest` and `pull` find it,
+    with the evaluation metrics the Trainer logged at that step. With --keep-last, --keep-every or
+    --keep-best it prunes the Hub as pushes land (what any of them keeps is kept).
     """
     from ckpt_action.ci.outputs import write_json
     from ckpt_action.watch.watcher import Watcher
 
-    watcher = Watcher(local_dir, repo, pattern=pattern, format=fmt, settle=settle, grace=grace, keep_last=keep_last,
+    watcher = Watcher(local_dir, repo, pattern=pattern, format=fmt, settle=settle, grace=grace, **retention.keywords(),
                       commits_per_hour=commits_per_hour, private=private, log=lambda m: echo(f"watch: {m}", err=True),
                       endpoint=hub.endpoint, token=hub.token or None, timeout=hub.timeout, retries=hub.retries)
     report = watcher.run(command)

@@ -183,6 +183,10 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
      ["--local-dir", "is a file"]),
     ("watch-keep-zero", ["watch", "--repo", "o/r", "--local-dir", "{new}", "--keep-last", "0"], {},
      ["--keep-last"]),
+    ("watch-keep-best-mode", ["watch", "--repo", "o/r", "--local-dir", "{new}", "--keep-best", "eval_loss:up"], {},
+     ["--keep-best", "METRIC:min|max"]),
+    ("watch-keep-every-zero", ["watch", "--repo", "o/r", "--local-dir", "{new}", "--keep-every", "0"], {},
+     ["--keep-every", "at least 1"]),
     ("watch-format", ["watch", "--repo", "o/r", "--local-dir", "{new}", "--format", "keras"], {}, ["--format"]),
     ("watch-repo", ["watch", "--repo", "run", "--local-dir", "{new}"], {}, ["--repo"]),
     # pull targets
