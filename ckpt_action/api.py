@@ -361,5 +361,6 @@ def prune(
     ['checkpoint-200']
     """
     retention = Retention(keep_last=keep_last, keep_every=keep_every, keep_best=keep_best)
-    return Client(endpoint, token, timeout=timeout, retries=retries).prune(repo, retention, dry_run=dry_run,
-                                                                         free_storage=free_storage, card=card)
+    return Client(endpoint, token, timeout=timeout, retries=retries).prune(repo, dry_run=dry_run,
+                                                                         free_storage=free_storage,
+                                                                         retention=retention, card=card)

@@ -510,22 +510,29 @@ class Client:
         return replace(res, chosen_by=found.chosen_by)
 
     @boundary()
-    def prune(self, repo: str, keep: Retention | int | None = None, *, dry_run: bool = False,
-              free_storage: bool = False, card: bool = False) -> PruneResult:
-        """Delete the ``checkpoint-N`` folders ``keep`` does not keep in one commit, and with
-        ``free_storage`` the storage only they held (see :func:`ckpt_action.api.prune`).
-        ``keep``: a :class:`~ckpt_action.options.Retention` (keep-last, keep-every,
-        keep-best, their union kept, each kept folder with why), or an int, the newest to
-        keep. ``card``: the same commit updates the table of checkpoints in ``README.md``."""
+    def prune(self, repo: str, keep_last: int | None = None, *, dry_run: bool = False, free_storage: bool = False,
+              retention: Retention | None = None, card: bool = False) -> PruneResult:
+        """Delete all but the newest ``keep_last`` ``checkpoint-N`` folders in one commit, and
+        with ``free_storage`` the storage only they held (see :func:`ckpt_action.api.prune`).
+        ``retention``: the rules whose union is kept (a :class:`~ckpt_action.options.Retention`
+        of keep-last, keep-every, keep-best; each kept folder says why), instead of or with
+        ``keep_last``. ``card``: the same commit updates the table of checkpoints in
+        ``README.md``."""
         from ckpt_action.ops.prune import prune
 
         repo = names.repo_id(repo)
-        retention = keep if isinstance(keep, Retention) else Retention(keep_last=keep)
-        keep_last, keep_every, keep_best = retention_rules(retention)
+        if retention is None:
+            retention = Retention(keep_last=keep_last)
+        elif keep_last is not None:
+            if retention.keep_last is not None and retention.keep_last != keep_last:
+                raise InputError(f"{param('keep_last')} is given twice, {keep_last} and {retention.keep_last} in"
+                                 " retention: give it once", param="keep_last")
+            retention = replace(retention, keep_last=keep_last)
+        keep, keep_every, keep_best = retention_rules(retention)
         settings = self.settings()
         if not dry_run:
             names.token_for_write(settings.token, settings.endpoint)
-        return prune(self._remote(settings, repo), keep_last, dry_run=dry_run, free_storage=free_storage,
+        return prune(self._remote(settings, repo), keep, dry_run=dry_run, free_storage=free_storage,
                      keep_every=keep_every, keep_best=keep_best, card=card)
 
     @boundary()

@@ -309,7 +309,7 @@ def prune(repo: str, retention: Retention, card: bool, dry_run: bool, free_stora
     from ckpt_action.ci.outputs import prune_outputs
     from ckpt_action.progress import human
 
-    res = hub.client().prune(repo, retention, dry_run=dry_run, free_storage=free_storage, card=card)
+    res = hub.client().prune(repo, dry_run=dry_run, free_storage=free_storage, retention=retention, card=card)
     verb = "would delete" if dry_run else "deleted"
     if not hub.as_json:
         for name in res.deleted:

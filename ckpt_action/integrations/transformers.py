@@ -347,7 +347,7 @@ class CheckpointCallback(TrainerCallback):
         """Prune by this callback's rules after a push; a failure is logged, never the push's."""
         try:
             with no_progress_lines():
-                res = self._client.prune(self.repo, self._retention, card=self.card)
+                res = self._client.prune(self.repo, retention=self._retention, card=self.card)
         except CkptError as exc:
             log.warning("%s is pushed, but pruning after it failed: %s", pushed, exc)
             return

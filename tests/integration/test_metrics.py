@@ -222,7 +222,7 @@ def test_python_door(hub, tmp_path, monkeypatch):
     # keep_last is prune's positional contract; keep-best alone is the Retention group's, through the client
     plan = ckpt.prune("o/py", 1, keep_best="eval_loss:min", dry_run=True, endpoint=hub.url)
     assert plan.deleted == [] and "best 1 by eval_loss:min" in plan.kept["checkpoint-5"]
-    alone = ckpt.Client(endpoint=hub.url).prune("o/py", ckpt.Retention(keep_best="eval_loss:max"))
+    alone = ckpt.Client(endpoint=hub.url).prune("o/py", retention=ckpt.Retention(keep_best="eval_loss:max"))
     assert alone.deleted == ["checkpoint-5"]
 
 

@@ -69,4 +69,13 @@ def test_a_group_is_built_from_the_keywords_and_answers_them() -> None:
 def test_the_retention_group_is_what_the_client_prunes_by() -> None:
     assert Retention.from_keywords(keep_last=2, keep_best="", unrelated=1) == Retention(keep_last=2)
     assert Retention(keep_every=10).wanted and not Retention().wanted
-    assert "keep" in inspect.signature(ckpt.Client.prune).parameters
+    params = inspect.signature(ckpt.Client.prune).parameters
+    assert list(params)[:3] == ["self", "repo", "keep_last"] and "retention" in params
+
+
+def test_keep_last_given_twice_differently_is_refused_before_any_request() -> None:
+    client = ckpt.Client(endpoint="http://127.0.0.1:9", token="hf_x")
+    with pytest.raises(ckpt.InputError, match=r"keep_last=.* is given twice"):
+        client.prune("o/r", 2, retention=Retention(keep_last=3, keep_every=10))
+    with pytest.raises(ckpt.InputError, match="keep_last"):
+        client.prune("o/r", retention=Retention())
