@@ -38,6 +38,7 @@ _EXPORTS: dict[str, str] = {
     "PruneResult": "ops.prune",
     "Client": "client",
     "Connection": "options",
+    "Retention": "options",
     "Signing": "options",
     "Verification": "options",
     "CheckpointHandle": "handle",
@@ -74,6 +75,7 @@ __all__ = [  # the same names as _EXPORTS (a test checks)
     "PointerResult",
     "PruneResult",
     "RemoteError",
+    "Retention",
     "SignatureError",
     "Signing",
     "Verification",
@@ -111,7 +113,7 @@ if TYPE_CHECKING:
         RemoteError,
     )
     from .handle import CheckpointHandle
-    from .options import Connection, Signing, Verification
+    from .options import Connection, Retention, Signing, Verification
 
 
 def __getattr__(name: str) -> Any:

@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ckpt_action.client import Client, pulled_checkpoint
-from ckpt_action.options import Signing, Verification
+from ckpt_action.options import Retention, Signing, Verification
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -80,6 +80,8 @@ def push(
     token: str | None = None,
     timeout: float | None = None,
     retries: int | None = None,
+    metrics: Mapping[str, float] | None = None,
+    card: bool = False,
 ) -> CheckpointHandle:
     """Push ``local_dir`` to ``repo/<subfolder>/`` and return the handle of the commit holding it complete.
 
@@ -91,6 +93,10 @@ def push(
     otherwise (``sft``). The folder on the Hub ends up exactly equal to ``local_dir``, its
     manifest committed with the last files; identical content makes no commit and returns
     the current SHA. A repo that does not exist is created, private unless ``private=False``.
+    ``metrics={"eval_loss": 0.31}`` records what the checkpoint scored in its manifest
+    (``list`` shows them; ``latest``/``promote``'s ``best=`` and ``prune``'s ``keep_best=`` choose by them).
+    ``card=True`` also keeps the table of the repo's checkpoints in its ``README.md`` (between
+    markers; the rest of the card untouched), in the same commit as the manifest.
 
     >>> ckpt.push("out/checkpoint-300", repo="org/run", step=300)  # doctest: +ELLIPSIS
     CheckpointHandle(repo='org/run', subfolder='checkpoint-300', revision='...', step=300, endpoint='http://127.0.0.1:...')
@@ -115,7 +121,7 @@ def push(
     signing = Signing(signing_key, signing_certificate, signing_chain, sign_keyless, sigstore_trust_config)
     return Client(endpoint, token, timeout=timeout, retries=retries).push(
         local_dir, repo, step=step, subfolder=subfolder, private=private, commit_message=commit_message,
-        signing=signing, distributed=distributed, group=group).handle
+        signing=signing, distributed=distributed, group=group, metrics=metrics, card=card).handle
 
 
 def latest(
@@ -134,6 +140,7 @@ def latest(
     token: str | None = None,
     timeout: float | None = None,
     retries: int | None = None,
+    best: str | None = None,
 ) -> CheckpointHandle | None:
     """The highest complete ``checkpoint-N`` of ``repo``, pinned to the SHA it was read at.
 
@@ -144,6 +151,8 @@ def latest(
     ``verify_key=`` (or ``verify_certificate_chain=``, ``verify_identity=``/``verify_issuer=``)
     a folder whose signature does not verify is passed over (a warning names it);
     ``verify_min_step=`` refuses (raises) when the newest that verifies has a lower step.
+    ``best="eval_loss:min"`` (or ``METRIC:max``) takes the complete checkpoint best by that
+    metric of its manifest instead of the highest (a checkpoint without it is never taken).
 
     >>> ckpt.latest("org/run")  # doctest: +ELLIPSIS
     CheckpointHandle(repo='org/run', subfolder='checkpoint-300', revision='...', step=300, endpoint='http://127.0.0.1:...')
@@ -151,7 +160,7 @@ def latest(
     verification = Verification(verify_key, verify_certificate_chain, verify_identity, verify_issuer,
                                 sigstore_trust_config, verify_min_step, verify_require_provenance)
     return Client(endpoint, token, timeout=timeout, retries=retries).latest(
-        repo, revision=revision, require=require, verification=verification).handle
+        repo, revision=revision, require=require, verification=verification, best=best).handle
 
 
 def pull(
@@ -267,6 +276,8 @@ def promote(
     token: str | None = None,
     timeout: float | None = None,
     retries: int | None = None,
+    best: str | None = None,
+    card: bool = False,
 ) -> CheckpointHandle:
     """Copy a checkpoint to the folder ``to`` (``release``) in one commit, and return the target's handle.
 
@@ -277,6 +288,9 @@ def promote(
     ``to_repo`` they stream through this machine, verified. ``tag`` tags the resulting
     commit (a tag pointing elsewhere raises :class:`~ckpt_action.errors.ConflictError`);
     ``branch`` commits on that branch, created from the source SHA. Re-running is a no-op.
+    ``best="eval_loss:min"`` (no ``subfolder``, and a repo id as ``source``) promotes the
+    complete checkpoint best by that metric at ``revision`` (``latest(best=)``'s choice).
+    ``card=True`` updates the table of checkpoints in ``README.md`` in the same commit.
 
     >>> ckpt.promote(found, "release", tag="v1.0")  # doctest: +ELLIPSIS
     CheckpointHandle(repo='org/run', subfolder='release', revision='...', step=300, endpoint='http://127.0.0.1:...')
@@ -284,7 +298,7 @@ def promote(
     signing = Signing(signing_key, signing_certificate, signing_chain, sign_keyless, sigstore_trust_config)
     return Client(endpoint, token, timeout=timeout, retries=retries).promote(
         source, to, subfolder=subfolder, revision=revision, to_repo=to_repo, tag=tag, branch=branch,
-        signing=signing).handle
+        signing=signing, best=best, card=card).handle
 
 
 def list_checkpoints(
@@ -320,8 +334,19 @@ def prune(
     token: str | None = None,
     timeout: float | None = None,
     retries: int | None = None,
+    keep_every: int | None = None,
+    keep_best: str | None = None,
+    card: bool = False,
 ) -> PruneResult:
     """Delete all but the newest ``keep_last`` ``checkpoint-N`` folders, in one commit.
+
+    ``keep_every=N`` also keeps every checkpoint whose step is a multiple of N, and
+    ``keep_best="eval_loss:min:K"`` (``METRIC:min|max[:K]``, K default 1) the K best by that
+    metric of their manifests; a folder is kept when any of them keeps it (each kept folder
+    says why). ``keep_best`` on a metric no checkpoint records raises InputError before
+    anything is deleted. ``keep_last=None`` with ``keep_every`` or ``keep_best`` keeps by
+    those alone (``keep_best`` alone keeps every checkpoint without the metric).
+    ``card=True`` updates the table of checkpoints in ``README.md`` in the prune's commit.
 
     Never deleted: the latest complete checkpoint, folders not named ``checkpoint-N``
     (``sft``, ``release``), the source of a promoted folder, a checkpoint a tag was made
@@ -335,5 +360,7 @@ def prune(
     >>> ckpt.prune("org/run", keep_last=1, dry_run=True).deleted
     ['checkpoint-200']
     """
-    return Client(endpoint, token, timeout=timeout, retries=retries).prune(repo, keep_last, dry_run=dry_run,
-                                                                         free_storage=free_storage)
+    retention = Retention(keep_last=keep_last, keep_every=keep_every, keep_best=keep_best)
+    return Client(endpoint, token, timeout=timeout, retries=retries).prune(repo, dry_run=dry_run,
+                                                                         free_storage=free_storage,
+                                                                         retention=retention, card=card)

@@ -49,10 +49,11 @@ from ckpt_action import names
 from ckpt_action.boundary import boundary, first_request
 from ckpt_action.errors import InputError, param, render
 from ckpt_action.handle import SHA_RE, CheckpointHandle
-from ckpt_action.options import Connection, PathLike, Signing, Verification
+from ckpt_action.options import Connection, PathLike, Retention, Signing, Verification
 from ckpt_action.settings import Settings
 
 if TYPE_CHECKING:
+    from ckpt_action.checkpoint.metrics import Objective
     from ckpt_action.checkpoint.signing import LoadedSigner
     from ckpt_action.checkpoint.verifying import Verifier
     from ckpt_action.hub.repo import RemoteRepo
@@ -196,6 +197,61 @@ def check_wandb_inputs(*, project: str | None = None, entity: str | None = None,
 # --------------------------------------------------------------------------- the client
 
 
+def metrics_from_text(items: Sequence[str], name: str = "metric") -> dict[str, float]:
+    """``NAME=VALUE`` texts (``--metric``, the action's ``metrics`` lines) as the ``metrics``
+    push records, checked; errors name the parameter ``name``."""
+    from ckpt_action.checkpoint.metrics import parse_metrics
+
+    return parse_metrics(items, name)
+
+
+TRAINER_STATE_MAX_BYTES = 64 * 1024 * 1024
+"""A ``trainer_state.json`` larger than this is not read for metrics."""
+
+
+def trainer_metrics(checkpoint_dir: PathLike, step: int) -> dict[str, float]:
+    """The evaluation metrics (``eval_*``) Trainer logged at ``step``, from the
+    ``trainer_state.json`` in ``checkpoint_dir`` (its ``log_history``): what the Trainer
+    callback records with each push. None there, or unreadable: none."""
+    from ckpt_action.checkpoint.metrics import from_trainer_state
+
+    path = Path(os.fspath(checkpoint_dir)) / "trainer_state.json"
+    try:
+        if not path.is_file() or path.is_symlink() or path.stat().st_size > TRAINER_STATE_MAX_BYTES:
+            return {}
+        return from_trainer_state(path.read_bytes(), step)
+    except OSError:
+        return {}
+
+
+def objective(text: str | None, name: str, *, count: bool = False) -> Objective | None:
+    """``METRIC:min|max`` (``[:K]`` with ``count``) for the parameter ``name``, checked; None when not given."""
+    if text is None or text == "":
+        return None
+    from ckpt_action.checkpoint.metrics import parse_objective
+
+    return parse_objective(text, name, count=count)
+
+
+def retention_rules(retention: Retention) -> tuple[int | None, int | None, Objective | None]:
+    """(keep_last, keep_every, keep_best) of ``retention``, checked before any request; none
+    given is an InputError naming ``keep_last`` (what prune needs)."""
+    keep = names.positive(retention.keep_last, "keep_last")
+    every = names.positive(retention.keep_every, "keep_every")
+    best = objective(retention.keep_best, "keep_best", count=True)
+    if keep is None and every is None and best is None:
+        raise InputError(f"{param('keep_last')} is required (or {param('keep_every')}, {param('keep_best')}): how"
+                         " many of the newest checkpoint-N to keep", param="keep_last")
+    return keep, every, best
+
+
+def _tags_of() -> Any:
+    """The rule naming the tags made for each folder, for a push's card (prune's rule)."""
+    from ckpt_action.ops.release import tagged_folders
+
+    return tagged_folders
+
+
 class Client:
     """Every command, against one Hub: ``Client(endpoint=, token=, timeout=, retries=)``,
     each unset one read from the environment when a command runs (``HF_ENDPOINT``,
@@ -239,7 +295,8 @@ class Client:
     def push(self, local_dir: PathLike, repo: str, *, step: int | None = None, subfolder: str | None = None,
              private: bool = True, commit_message: str | None = None, signing: Signing | None = None,
              distributed: bool = False, group: Any = None, join_job: bool = False,
-             note: Warn | None = None) -> PushResult:
+             note: Warn | None = None, metrics: Mapping[str, float] | None = None,
+             card: bool = False) -> PushResult:
         """Push ``local_dir`` to ``repo/<subfolder>/`` (see :func:`ckpt_action.api.push`),
         answering the handle, the commits made, the files uploaded and deleted, and who signed.
 
@@ -249,12 +306,20 @@ class Client:
         leave it after; without torch, an InputError naming the ``[distributed]`` extra.
         ``note``: where the one line naming the tool's files left out of the push goes
         (:func:`left_out_note`); default the ``ckpt_action`` logger, at INFO.
+        ``metrics``: what the checkpoint scored, recorded in its manifest (names and values
+        checked). ``card``: the last commit also updates the table of checkpoints in the
+        repo's ``README.md``.
         """
+        from ckpt_action.checkpoint.metrics import check_metrics
         from ckpt_action.disk.source import local_dir_to_push, tool_files
         from ckpt_action.ops.push import push as push_folder
 
         repo = names.repo_id(repo)
         subfolder, step = names.push_target(subfolder, step)
+        scores = check_metrics(metrics, "metrics") if metrics is not None else None
+        if card and distributed:
+            raise InputError(f"{param('card')} does not go with {param('distributed')} yet: update the card with a"
+                             " prune or promote", param="card")
         if group is not None and not distributed:
             raise InputError(f"{param('group')} goes with {param('distributed')}True: add it, or drop"
                              f" {param('group')}", param="group")
@@ -280,14 +345,14 @@ class Client:
 
             with joined_job(settings.distributed_timeout) if join_job else nullcontext():
                 res = push_on_ranks(remote, os.fspath(local_dir), subfolder, step=step, private=private,
-                                    commit_message=commit_message, group=group)
+                                    commit_message=commit_message, group=group, metrics=scores)
             if res is not None:
                 return res
             path = local_dir_to_push(os.fspath(local_dir))  # in no process group: a push alone
         assert path is not None
         left_out = tool_files(path)
         res = push_folder(remote, path, subfolder, step=step, private=private, commit_message=commit_message,
-                          signer=sign)
+                          signer=sign, metrics=scores, card=card, card_tags=_tags_of() if card else None)
         if not left_out:
             return res
         res = replace(res, left_out=left_out)
@@ -296,20 +361,24 @@ class Client:
 
     @boundary()
     def latest(self, repo: str, *, revision: str | None = None, require: bool = False,
-               verification: Verification | None = None, warn: Warn | None = None) -> LatestResult:
+               verification: Verification | None = None, warn: Warn | None = None,
+               best: str | None = None) -> LatestResult:
         """The highest complete ``checkpoint-N`` of ``repo`` (see :func:`ckpt_action.api.latest`),
         answering the handle or None, the SHA read, whether it has a manifest and what was
         skipped. ``require=True``: none raises :class:`~ckpt_action.errors.NoCheckpointError`
         (its ``found`` is this result, for a door that reports it before failing). The handle
         carries what was read of its folder to a :meth:`pull` of it, which does not read it
-        again."""
+        again. ``best="eval_loss:min"`` (``METRIC:min|max``): the complete checkpoint best by
+        that metric of its manifest instead of the highest (one without it is never taken);
+        ``chosen_by`` says which metric and value chose."""
         from ckpt_action.ops.choose import carry, latest
 
         repo = names.repo_id(repo)
         revision = names.revision(revision)
+        goal = objective(best, "best")
         check = verifier(verification)
         return carry(latest(self._remote(self.settings(), repo), revision, warn or _log_warning, check,
-                             require=require), verification)
+                             require=require, best=goal), verification)
 
     @boundary("local_dir", "cache_dir")
     def pull(self, source: CheckpointHandle | str | None = None, local_dir: PathLike | None = None, *,
@@ -396,19 +465,30 @@ class Client:
     @boundary()
     def promote(self, source: CheckpointHandle | str, to: str, *, subfolder: str | None = None,
                 revision: str | None = None, to_repo: str | None = None, tag: str | None = None,
-                branch: str | None = None, signing: Signing | None = None) -> PromoteResult:
+                branch: str | None = None, signing: Signing | None = None, best: str | None = None,
+                card: bool = False, warn: Warn | None = None) -> PromoteResult:
         """Copy a checkpoint to the folder ``to`` in one commit (see :func:`ckpt_action.api.promote`),
-        answering the target's handle, the source, commits made, the tag and branch, who signed."""
+        answering the target's handle, the source, commits made, the tag and branch, who signed,
+        and with ``best`` (``METRIC:min|max``, no ``subfolder``) the metric and value that chose
+        the source (:meth:`latest`'s choice). ``card``: the same commit updates the table of
+        checkpoints in ``README.md``."""
         from ckpt_action.ops.release import promote
 
         repo, sub, rev = source_of(source, subfolder, revision)
-        if sub is None:
-            raise InputError(f"promote needs {param('subfolder')} (or a handle): name the checkpoint to promote",
-                             param="subfolder")
+        goal = objective(best, "best")
+        if goal is not None and (sub is not None or isinstance(source, CheckpointHandle)):
+            raise InputError(f"{param('best')} chooses the checkpoint: drop {param('subfolder')} (or the handle)",
+                             param="best")
+        if sub is None and goal is None:
+            raise InputError(f"promote needs {param('subfolder')} (or a handle, or {param('best')}): name the"
+                             " checkpoint to promote", param="subfolder")
         to = names.subfolder(to, name="to")
         tag = names.revision(tag or None, name="tag")
         branch = names.revision(branch or None, name="branch")
         target_repo = names.repo_id(to_repo, "to_repo") if to_repo else None
+        if target_repo and card:
+            raise InputError(f"{param('card')} does not go with {param('to_repo')} yet: promote, then prune with"
+                             f" {param('card')} in the other repo", param="card")
         if target_repo and branch:
             raise InputError(f"{param('branch')} does not go with {param('to_repo')}: promote into the other repo's"
                              " main", param="branch")
@@ -417,23 +497,43 @@ class Client:
         sign = signer(signing)
         remote = self._remote(settings, repo)
         target = self._remote(settings, target_repo, api=remote.api) if target_repo else None
-        return promote(remote, sub, rev, to, tag=tag, branch=branch, target=target, signer=sign)
+        if goal is None:
+            assert sub is not None
+            return promote(remote, sub, rev, to, tag=tag, branch=branch, target=target, signer=sign, card=card)
+        from ckpt_action.ops.choose import latest, no_checkpoint
+
+        found = latest(remote, rev, warn or _log_warning, best=goal)
+        if found.handle is None:
+            raise no_checkpoint(repo, f" recording {goal.metric} to promote")
+        res = promote(remote, found.handle.subfolder, found.handle.revision, to, tag=tag, branch=branch,
+                      target=target, signer=sign, card=card)
+        return replace(res, chosen_by=found.chosen_by)
 
     @boundary()
-    def prune(self, repo: str, keep_last: int, *, dry_run: bool = False, free_storage: bool = False) -> PruneResult:
+    def prune(self, repo: str, keep_last: int | None = None, *, dry_run: bool = False, free_storage: bool = False,
+              retention: Retention | None = None, card: bool = False) -> PruneResult:
         """Delete all but the newest ``keep_last`` ``checkpoint-N`` folders in one commit, and
-        with ``free_storage`` the storage only they held (see :func:`ckpt_action.api.prune`)."""
+        with ``free_storage`` the storage only they held (see :func:`ckpt_action.api.prune`).
+        ``retention``: the rules whose union is kept (a :class:`~ckpt_action.options.Retention`
+        of keep-last, keep-every, keep-best; each kept folder says why), instead of or with
+        ``keep_last``. ``card``: the same commit updates the table of checkpoints in
+        ``README.md``."""
         from ckpt_action.ops.prune import prune
 
         repo = names.repo_id(repo)
-        keep = names.positive(keep_last, "keep_last")
-        if keep is None:
-            raise InputError(f"{param('keep_last')} is required: how many of the newest checkpoint-N to keep",
-                             param="keep_last")
+        if retention is None:
+            retention = Retention(keep_last=keep_last)
+        elif keep_last is not None:
+            if retention.keep_last is not None and retention.keep_last != keep_last:
+                raise InputError(f"{param('keep_last')} is given twice, {keep_last} and {retention.keep_last} in"
+                                 " retention: give it once", param="keep_last")
+            retention = replace(retention, keep_last=keep_last)
+        keep, keep_every, keep_best = retention_rules(retention)
         settings = self.settings()
         if not dry_run:
             names.token_for_write(settings.token, settings.endpoint)
-        return prune(self._remote(settings, repo), keep, dry_run=dry_run, free_storage=free_storage)
+        return prune(self._remote(settings, repo), keep, dry_run=dry_run, free_storage=free_storage,
+                     keep_every=keep_every, keep_best=keep_best, card=card)
 
     @boundary()
     def log_pointer(self, handle: CheckpointHandle, run: Any = None, *, artifact_name: str | None = None,

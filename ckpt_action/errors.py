@@ -50,12 +50,17 @@ def spell_on(name: str, door: Door) -> str:
     return f"{name}=True"
 
 
+ACTION_INPUT_NAMES = {"metric": "metrics"}
+"""Parameters whose action input is named otherwise than the option: the ``metrics`` input
+holds the lines that become ``--metric`` options."""
+
+
 def spell(name: str, door: Door) -> str:
     """How the door spells a parameter: ``--local-dir``, ``local_dir=``, ``input 'local-dir'``."""
     if door == "cli":
         return "--" + name.replace("_", "-")
     if door == "action":
-        return f"input '{name.replace('_', '-')}'"
+        return f"input '{ACTION_INPUT_NAMES.get(name, name).replace('_', '-')}'"
     return f"{name}="
 
 

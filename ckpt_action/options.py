@@ -1,6 +1,7 @@
 """The option groups the commands share, each defined once: where the Hub is
-(:class:`Connection`), how push and promote sign (:class:`Signing`), and what pull and
-latest require of a signature (:class:`Verification`).
+(:class:`Connection`), how push and promote sign (:class:`Signing`), what pull and
+latest require of a signature (:class:`Verification`), and what prune keeps
+(:class:`Retention`).
 
 Typed, frozen, and plain data: nothing is read or checked here (the client loads and checks
 a group before its command's first request, and its errors name the fields, which are the
@@ -90,3 +91,25 @@ class Verification(_Group):
         """Whether anything asks for a check."""
         return bool(self.verify_key or self.verify_certificate_chain or self.verify_identity or self.verify_issuer
                     or self.verify_min_step is not None or self.verify_require_provenance)
+
+
+@dataclass(frozen=True)
+class Retention(_Group):
+    """What prune keeps (the Trainer callback's prune after each push too), as the union of
+    what each rule keeps: ``keep_last`` the newest K ``checkpoint-N``, ``keep_every`` every
+    one whose step is a multiple of N, ``keep_best`` (``METRIC:min|max[:K]``, K default 1)
+    the K best by that metric of their manifests. Empty: nothing to keep by, an InputError
+    for prune.
+
+    >>> Retention(keep_last=2, keep_best="eval_loss:min").wanted, Retention().wanted
+    (True, False)
+    """
+
+    keep_last: int | None = None
+    keep_every: int | None = None
+    keep_best: str | None = None
+
+    @property
+    def wanted(self) -> bool:
+        """Whether any rule is given."""
+        return self.keep_last is not None or self.keep_every is not None or self.keep_best is not None

@@ -21,6 +21,7 @@ from pathlib import Path
 from ckpt_action import names
 from ckpt_action.checkpoint.gitobjects import TreeItem, blob_hasher, blob_oid, is_lfs, lfs_pointer, tree_oid
 from ckpt_action.checkpoint.localfiles import local_files, open_regular
+from ckpt_action.checkpoint.metrics import read_field
 from ckpt_action.checkpoint.provenance import PROVENANCE_NAME
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME
 from ckpt_action.errors import InputError, UnreadableManifest, quoted
@@ -189,6 +190,12 @@ class Manifest:
     created_at: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     tool_version: str = __version__
     source: dict[str, str] | None = None
+    metrics: dict[str, float] | None = None
+    """What the checkpoint scored (``--metric``, the Trainer's eval metrics), checked
+    (:mod:`~ckpt_action.checkpoint.metrics`); None: none recorded, or unusable (see below)."""
+    metrics_problem: str | None = field(default=None, compare=False)
+    """Read from the Hub: why its ``metrics`` field was unusable (then ``metrics`` is None,
+    and the folder is never chosen by a metric)."""
 
     def content_key(self) -> tuple[object, ...]:
         """What makes two manifests describe the same checkpoint (time and tool aside)."""
@@ -197,6 +204,7 @@ class Manifest:
             self.step,
             tuple(sorted((p, d.size, d.sha256 or "") for p, d in self.files.items())),
             tuple(sorted((self.source or {}).items())),
+            tuple(sorted((self.metrics or {}).items())),
         )
 
     def to_json(self) -> bytes:
@@ -210,6 +218,8 @@ class Manifest:
         }
         if self.source:
             doc["source"] = self.source
+        if self.metrics:
+            doc["metrics"] = dict(sorted(self.metrics.items()))
         return (json.dumps(doc, indent=2, sort_keys=False) + "\n").encode()
 
     @classmethod
@@ -235,6 +245,7 @@ class Manifest:
             created = doc.get("created_at", "")
             if not isinstance(tool, str) or not isinstance(created, str):
                 raise ValueError("tool or created_at is not a string")
+            metrics, metrics_problem = read_field(doc.get("metrics"))
             return cls(
                 files=files,
                 step=step,
@@ -242,6 +253,8 @@ class Manifest:
                 created_at=created,
                 tool_version=tool.rpartition(" ")[2],
                 source=_source(doc.get("source")),
+                metrics=metrics,
+                metrics_problem=metrics_problem,
             )
         except ValueError as exc:
             raise UnreadableManifest(f"the checkpoint manifest is unreadable ({exc})") from exc

@@ -60,7 +60,7 @@ class Input:
 
 INPUTS: tuple[Input, ...] = (
     Input("repo", "--repo", HUB_MODES, required_in=("push", "latest", "promote", "list", "prune")),
-    Input("subfolder", "--subfolder", ("push", "pull", "promote"), required_in=("promote",)),
+    Input("subfolder", "--subfolder", ("push", "pull", "promote")),
     Input("step", "--step", ("push",)),
     Input("local-dir", "--local-dir", ("push", "pull"), "path", required_in=("push", "pull"), mount="parent",
           created_in=("pull",)),
@@ -79,7 +79,12 @@ INPUTS: tuple[Input, ...] = (
     Input("cache-dir", "--cache-dir", ("pull",), "path", mount="dir", created_in=("pull",)),
     Input("tag", "--tag", ("promote",)),
     Input("branch", "--branch", ("promote",)),
-    Input("keep-last", "--keep-last", ("prune",), required_in=("prune",)),
+    Input("keep-last", "--keep-last", ("prune",)),
+    Input("keep-every", "--keep-every", ("prune",)),
+    Input("keep-best", "--keep-best", ("prune",)),
+    Input("metrics", "--metric", ("push",), "lines"),
+    Input("best", "--best", ("latest", "promote")),
+    Input("card", "--card", ("push", "prune", "promote"), "flag"),
     Input("dry-run", "--dry-run", ("prune",), "flag"),
     Input("free-storage", "--free-storage", ("prune",), "flag"),
     Input("wandb-project", "--wandb-project", ("push", "promote")),

@@ -59,10 +59,11 @@ OUTPUTS: dict[str, str] = {
     "count": "`list`: how many folders `checkpoints` lists: every `checkpoint-N`, complete or not, and other "
              "checkpoint folders such as `sft` or a promoted `release`.",
     "checkpoints": "`list`: the checkpoints as a JSON array (subfolder, step, complete, status, files, size, "
-                   "revision, source).",
+                   "revision, source, metrics, metrics_problem, signed).",
     "dry-run": "`prune`: `true` when nothing was deleted on purpose.",
     "deleted": "`prune`: the folders deleted (or, with dry-run, that would be), as a JSON array.",
     "kept": "`prune`: the checkpoint-N folders kept, as a JSON array.",
+    "kept-reasons": "`prune`: each kept checkpoint-N with why it is kept (`subfolder`, `reason`), as a JSON array.",
     "deleted-count": "`prune`: how many folders were deleted (with `dry-run`: would be).",
     "freed-bytes": "`prune` with free-storage: bytes of Hub storage freed (the Hub's usage before minus after; "
                    "with dry-run, the bytes that would be freed).",
@@ -80,6 +81,8 @@ OUTPUTS: dict[str, str] = {
     "wandb-artifact": "`push`, `promote`: the W&B pointer artifact logged (empty when W&B logging failed or "
                       "was not asked for).",
     "wandb-run-id": "`push`, `promote`: the W&B run the pointer was logged to.",
+    "best-metric": "`latest`, `promote` with `best`: the metric that chose the checkpoint.",
+    "best-value": "`latest`, `promote` with `best`: that metric's value in the chosen checkpoint, a number.",
 }
 
 KINDS: dict[str, str] = {
@@ -89,12 +92,14 @@ KINDS: dict[str, str] = {
     "downloaded-bytes": "int", "reused-files": "int", "cached-files": "int", "removed-files": "int",
     "source-subfolder": "text", "source-revision": "sha", "tag": "text", "branch": "text", "count": "int",
     "checkpoints": "json-array", "dry-run": "bool", "deleted": "json-array", "kept": "json-array",
-    "deleted-count": "int", "freed-bytes": "int", "used-storage-before": "int", "used-storage-after": "int",
+    "kept-reasons": "json-array", "deleted-count": "int", "freed-bytes": "int", "used-storage-before": "int",
+    "used-storage-after": "int",
     "signed": "bool", "signer": "text", "signature-verified": "bool", "provenance": "text",
-    "wandb-artifact": "text", "wandb-run-id": "text",
+    "wandb-artifact": "text", "wandb-run-id": "text", "best-metric": "text", "best-value": "number",
 }
 """The type of each output's value (``sha``: 40 lowercase hex; ``int``: a whole number; ``bool``:
-``true``/``false``; ``json-array``: a JSON array, for ``fromJSON``), as its description says."""
+``true``/``false``; ``json-array``: a JSON array, for ``fromJSON``; ``number``: a finite decimal
+number), as its description says."""
 
 
 # Each command's result as its outputs (snake_case keys). A key a mode does not have is left
@@ -110,7 +115,12 @@ def push_outputs(res: PushResult) -> dict[str, Any]:
 def latest_outputs(repo: str, res: LatestResult) -> dict[str, Any]:
     if res.handle is None:
         return {"repo": repo, "revision": res.revision, "found": False}
-    return res.handle.to_dict() | {"found": True, "verified": res.has_manifest}
+    return res.handle.to_dict() | {"found": True, "verified": res.has_manifest} | _chosen_by(res.chosen_by)
+
+
+def _chosen_by(chosen_by: tuple[str, float] | None) -> dict[str, Any]:
+    """The metric and value that chose a checkpoint (``--best``), when one did."""
+    return {"best_metric": chosen_by[0], "best_value": chosen_by[1]} if chosen_by else {}
 
 
 def pull_outputs(res: PullResult) -> dict[str, Any]:
@@ -126,7 +136,7 @@ def promote_outputs(res: PromoteResult) -> dict[str, Any]:
     return res.handle.to_dict() | {
         "source_subfolder": res.source.subfolder, "source_revision": res.source.revision,
         "commits": res.commits, "tag": res.tag, "branch": res.branch, "signed": res.signer is not None,
-        "signer": res.signer}
+        "signer": res.signer} | _chosen_by(res.chosen_by)
 
 
 def list_outputs(res: ListResult) -> dict[str, Any]:
@@ -140,7 +150,8 @@ def list_outputs(res: ListResult) -> dict[str, Any]:
 
 def prune_outputs(res: PruneResult) -> dict[str, Any]:
     out = {"repo": res.repo, "revision": res.revision, "dry_run": res.dry_run, "deleted": res.deleted,
-           "kept": list(res.kept), "deleted_count": len(res.deleted)}
+           "kept": list(res.kept), "deleted_count": len(res.deleted),
+           "kept_reasons": [{"subfolder": name, "reason": why} for name, why in res.kept.items()]}
     if res.free_storage:
         out |= {"freed_bytes": res.freed_bytes, "used_storage_before": res.used_storage_before,
                 "used_storage_after": res.used_storage_after}
@@ -273,7 +284,8 @@ def summary_markdown(command: str, result: Mapping[str, object]) -> str:
         rows.append(("commit", f"[<code>{short}</code>](<{escape(url, 'markdown')}>)" if url else _code(rev)))
     if result.get("local_dir"):
         rows.append(("local dir", _code(result.get("local_dir"))))
-    for key in ("uploaded_files", "deleted_files", "commits", "files", "bytes", "tag", "count"):
+    for key in ("uploaded_files", "deleted_files", "commits", "files", "bytes", "tag", "count", "best_metric",
+                "best_value"):
         if result.get(key) is not None:
             rows.append((key.replace("_", " "), escape(result[key], "markdown")))
     table = "| | |\n|---|---|\n" + "".join(f"| {k} | {v} |\n" for k, v in rows)
@@ -288,19 +300,33 @@ def _extra(command: str, result: Mapping[str, object]) -> str:
             return "\nNo checkpoints.\n"
         lines = "".join(
             f"| {_code(r['subfolder'])} | {escape('' if r['step'] is None else r['step'], 'markdown')} "
-            f"| {escape(r['status'], 'markdown')} | {escape(r['files'], 'markdown')} | {_size(r['size'])} |\n"
+            f"| {escape(r['status'], 'markdown')} | {escape(r['files'], 'markdown')} | {_size(r['size'])} "
+            f"| {_metrics(r.get('metrics'))} |\n"
             for r in rows)
-        return "\n| checkpoint | step | status | files | size |\n|---|---|---|---|---|\n" + lines
+        return "\n| checkpoint | step | status | files | size | metrics |\n|---|---|---|---|---|---|\n" + lines
     if command == "prune":
         deleted = result.get("deleted") or []
         assert isinstance(deleted, list)
         verb = "would delete" if result.get("dry_run") else "deleted"
         lines = "".join(f"- {verb} {_code(f'{n}/')}\n" for n in deleted) if deleted else "Nothing to delete.\n"
+        reasons = result.get("kept_reasons") or []
+        assert isinstance(reasons, list)
+        for row in reasons:
+            assert isinstance(row, dict)
+            lines += f"- kept {_code(str(row['subfolder']) + '/')}: {escape(row['reason'], 'markdown')}\n"
         if result.get("freed_bytes") is not None:
             freed = "would free" if result.get("dry_run") else "freed"
             lines += f"- {freed} {_size(result['freed_bytes'])} of Hub storage\n"
         return "\n" + lines
     return ""
+
+
+def _metrics(metrics: object) -> str:
+    """A checkpoint's metrics for a table cell: ``name=value`` each, escaped (names come from the Hub)."""
+    if not isinstance(metrics, dict):
+        return ""
+    return "<br>".join(escape(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}", "markdown")
+                       for k, v in sorted(metrics.items()))
 
 
 def append_summary(path: str | os.PathLike[str], markdown: str) -> None:

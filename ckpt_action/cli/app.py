@@ -31,8 +31,12 @@ from ckpt_action.ci.escaping import escape
 from ckpt_action.cli.options import (
     HubOptions,
     WandbOptions,
+    best_option,
+    card_option,
     hub_options,
+    metric_option,
     repo_option,
+    retention_options,
     signing_options,
     verify_options,
     wandb_options,
@@ -58,7 +62,7 @@ from ckpt_action.watch.markers import FORMATS
 
 if TYPE_CHECKING:
     from ckpt_action.handle import CheckpointHandle
-    from ckpt_action.options import Signing, Verification
+    from ckpt_action.options import Retention, Signing, Verification
 
 class _Group(click.Group):
     """The commands, with those defined elsewhere loaded only when named: the local Hub
@@ -120,6 +124,8 @@ def cli() -> None:
 @click.option("--private/--public", default=True, show_default=True,
               help="Visibility of the repo if push creates it (an existing repo is left as it is).")
 @click.option("--commit-message", help="Commit title (default: 'Push SUBFOLDER (step N)').")
+@metric_option
+@card_option
 @signing_options
 @click.option("--distributed", is_flag=True, help="Run on every rank of a torchrun job (needs torch): each rank "
               "uploads its own --local-dir, one commit lands; without RANK/WORLD_SIZE a push alone.")
@@ -127,8 +133,8 @@ def cli() -> None:
 @hub_options
 @command
 def push(repo: str, local_dir: str, subfolder: str | None, step: int | None, private: bool,
-         commit_message: str | None, signing: Signing, distributed: bool, wandb: WandbOptions,
-         hub: HubOptions) -> None:
+         commit_message: str | None, metrics: tuple[str, ...], card: bool, signing: Signing, distributed: bool,
+         wandb: WandbOptions, hub: HubOptions) -> None:
     """Push a local checkpoint dir to REPO/SUBFOLDER and report the commit SHA that holds it complete.
 
     The subfolder ends up exactly equal to the local dir; a manifest is committed last.
@@ -136,9 +142,10 @@ def push(repo: str, local_dir: str, subfolder: str | None, step: int | None, pri
     """
     from ckpt_action.ci.outputs import push_outputs
 
+    scores = core.metrics_from_text(metrics) if metrics else None
     res = hub.client().push(local_dir, repo, step=step, subfolder=subfolder, private=private,
                             commit_message=commit_message, signing=signing, distributed=distributed,
-                            join_job=distributed, note=note)
+                            join_job=distributed, note=note, metrics=scores, card=card)
     result = push_outputs(res)
     if wandb.project:
         result |= _log_wandb(res.handle, wandb)
@@ -166,10 +173,12 @@ def _log_wandb(handle: CheckpointHandle, wandb: WandbOptions) -> dict[str, Any]:
 @repo_option()
 @click.option("--revision", help="Branch, tag or SHA to look at (default: main).")
 @click.option("--require", is_flag=True, help="Exit 3 when there is no complete checkpoint.")
+@best_option
 @verify_options
 @hub_options
 @command
-def latest(repo: str, revision: str | None, require: bool, verify: Verification, hub: HubOptions) -> None:
+def latest(repo: str, revision: str | None, require: bool, best: str | None, verify: Verification,
+           hub: HubOptions) -> None:
     """Find the highest complete checkpoint-N, pinned to the SHA it was read at.
 
     Nothing found exits 0 with found=false (3 with --require); a failure to tell exits 1.
@@ -177,7 +186,8 @@ def latest(repo: str, revision: str | None, require: bool, verify: Verification,
     from ckpt_action.ci.outputs import latest_outputs
 
     try:
-        res = hub.client().latest(repo, revision=revision, require=require, verification=verify, warn=warn)
+        res = hub.client().latest(repo, revision=revision, require=require, verification=verify, warn=warn,
+                                  best=best)
     except NoCheckpointError as exc:  # --require: the outputs say found=false, then exit 3
         found = getattr(exc, "found", None)
         if found is not None:
@@ -228,23 +238,26 @@ def pull(repo: str | None, subfolder: str | None, use_latest: bool, pointer: str
 
 @cli.command()
 @repo_option("Hub model repo holding the checkpoint, OWNER/NAME.")
-@click.option("--subfolder", required=True, help="The checkpoint folder to promote.")
+@click.option("--subfolder", help="The checkpoint folder to promote (or --best).")
 @click.option("--revision", help="SHA, branch or tag the checkpoint is read at (default: main's head).")
 @click.option("--to", "to", required=True, help="Target folder, e.g. release.")
 @click.option("--to-repo", help="Promote into another repo (bytes stream through, verified).")
 @click.option("--tag", help="Tag the resulting commit; an existing tag elsewhere is refused.")
 @click.option("--branch", help="Commit the promotion on this branch (created from the source SHA).")
+@best_option
+@card_option
 @signing_options
 @wandb_options(registry=True)
 @hub_options
 @command
-def promote(repo: str, subfolder: str, revision: str | None, to: str, to_repo: str | None, tag: str | None,
-            branch: str | None, signing: Signing, wandb: WandbOptions, hub: HubOptions) -> None:
+def promote(repo: str, subfolder: str | None, revision: str | None, to: str, to_repo: str | None, tag: str | None,
+            branch: str | None, best: str | None, card: bool, signing: Signing, wandb: WandbOptions,
+            hub: HubOptions) -> None:
     """Copy a pinned checkpoint to a release folder (and/or branch, tag) in one commit, server-side."""
     from ckpt_action.ci.outputs import promote_outputs
 
     res = hub.client().promote(repo, to, subfolder=subfolder, revision=revision, to_repo=to_repo, tag=tag,
-                               branch=branch, signing=signing)
+                               branch=branch, signing=signing, best=best, card=card, warn=warn)
     result = promote_outputs(res)
     if wandb.project:
         result |= _log_wandb(res.handle, wandb)
@@ -272,27 +285,31 @@ def list_(repo: str, revision: str | None, hub: HubOptions) -> None:
         for name, i in zip(names, infos, strict=True):
             step = "" if i.step is None else str(i.step)
             why = f"  ({i.problem})" if i.problem else ""
-            echo(f"{name:<{width}}  {step:>8}  {i.status:<10}  {i.files:>5}  {human(i.size):>10}{why}")
+            why += f"  (metrics unusable: {i.metrics_problem})" if i.metrics_problem else ""
+            scores = "".join(f"  {k}={v:.6g}" for k, v in sorted((i.metrics or {}).items()))
+            echo(f"{name:<{width}}  {step:>8}  {i.status:<10}  {i.files:>5}  {human(i.size):>10}{scores}{why}")
 
     emit("list", list_outputs(res), hub, human=table)
 
 
 @cli.command()
 @repo_option()
-@click.option("--keep-last", required=True, type=int, help="How many of the newest checkpoint-N to keep.")
+@retention_options
+@card_option
 @click.option("--dry-run", is_flag=True, help="Print what would be deleted; change nothing.")
 @click.option("--free-storage", is_flag=True,
               help="Also free the Hub storage only the pruned checkpoints held (their LFS objects are deleted "
                    "for good; no SHA changes; their old SHAs no longer pull).")
 @hub_options
 @command
-def prune(repo: str, keep_last: int, dry_run: bool, free_storage: bool, hub: HubOptions) -> None:
-    """Delete older checkpoint-N folders in one commit; never the latest complete one, sft/,
-    promoted targets or their sources, or a checkpoint a tag points at."""
+def prune(repo: str, retention: Retention, card: bool, dry_run: bool, free_storage: bool, hub: HubOptions) -> None:
+    """Delete older checkpoint-N folders in one commit, keeping what any of --keep-last,
+    --keep-every, --keep-best keeps; never the latest complete one, sft/, promoted targets
+    or their sources, or a checkpoint a tag points at."""
     from ckpt_action.ci.outputs import prune_outputs
     from ckpt_action.progress import human
 
-    res = hub.client().prune(repo, keep_last, dry_run=dry_run, free_storage=free_storage)
+    res = hub.client().prune(repo, dry_run=dry_run, free_storage=free_storage, retention=retention, card=card)
     verb = "would delete" if dry_run else "deleted"
     if not hub.as_json:
         for name in res.deleted:
@@ -328,7 +345,7 @@ def _maybe_size(value: int | None) -> str:
               "framework's marker must stay unchanged (sizes, mtimes) before it is pushed.")
 @click.option("--grace", type=float, default=25.0, show_default=True, help="Seconds after SIGTERM/SIGINT to push "
               "the newest complete checkpoint and stop (a preemption notice: ~30 s on GKE, 120 s on AWS spot).")
-@click.option("--keep-last", type=int, help="Prune the Hub to the newest K checkpoint-N as pushes land.")
+@retention_options
 @click.option("--commits-per-hour", type=int, default=128, show_default=True, help="The Hub's commit quota per "
               "repo: past it only the newest complete checkpoint is pushed, the others are reported skipped.")
 @click.option("--private/--public", default=True, show_default=True,
@@ -337,7 +354,7 @@ def _maybe_size(value: int | None) -> str:
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND ...]")
 @command
 def watch(repo: str, local_dir: str, pattern: str | None, fmt: str, settle: float, grace: float,
-          keep_last: int | None, commits_per_hour: int, private: bool, hub: HubOptions,
+          retention: Retention, commits_per_hour: int, private: bool, hub: HubOptions,
           command: tuple[str, ...]) -> None:
     """Push every complete checkpoint the training writes to --local-dir, once, in step order.
 
@@ -346,12 +363,14 @@ def watch(repo: str, local_dir: str, pattern: str | None, fmt: str, settle: floa
     failed). Without one it runs until SIGTERM/SIGINT. On SIGTERM it forwards the signal, waits
     for the save in progress, pushes the newest complete checkpoint first and stops within
     --grace seconds, reporting what it could not push. Uploads run in a child process at a lower
-    CPU and I/O priority. Each checkpoint lands as checkpoint-STEP, so `latest` and `pull` find it.
+    CPU and I/O priority. Each checkpoint lands as checkpoint-STEP, so `latest` and `pull` find it,
+    with the evaluation metrics the Trainer logged at that step. With --keep-last, --keep-every or
+    --keep-best it prunes the Hub as pushes land (what any of them keeps is kept).
     """
     from ckpt_action.ci.outputs import write_json
     from ckpt_action.watch.watcher import Watcher
 
-    watcher = Watcher(local_dir, repo, pattern=pattern, format=fmt, settle=settle, grace=grace, keep_last=keep_last,
+    watcher = Watcher(local_dir, repo, pattern=pattern, format=fmt, settle=settle, grace=grace, **retention.keywords(),
                       commits_per_hour=commits_per_hour, private=private, log=lambda m: echo(f"watch: {m}", err=True),
                       endpoint=hub.endpoint, token=hub.token or None, timeout=hub.timeout, retries=hub.retries)
     report = watcher.run(command)

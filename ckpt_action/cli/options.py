@@ -1,6 +1,7 @@
 """Options several commands share, defined once: each decorator hands the command one
 typed object (:class:`HubOptions`, :class:`WandbOptions`, and the client's own option
-groups :class:`~ckpt_action.options.Signing` and :class:`~ckpt_action.options.Verification`)."""
+groups :class:`~ckpt_action.options.Signing`, :class:`~ckpt_action.options.Verification` and
+:class:`~ckpt_action.options.Retention`)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from ckpt_action.ci.outputs import check_writable
 from ckpt_action.cli.render import SECRET_KEY, fail_with
 from ckpt_action.client import Client, check_wandb_inputs
 from ckpt_action.errors import CkptError
-from ckpt_action.options import Signing, Verification
+from ckpt_action.options import Retention, Signing, Verification
 from ckpt_action.settings import MAX_RETRIES, saved_token
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -183,3 +184,44 @@ def verify_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def repo_option(help: str = "Hub model repo, OWNER/NAME.", required: bool = True) -> Callable[[F], F]:
     return click.option("--repo", required=required, help=help)
+
+
+def metric_option(fn: F) -> F:
+    """push's --metric NAME=VALUE (repeatable), handed over as ``metrics`` (a tuple of texts)."""
+    return click.option("--metric", "metrics", multiple=True, metavar="NAME=VALUE",
+                        help="Record a metric of the checkpoint in its manifest (repeatable): a name without "
+                             "whitespace, '=' or ':' and a finite number, e.g. eval_loss=0.31.")(fn)
+
+
+def best_option(fn: F) -> F:
+    """latest's and promote's --best METRIC:min|max, handed over as ``best``."""
+    return click.option("--best", metavar="METRIC:min|max",
+                        help="Choose the complete checkpoint-N with the lowest (min) or highest (max) value of this "
+                             "metric in its manifest; one without it is never chosen.")(fn)
+
+
+def retention_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """prune's --keep-last, --keep-every and --keep-best (what each keeps is kept), handed
+    over as ``retention`` (a :class:`~ckpt_action.options.Retention`)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, keep_last: int | None, keep_every: int | None, keep_best: str | None,
+                **kwargs: Any) -> Any:
+        retention = Retention.from_keywords(keep_last=keep_last, keep_every=keep_every, keep_best=keep_best)
+        return fn(*args, retention=retention, **kwargs)
+
+    return _options(wrapper, [
+        click.option("--keep-last", type=int, help="Keep the newest K checkpoint-N."),
+        click.option("--keep-every", type=int, metavar="N", help="Keep every checkpoint-N whose step is a "
+                     "multiple of N."),
+        click.option("--keep-best", metavar="METRIC:min|max[:K]", help="Keep the K (default 1) best checkpoint-N "
+                     "by this metric in their manifests; alone, also every one without it. A metric no checkpoint "
+                     "has exits 2 before anything is deleted."),
+    ])
+
+
+def card_option(fn: F) -> F:
+    """push's, prune's and promote's --card, handed over as ``card``."""
+    return click.option("--card", is_flag=True, help="Also keep the table of the repo's checkpoints (step, pinned "
+                        "SHA, metrics, complete, signed, tags) in its README.md between markers, in the same "
+                        "commit; the rest of the card is left as it is.")(fn)

@@ -9,6 +9,7 @@ import functools
 import logging
 import os
 import sys
+import warnings
 from collections.abc import Callable
 from typing import Any, NoReturn, Protocol
 
@@ -98,9 +99,19 @@ def echo(text: str, *, err: bool = False) -> None:
 
 
 def setup_logging() -> None:
+    """Log records as warning lines (:class:`_AnnotationHandler`), and Python warnings too: a
+    library's warning may carry what a server said (the Hub's remarks on a model card), so it
+    is printed escaped, on one line, like everything else."""
     root = logging.getLogger()
     root.handlers[:] = [_AnnotationHandler()]
     root.setLevel(logging.WARNING)
+    warnings.showwarning = _show_warning
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: Any = None, line: str | None = None) -> None:
+    """A Python warning as a log record, so :class:`_AnnotationHandler` prints it."""
+    logging.getLogger("py.warnings").warning("%s: %s", category.__name__, message)
 
 
 def route_client_logs() -> None:

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ckpt_action import names
-from ckpt_action.client import Client, active_wandb_run, pulled_checkpoint
+from ckpt_action.client import Client, active_wandb_run, pulled_checkpoint, retention_rules, trainer_metrics
+from ckpt_action.options import Retention
 
 from ..errors import CkptError, InputError
 from ..handle import CheckpointHandle
@@ -133,6 +134,13 @@ class CheckpointCallback(TrainerCallback):
       the callback turns huggingface_hub's bars off from ``on_train_begin`` to the end of
       training and back on then (a switch of the whole process: huggingface_hub has no
       per-call one), unless ``client_bars=True``.
+    - The evaluation metrics Trainer logged at a save's step (``eval_loss``, ...: its
+      ``trainer_state.json``'s ``log_history``) go into that checkpoint's manifest, for
+      ``list``, ``latest --best`` and ``prune --keep-best``.
+    - ``keep_last``, ``keep_every``, ``keep_best`` (``prune``'s rules, checked here) prune the
+      repo after each push, from the pushing thread; a failed prune is logged, never the push's
+      failure. ``card=True`` keeps the table of checkpoints in the repo's ``README.md`` with each
+      push and prune. Neither runs in a job of many processes (pushes from every process).
     - Each push is recorded in ``self.pushed`` (handles, pinned to 40-hex SHAs), in
       ``state.log_history`` (``{"checkpoint": "checkpoint-N", "checkpoint_revision": SHA,
       "checkpoint_hub_url": URL, "step": N}``) and, with a W&B run active, as a pointer
@@ -177,6 +185,10 @@ class CheckpointCallback(TrainerCallback):
         push_every_save: bool = False,
         max_waiting: int = 2,
         client_bars: bool = False,
+        keep_last: int | None = None,
+        keep_every: int | None = None,
+        keep_best: str | None = None,
+        card: bool = False,
     ) -> None:
         self.repo = names.repo_id(repo)
         if on_failure not in ("raise", "warn"):
@@ -187,6 +199,12 @@ class CheckpointCallback(TrainerCallback):
         names.token_for_write(settings.token, settings.endpoint)
         self._client = Client(endpoint, token, timeout=timeout, retries=retries)
         self._private = private
+        retention = Retention(keep_last=keep_last, keep_every=keep_every, keep_best=keep_best)
+        self._retention: Retention | None = None
+        if retention.wanted:
+            retention_rules(retention)  # prune's own checks of them, now, before training starts
+            self._retention = retention
+        self.card = card
         self._endpoint = settings.endpoint
         self.push_every_save = push_every_save
         self.max_waiting = max_waiting
@@ -314,12 +332,27 @@ class CheckpointCallback(TrainerCallback):
         subfolder = f"{CHECKPOINT_PREFIX}-{job.step}"
         started = time.monotonic()
         size = sum(p.stat().st_size for p in job.staged.rglob("*") if p.is_file())
+        metrics = trainer_metrics(job.staged, job.step) or None  # this save's evaluation, if any
         with no_progress_lines():  # this thread's pushes: the one line below instead
             handle = self._client.push(job.staged, self.repo, step=job.step, subfolder=subfolder,
-                                       private=self._private, distributed=distributed).handle
+                                       private=self._private, distributed=distributed, metrics=metrics,
+                                       card=self.card and not distributed).handle
         print(f"ckpt-action: pushed {subfolder} at {handle.revision}: {human(size)} in"
               f" {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
+        if self._retention is not None and not distributed:
+            self._prune(subfolder)
         return handle
+
+    def _prune(self, pushed: str) -> None:
+        """Prune by this callback's rules after a push; a failure is logged, never the push's."""
+        try:
+            with no_progress_lines():
+                res = self._client.prune(self.repo, retention=self._retention, card=self.card)
+        except CkptError as exc:
+            log.warning("%s is pushed, but pruning after it failed: %s", pushed, exc)
+            return
+        if res.deleted:
+            log.info("pruned %s (kept %s)", ", ".join(res.deleted), ", ".join(res.kept))
 
     def _quiet_client_bars(self) -> None:
         """huggingface_hub's upload bars write a line per refresh into a training log."""

@@ -14,6 +14,7 @@ from ckpt_action.errors import NoCheckpointError, param_on
 from ckpt_action.handle import CheckpointHandle
 
 if TYPE_CHECKING:
+    from ckpt_action.checkpoint.metrics import Objective
     from ckpt_action.checkpoint.verifying import Verifier
     from ckpt_action.ops.discover import Chosen, LatestResult
     from ckpt_action.options import Verification
@@ -31,14 +32,16 @@ def no_checkpoint(repo: str, purpose: str = "", found: LatestResult | None = Non
 
 
 def latest(store: StoreLike, revision: str | None, warn: Warn, verifier: Verifier | None = None, *,
-           require: bool = False) -> LatestResult:
-    """The highest complete checkpoint, its warnings said (a missing repo, each folder passed
-    over); ``require``: none raises :func:`no_checkpoint`, the one place it is checked."""
+           require: bool = False, best: Objective | None = None) -> LatestResult:
+    """The highest complete checkpoint (with ``best``: the best by that metric), its
+    warnings said (a missing repo, each folder passed over); ``require``: none raises
+    :func:`no_checkpoint`, the one place it is checked."""
     from ckpt_action.ops.discover import latest as find
+    from ckpt_action.ops.discover import latest_best
     from ckpt_action.stores import as_store
 
     remote = as_store(store)
-    res = find(remote, revision, verifier)
+    res = find(remote, revision, verifier) if best is None else latest_best(remote, best, revision, verifier)
     missing = res.missing_warning(_name(remote), token=bool(remote.settings.token), require=param_on("require"))
     if missing:
         warn(missing)

@@ -7,8 +7,11 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from ckpt_action.checkpoint.manifest import MANIFEST_NAME, Manifest, RemoteFile, folder_tree_oid
+from ckpt_action.checkpoint.metrics import Objective
+from ckpt_action.checkpoint.signing import SIGNATURE_NAME
 from ckpt_action.errors import IntegrityError, NotFoundError, UnreadableManifest
 from ckpt_action.handle import CheckpointHandle, step_of
+from ckpt_action.ops.retention import Candidate, ranked
 from ckpt_action.stores import Snapshot, Store, StoreLike, as_store
 
 if TYPE_CHECKING:
@@ -46,6 +49,8 @@ class LatestResult:
     """The Hub said 404 for the repo: it does not exist, or the token cannot see it."""
     chosen: Chosen | None = field(default=None, repr=False, compare=False)
     """What was read of the chosen folder, for the pull that follows (None when none was chosen)."""
+    chosen_by: tuple[str, float] | None = None
+    """With ``best``: the metric that chose the checkpoint, and its value there."""
 
     def missing_warning(self, repo: str, *, token: bool, require: str) -> str | None:
         """The warning for a repo the Hub says is not there (None when it is), with the
@@ -102,17 +107,79 @@ def latest(remote: StoreLike, revision: str | None = None, verifier: Verifier | 
                            for i in range(0, len(manifests), _PATHS_PER_REQUEST))
             problems = [why] if (why := foreign_problem(ours)) else []
         if not problems and verifier is not None:
-            from ckpt_action.ops.signatures import latest_problem
-
-            why, snap, check = latest_problem(store, sha, name, verifier, read=chosen.snapshot,
-                                              manifest_bytes=chosen.manifest_bytes)
-            problems = [why] if why else []
-            chosen = Chosen(sha, name, chosen.manifest_bytes, snap, check, verifier)
+            problems, chosen = _verified(store, sha, name, verifier, chosen)
         if not problems:
             handle = CheckpointHandle(store.name, name, store.pin_of(sha, name, chosen.manifest_bytes), stp,
                                       store.settings.endpoint)
             return LatestResult(handle, sha, skipped, chosen.manifest_bytes is not None, chosen=chosen)
         skipped.append((name, problems[0]))
+    return LatestResult(None, sha, skipped)
+
+
+def _verified(store: Store, sha: str, name: str, verifier: Verifier,
+              chosen: Chosen) -> tuple[list[str], Chosen]:
+    """The signature check of a complete folder latest would choose: (problems, what was read)."""
+    from ckpt_action.ops.signatures import latest_problem
+
+    why, snap, check = latest_problem(store, sha, name, verifier, read=chosen.snapshot,
+                                      manifest_bytes=chosen.manifest_bytes)
+    return ([why] if why else []), Chosen(sha, name, chosen.manifest_bytes, snap, check, verifier)
+
+
+def read_candidates(remote: StoreLike, sha: str, names: list[str]) -> dict[str, Candidate]:
+    """Each ``checkpoint-N`` folder of ``names`` as the retention rules and ``best`` see it:
+    its step and its manifest's metrics (one read each, in parallel). A folder without a
+    manifest, or whose manifest cannot be read, has no metrics (``metrics_problem`` says why
+    for an unreadable one); it is never chosen by a metric."""
+    store = as_store(remote)
+
+    def one(name: str) -> Candidate:
+        step = step_of(name)
+        assert step is not None
+        try:
+            data = store.read_small_file(sha, f"{name}/{MANIFEST_NAME}", missing_ok=True)
+            if data is None:
+                return Candidate(name, step)
+            manifest = Manifest.from_json(data)
+        except IntegrityError as exc:
+            return Candidate(name, step, None, f"its manifest cannot be read ({exc})", unreadable=str(exc))
+        if manifest.metrics_problem is not None:
+            return Candidate(name, step, None, f"its manifest's {manifest.metrics_problem}")
+        return Candidate(name, step, manifest.metrics if manifest.complete else None,
+                         None if manifest.complete else "its push has not finished")
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        return dict(zip(names, pool.map(one, names), strict=True))
+
+
+def latest_best(remote: StoreLike, objective: Objective, revision: str | None = None,
+                verifier: Verifier | None = None) -> LatestResult:
+    """The complete ``checkpoint-N`` best by ``objective`` at the head of ``revision``: like
+    :func:`latest`, with the candidates ordered by the metric (ties: the highest step)
+    instead of by step. A folder without the metric, or whose manifest's metrics are
+    malformed (passed over with why), is never chosen; none with it is "none"."""
+    store = as_store(remote)
+    try:
+        sha = store.resolve(revision)
+    except NotFoundError:
+        if revision is not None:
+            raise
+        return LatestResult(None, None, [], repo_missing=True)
+    if sha is None:
+        return LatestResult(None, None, [])
+    folders = store.folders(sha)
+    found = read_candidates(store, sha, sorted(name for name in folders if step_of(name) is not None))
+    skipped = [(c.name, c.metrics_problem) for c in found.values()
+               if c.metrics_problem is not None and c.metrics_problem != "its push has not finished"]
+    for cand, value in ranked(list(found.values()), objective):
+        problems, chosen = _check(store, sha, cand.name, folders[cand.name])
+        if not problems and verifier is not None:
+            problems, chosen = _verified(store, sha, cand.name, verifier, chosen)
+        if not problems:
+            handle = CheckpointHandle(store.name, cand.name, store.pin_of(sha, cand.name, chosen.manifest_bytes),
+                                      cand.step, store.settings.endpoint)
+            return LatestResult(handle, sha, skipped, True, chosen=chosen, chosen_by=(objective.metric, value))
+        skipped.append((cand.name, problems[0]))
     return LatestResult(None, sha, skipped)
 
 
@@ -168,6 +235,12 @@ class CheckpointInfo:
     source: dict[str, str] | None = None
     problem: str | None = None
     """Why it is not complete (the first reason), None when it is."""
+    metrics: dict[str, float] | None = None
+    """What its manifest records it scored (None: nothing, or malformed: ``metrics_problem``)."""
+    metrics_problem: str | None = None
+    """Why its manifest's metrics field is unusable, None when it is fine or absent."""
+    signed: bool = False
+    """It holds a ``model.sig`` (whether it verifies is pull's and latest's question)."""
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -180,6 +253,9 @@ class CheckpointInfo:
             "revision": self.revision,
             "source": self.source,
             "problem": self.problem,
+            "metrics": self.metrics,
+            "metrics_problem": self.metrics_problem,
+            "signed": self.signed,
         }
 
 
@@ -201,6 +277,9 @@ def describe(snap: Snapshot) -> CheckpointInfo:
         revision=snap.revision,
         source=snap.manifest.source if snap.manifest else None,
         problem=problems[0] if problems else None,
+        metrics=snap.manifest.metrics if snap.manifest else None,
+        metrics_problem=snap.manifest.metrics_problem if snap.manifest else None,
+        signed=SIGNATURE_NAME in snap.files,
     )
 
 

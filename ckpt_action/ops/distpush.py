@@ -208,9 +208,10 @@ def agree(session: Session, mine: dict[str, object]) -> None:
 
 def push_distributed(remote: StoreLike, local_dir: Path, subfolder: str, session: Session, *,
                      step: int | None = None, private: bool = True, commit_message: str | None = None,
-                     branch: str = "main", source: dict[str, str] | None = None) -> PushResult:
+                     branch: str = "main", source: dict[str, str] | None = None,
+                     metrics: dict[str, float] | None = None) -> PushResult:
     """Called on every rank of ``session``, after :func:`agree`; every rank returns the same
-    result or raises the same error.
+    result or raises the same error. ``metrics``: rank 0's go into the manifest (it commits).
 
     On every rank (a process group is needed, so this example is not run here)::
 
@@ -262,7 +263,7 @@ def push_distributed(remote: StoreLike, local_dir: Path, subfolder: str, session
     def make_commit() -> PushResult:
         planned = planner(store, subfolder, lambda _have: merged, lambda _sub, rel: ops[rel], step=step,
                           source=source, commit_message=commit_message, contributors=tuple(contributors),
-                          who="rank")
+                          who="rank", metrics=metrics)
         outcome = store.write(planned.plan, what=f"committing {subfolder}", branch=branch, head=head,
                               max_writes=-(-len(merged) // planned.batch_size) + EXTRA_COMMITS)
         uploaded, deleted = landed_counts(outcome, subfolder)

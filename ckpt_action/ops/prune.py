@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ckpt_action.errors import NotFoundError
 
 if TYPE_CHECKING:
+    from ckpt_action.checkpoint.metrics import Objective
     from ckpt_action.ops.discover import CheckpointInfo
     from ckpt_action.stores import StoreLike
 
@@ -69,15 +70,18 @@ def list_repo(store: StoreLike, revision: str | None, warn: Callable[[str], None
     return ListResult(remote.name, sha, infos)
 
 
-def prune(store: StoreLike, keep: int, *, dry_run: bool, free_storage: bool) -> PruneResult:
-    """The prune in one commit and, with ``free_storage``, the freeing after it."""
+def prune(store: StoreLike, keep: int | None, *, dry_run: bool, free_storage: bool, keep_every: int | None = None,
+          keep_best: Objective | None = None, card: bool = False) -> PruneResult:
+    """The prune in one commit and, with ``free_storage``, the freeing after it. ``keep``
+    (the newest to keep), ``keep_every`` and ``keep_best`` keep the union of what each keeps;
+    ``card``: the prune's commit updates the model card's table too."""
     from ckpt_action.ops.release import prune as prune_commit
     from ckpt_action.stores import as_store
 
     remote = as_store(store)
-
+    rules: dict[str, Any] = {"keep_every": keep_every, "keep_best": keep_best, "card": card}
     if not free_storage:
-        plan, sha = prune_commit(remote, keep, dry_run=dry_run)
+        plan, sha = prune_commit(remote, keep, dry_run=dry_run, **rules)
         return PruneResult(sha, list(plan.delete), {name: plan.reasons.get(name, "") for name in plan.keep}, dry_run,
                            remote.name)
     from ckpt_action.ops.freeing import free_pruned, read_references, used_storage
@@ -86,7 +90,7 @@ def prune(store: StoreLike, keep: int, *, dry_run: bool, free_storage: bool) -> 
     # the history, so a repo too long to read is refused before anything is written.
     before = used_storage(remote)
     history = read_references(remote)
-    plan, sha = prune_commit(remote, keep, dry_run=dry_run)
+    plan, sha = prune_commit(remote, keep, dry_run=dry_run, **rules)
     freed = free_pruned(remote, plan.delete, history, head=sha, used_before=before, dry_run=dry_run)
     return PruneResult(sha, list(plan.delete), {name: plan.reasons.get(name, "") for name in plan.keep}, dry_run,
                        remote.name, True, freed.freed_bytes, freed.objects, freed.used_before, freed.used_after)

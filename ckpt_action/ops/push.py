@@ -47,6 +47,7 @@ from ckpt_action.checkpoint.sealing import model_name, seal, with_provenance
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME, LoadedSigner
 from ckpt_action.errors import InputError, IntegrityError, LandedError
 from ckpt_action.handle import CheckpointHandle
+from ckpt_action.ops.card import Row, TagsOf, card_operation
 from ckpt_action.progress import Ticker, bytes_read_since_now
 from ckpt_action.stores import Delete, Final, Identity, Put, Snapshot, Store, StoreLike, Write, WriteOutcome, as_store
 
@@ -261,12 +262,18 @@ def push(
     source: dict[str, str] | None = None,
     signer: LoadedSigner | None = None,
     promoted_from: str | None = None,
+    metrics: dict[str, float] | None = None,
+    card: bool = False,
+    card_tags: TagsOf | None = None,
 ) -> PushResult:
     """Push ``local_dir`` to ``subfolder`` of ``remote`` (a store, or the repo the API
     hands over) and return the pin holding it complete.
 
     With ``signer``, the last commit also writes the provenance statement (listed in the
     manifest) and ``model.sig``, signed from the digests just computed for the manifest.
+    ``metrics`` (checked: :func:`~ckpt_action.checkpoint.metrics.check_metrics`) go into the manifest.
+    ``card``: the last commit also updates the model card's table of checkpoints (:mod:`~ckpt_action.ops.card`),
+    its tags column from ``card_tags``.
 
     >>> from ckpt_action.stores import RepoStore
     >>> res = push(RepoStore.open(settings, "org/run"), Path("out/sft"), "sft")
@@ -289,7 +296,8 @@ def push(
         return local.digests
 
     planned = planner(store, subfolder, digests, local.add, step=step, source=source,
-                      commit_message=commit_message, signer=signer, provenance=provenance, sent=local.sent)
+                      commit_message=commit_message, signer=signer, provenance=provenance, sent=local.sent,
+                      metrics=metrics, card=card, card_tags=card_tags)
     made: list[tuple[str, bool]] = []  # (oid, whether final) of each commit of ours that landed
     try:
         commits = uploaded = deleted = passes = 0
@@ -347,7 +355,8 @@ def planner(store: Store, subfolder: str, digests: Callable[[dict[str, RemoteFil
             add: Callable[[str, str], Put], *, step: int | None, source: dict[str, str] | None,
             commit_message: str | None, signer: LoadedSigner | None = None, provenance: Provenance | None = None,
             sent: Container[str] = (), contributors: tuple[Identity | None, ...] | None = None,
-            who: str = "contributor") -> Planned:
+            who: str = "contributor", metrics: dict[str, float] | None = None, card: bool = False,
+            card_tags: TagsOf | None = None) -> Planned:
     """The planning function the store's :meth:`~ckpt_action.stores.base.Store.write` calls at
     each head, and the batch size.
 
@@ -358,7 +367,9 @@ def planner(store: Store, subfolder: str, digests: Callable[[dict[str, RemoteFil
     With ``signer``, the last commit writes ``provenance``'s statement, the manifest and
     ``model.sig`` together. The last write publishes the complete manifest through the one
     finalize, which holds it to ``contributors`` (what each writer reported it wrote, named
-    ``who``; default: this push alone).
+    ``who``; default: this push alone). ``metrics`` go into the manifest (the marker of an
+    unfinished push too). With ``card``, the last write also puts the model card's table of
+    checkpoints (:mod:`~ckpt_action.ops.card`), in the same write.
     """
     identity = store.identity(subfolder, step)
     agreed = contributors if contributors is not None else (identity,)
@@ -377,7 +388,7 @@ def planner(store: Store, subfolder: str, digests: Callable[[dict[str, RemoteFil
             files, statement = with_provenance(files, provenance)
         pending = [rel for rel in sorted(files) if not matches_remote(files[rel], have.get(rel))]
         stale = sorted(rel for rel in have if rel not in files and not (signer and rel == SIGNATURE_NAME))
-        complete = Manifest(files=dict(files), step=step, complete=True, source=source)
+        complete = Manifest(files=dict(files), step=step, complete=True, source=source, metrics=metrics or None)
         current = state.manifest if state else None
         unsigned = signer is not None and SIGNATURE_NAME not in have
         if (not pending and not stale and not unsigned and current is not None
@@ -387,7 +398,7 @@ def planner(store: Store, subfolder: str, digests: Callable[[dict[str, RemoteFil
         pending = [rel for rel in pending if rel != PROVENANCE_NAME]
         final = len(pending) <= batch_size
         marker = complete if final else Manifest(files=dict(files), step=step, complete=False, created_at="",
-                                                  source=source)
+                                                  source=source, metrics=metrics or None)
         batch = pending[:batch_size]
         ops: list[Put | Delete] = [Delete(f"{subfolder}/{rel}") for rel in stale]
         ops += [add(subfolder, rel) for rel in batch]
@@ -399,6 +410,10 @@ def planner(store: Store, subfolder: str, digests: Callable[[dict[str, RemoteFil
                     Put(f"{subfolder}/{SIGNATURE_NAME}", data=sealed.signature)]
         else:
             ops.append(Put(manifest_path, data=marker.to_json()))
+        if final and card:
+            row = Row(subfolder, step, None, metrics, True, signer is not None)
+            table = card_operation(store, head, add=[row], tags_of=card_tags)
+            ops += [table] if table is not None else []
         if first_pending is None:
             first_pending = len(pending)
         parts = -(-first_pending // batch_size)
@@ -420,7 +435,8 @@ def landed_counts(outcome: WriteOutcome, subfolder: str) -> tuple[int, int]:
     uploaded = deleted = 0
     for landed in outcome.landed:
         ops = landed.operations
-        uploaded += sum(isinstance(op, Put) and op.path not in written for op in ops)
+        uploaded += sum(isinstance(op, Put) and op.path not in written and op.path.startswith(f"{subfolder}/")
+                        for op in ops)
         deleted += sum(isinstance(op, Delete) for op in ops)
     return uploaded, deleted
 

@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 
 
 def push_on_ranks(remote: StoreLike, local_dir: str, subfolder: str, *, step: int | None, private: bool,
-                  commit_message: str | None, group: Any) -> PushResult | None:
+                  commit_message: str | None, group: Any,
+                  metrics: dict[str, float] | None = None) -> PushResult | None:
     """This rank's part of a push from every rank of ``group`` (None: the job's process
     group); None when this process is in no process group (push alone)."""
     from ckpt_action.ops.distpush import agree, identity, push_distributed
@@ -29,7 +30,7 @@ def push_on_ranks(remote: StoreLike, local_dir: str, subfolder: str, *, step: in
         # Checked inside the session: a bad dir on one rank fails every rank at once.
         path = session.run("checking the local dir", lambda: local_dir_to_push(local_dir, allow_empty=True))
         return push_distributed(remote, path, subfolder, session, step=step, private=private,
-                                commit_message=commit_message)
+                                commit_message=commit_message, metrics=metrics)
 
 
 def joined_job(timeout: float) -> AbstractContextManager[None]:

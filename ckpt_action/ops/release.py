@@ -19,14 +19,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ckpt_action.checkpoint.manifest import MANIFEST_NAME, Manifest, expected_from_remote, matches_remote
+from ckpt_action.checkpoint.metrics import Objective
 from ckpt_action.checkpoint.provenance import PROVENANCE_NAME, Provenance
 from ckpt_action.checkpoint.sealing import WRITTEN, Sealed, model_name, seal, with_provenance
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME, LoadedSigner, SignatureError
 from ckpt_action.errors import ConflictError, InputError, IntegrityError, UnreadableManifest, param
 from ckpt_action.handle import CheckpointHandle, step_of
-from ckpt_action.ops.discover import latest
+from ckpt_action.ops.card import Row, card_operation
+from ckpt_action.ops.discover import latest, read_candidates
 from ckpt_action.ops.pull import pull
 from ckpt_action.ops.push import push
+from ckpt_action.ops.retention import Candidate, keep_reasons, ranked
 from ckpt_action.stores import Copy, Delete, Final, Put, Snapshot, Store, StoreLike, Write, as_store, open_complete
 
 log = logging.getLogger(__name__)
@@ -42,6 +45,8 @@ class PromoteResult:
     branch: str | None = None
     signer: str | None = None
     """Who signed the target's ``model.sig`` (None: promoted unsigned)."""
+    chosen_by: tuple[str, float] | None = None
+    """With ``best``: the metric that chose the source, and its value there."""
 
 
 def _same_promotion(have: Manifest, wanted: Manifest) -> bool:
@@ -59,12 +64,13 @@ def _same_promotion(have: Manifest, wanted: Manifest) -> bool:
 
 def promote(store: StoreLike, subfolder: str, revision: str | None, to: str, *, tag: str | None = None,
             branch: str | None = None, target: StoreLike | None = None,
-            signer: LoadedSigner | None = None) -> PromoteResult:
+            signer: LoadedSigner | None = None, card: bool = False) -> PromoteResult:
     """Copy ``subfolder`` at ``revision`` to ``to`` (in the same repo, or in ``target``).
 
     The source's ``model.sig`` and provenance statement are never copied: they vouch for the
     source folder. With ``signer`` the target gets its own, in the same commit as its manifest
-    (the statement names the target and the source it was promoted from).
+    (the statement names the target and the source it was promoted from). With ``card`` the
+    same commit updates the model card's table of checkpoints (:mod:`~ckpt_action.ops.card`).
 
     >>> from ckpt_action.stores import RepoStore
     >>> res = promote(RepoStore.open(settings, "org/run"), "checkpoint-300", None, "release", tag="v1.0")
@@ -85,7 +91,8 @@ def promote(store: StoreLike, subfolder: str, revision: str | None, to: str, *, 
     digests = dict(snap.manifest.files) if snap.manifest else expected_from_remote(snap.files)
     digests = {rel: d for rel, d in digests.items() if rel not in WRITTEN}
     wanted = Manifest(files=digests, step=step, complete=True,
-                      source={"repo": remote.name, "subfolder": subfolder, "revision": sha})
+                      source={"repo": remote.name, "subfolder": subfolder, "revision": sha},
+                      metrics=snap.manifest.metrics if snap.manifest else None)
     sealed = None
     if signer is not None:  # signed once, before any write: the target's content does not depend on its head
         wanted, sealed = _signed_promotion(remote, snap, signer, to, wanted)
@@ -123,6 +130,11 @@ def promote(store: StoreLike, subfolder: str, revision: str | None, to: str, *, 
             ops += [Put(f"{to}/{PROVENANCE_NAME}", data=sealed.provenance),
                     Put(f"{to}/{MANIFEST_NAME}", data=sealed.manifest),
                     Put(f"{to}/{SIGNATURE_NAME}", data=sealed.signature)]
+        if card:
+            row = Row(to, step, None, wanted.metrics, True, sealed is not None)
+            table = card_operation(remote, head, add=[row], tag=(tag, [to, subfolder]) if tag else None,
+                                   tags_of=tagged_folders)
+            ops += [table] if table is not None else []
         return Write(ops, title, finalizes=Final(identity, (identity,), have.files))
 
     outcome = remote.write(plan, what=f"promoting {subfolder}", branch=on)
@@ -190,15 +202,23 @@ class PrunePlan:
     """Why each kept checkpoint is kept."""
 
 
-def plan_prune(store: StoreLike, keep_last: int, head: str | None = None) -> PrunePlan:
+def plan_prune(store: StoreLike, keep_last: int | None, head: str | None = None, *,
+               keep_every: int | None = None, keep_best: Objective | None = None) -> PrunePlan:
     """What prune would delete at ``head`` (default: main's current head), and why everything else stays.
 
     Only top-level ``checkpoint-N`` folders are candidates; ``sft/``, promoted targets and
     any other folder are never touched. A candidate whose manifest cannot be read is kept
     with that reason: it may be anything, and deleting it would hide the question.
+    ``keep_last``, ``keep_every`` and ``keep_best`` keep the union of what each keeps
+    (:func:`~ckpt_action.ops.retention.keep_reasons`); ``keep_best`` on a metric no
+    checkpoint here has is an InputError, raised before anything is deleted.
     """
-    if keep_last < 1:
-        raise InputError(f"{param('keep_last')} must be at least 1", param='keep_last')
+    for name, value in (("keep_last", keep_last), ("keep_every", keep_every)):
+        if value is not None and value < 1:
+            raise InputError(f"{param(name)} must be at least 1", param=name)
+    if keep_last is None and keep_every is None and keep_best is None:
+        raise InputError(f"prune needs {param('keep_last')}, {param('keep_every')} or {param('keep_best')}: what"
+                         " to keep", param="keep_last")
     remote = as_store(store)
     head = head or remote.resolve(None)
     if head is None:
@@ -207,8 +227,17 @@ def plan_prune(store: StoreLike, keep_last: int, head: str | None = None) -> Pru
     folders = remote.folders(head)
     ckpts = sorted((s, name) for name in folders if (s := step_of(name)) is not None)
     reasons: dict[str, str] = {}
-    for _s, name in ckpts[-keep_last:]:
-        reasons[name] = f"among the last {keep_last}"
+    read: dict[str, Candidate] = {}
+    if keep_best is not None:
+        read = read_candidates(remote, head, [n for _s, n in ckpts])
+        if not ranked(list(read.values()), keep_best):
+            raise InputError(f"{param('keep_best')} {keep_best}: no checkpoint-N here records {keep_best.metric}:"
+                             " name a metric they have (see list), or drop it; nothing was deleted",
+                             param="keep_best")
+    cands = list(read.values()) if read else [Candidate(n, s) for s, n in ckpts]
+    for name, whys in keep_reasons(cands, keep_last=keep_last, keep_every=keep_every,
+                                   keep_best=keep_best).items():
+        reasons[name] = "; ".join(whys)
     newest = latest(remote, head)
     if newest.handle is not None:
         reasons.setdefault(newest.handle.subfolder, "the latest complete checkpoint")
@@ -222,7 +251,10 @@ def plan_prune(store: StoreLike, keep_last: int, head: str | None = None) -> Pru
         for name in _tagged_checkpoints(remote, tagged):
             if name in folders:
                 reasons.setdefault(name, f"tagged {tag}")
-    for name, why in _unreadable_manifests(remote, head, [n for _s, n in ckpts if n not in reasons]).items():
+    unread = [n for _s, n in ckpts if n not in reasons]
+    unreadable = ({n: why for n in unread if (why := read[n].unreadable) is not None} if read
+                  else _unreadable_manifests(remote, head, unread))
+    for name, why in unreadable.items():
         reasons[name] = f"{why}; not deleted: delete it by hand if it is garbage"
     delete = [name for _s, name in ckpts if name not in reasons]
     keep = [name for _s, name in ckpts if name in reasons]
@@ -284,15 +316,28 @@ def _tagged_checkpoints(remote: Store, sha: str) -> set[str]:
     return {max(steps)[1]} if steps else set()
 
 
-def prune(store: StoreLike, keep_last: int, *, dry_run: bool = False) -> tuple[PrunePlan, str | None]:
+def tagged_folders(remote: Store, folders: list[str]) -> dict[str, list[str]]:
+    """Each of ``folders`` with the tags made for it (prune's rule: :func:`_tagged_checkpoints`)."""
+    out: dict[str, list[str]] = {}
+    for tag, tagged in sorted(remote.refs()[1].items()):
+        for name in _tagged_checkpoints(remote, tagged):
+            if name in folders:
+                out.setdefault(name, []).append(tag)
+    return out
+
+
+def prune(store: StoreLike, keep_last: int | None, *, dry_run: bool = False, keep_every: int | None = None,
+          keep_best: Objective | None = None, card: bool = False) -> tuple[PrunePlan, str | None]:
     """Delete what :func:`plan_prune` says, in one commit pinned to the head it planned at.
 
     If the branch moves first, the prune is planned again at the new head. The plan
     returned names what the commit(s) that landed deleted, and what the last plan keeps.
+    With ``card`` the same commit updates the model card's table of checkpoints (also when
+    nothing is deleted and the table is not what the repo holds).
     """
     remote = as_store(store)
-    first = plan_prune(remote, keep_last)
-    if dry_run or not first.delete:
+    first = plan_prune(remote, keep_last, keep_every=keep_every, keep_best=keep_best)
+    if dry_run or not first.revision or (not first.delete and not card):
         return first, first.revision or None
     planned = {first.revision: first}
     last = first
@@ -301,11 +346,18 @@ def prune(store: StoreLike, keep_last: int, *, dry_run: bool = False) -> tuple[P
         nonlocal last
         # The first round uses the plan made above; later ones plan at the head they read
         # (a moved head makes the commit a 412, and the round after plans again).
-        last = planned.pop(head) if head in planned else plan_prune(remote, keep_last, head)
-        if not last.delete:
-            return None
+        last = planned.pop(head) if head in planned else plan_prune(remote, keep_last, head,
+                                                                                    keep_every=keep_every,
+                                                                                    keep_best=keep_best)
         ops: list[Put | Delete | Copy] = [Delete(f"{name}/") for name in last.delete]
-        return Write(ops, f"Prune {len(last.delete)} checkpoint(s), keep {', '.join(last.keep)}"[:200])
+        table = card_operation(remote, head, drop=last.delete, tags_of=tagged_folders) if card else None
+        if table is not None:
+            ops.append(table)
+        if not ops:
+            return None
+        title = (f"Prune {len(last.delete)} checkpoint(s), keep {', '.join(last.keep)}"[:200] if last.delete
+                 else "Update the table of checkpoints in README.md")
+        return Write(ops, title)
 
     outcome = remote.write(plan, what="pruning", head=first.revision)
     deleted = [op.path.rstrip("/") for p in outcome.landed for op in p.operations if isinstance(op, Delete)]

@@ -60,16 +60,19 @@ def lower_priority() -> list[str]:
 def handle(request: Request) -> Answer:
     """Run one request through the public API; every failure is an answer, never raised."""
     from ckpt_action import api
+    from ckpt_action.client import trainer_metrics
     from ckpt_action.errors import CkptError, RemoteError
 
     hub = request.get("hub") or {}
     try:
         if request["op"] == "push":
+            metrics = trainer_metrics(request["local_dir"], request["step"]) if request["step"] is not None else {}
             handle = api.push(request["local_dir"], request["repo"], step=request["step"],
-                              private=request.get("private", True), **hub)
+                              private=request.get("private", True), metrics=metrics or None, **hub)
             return {"ok": True, "subfolder": handle.subfolder, "revision": handle.revision}
         if request["op"] == "prune":
-            res = api.prune(request["repo"], request["keep_last"], **hub)
+            res = api.prune(request["repo"], request["keep_last"], keep_every=request.get("keep_every"),
+                            keep_best=request.get("keep_best"), **hub)
             return {"ok": True, "deleted": list(res.deleted), "revision": res.revision}
         return {"ok": False, "error": f"unknown request {request['op']!r}"}
     except CkptError as exc:

@@ -4,8 +4,10 @@ Every ``poll`` seconds the loop scans the dir (:class:`.scanner.Scanner`), and w
 uploader is idle hands it the next ready checkpoint, pushed as ``checkpoint-STEP`` (so
 ``latest`` and ``pull`` find it whatever the local name). After a push it checks that the
 files did not change while they were hashed and uploaded; if they did, the checkpoint is
-pushed again once it is complete and quiet. With ``keep_last`` it prunes on the Hub after
-pushes (prune never deletes what a tag or a promotion holds).
+pushed again once it is complete and quiet. A push records the evaluation metrics the
+Trainer logged at that step (``trainer_state.json``'s ``log_history``), as the callback's do.
+With ``keep_last``, ``keep_every`` or ``keep_best`` (prune's rules, a union) it prunes on the
+Hub after pushes (prune never deletes what a tag or a promotion holds).
 
 **The commit quota.** The Hub takes at most ``commits_per_hour`` commits per repo an hour
 (128). When more checkpoints are ready than the hour has commits left, or once the Hub
@@ -38,6 +40,7 @@ from types import FrameType
 from typing import Any
 
 from ..errors import InputError, param
+from ..options import Retention
 from . import markers
 from .scanner import Checkpoint, Scanner, Snapshot
 from .uploader import ProcessUploader, ThreadUploader
@@ -129,7 +132,8 @@ class Watcher:
 
     def __init__(self, local_dir: str | os.PathLike[str], repo: str, *, pattern: str | None = None,
                  format: str = "auto", settle: float = 10.0, grace: float = 25.0,
-                 keep_last: int | None = None, commits_per_hour: int = COMMITS_PER_HOUR, private: bool = True,
+                 keep_last: int | None = None, keep_every: int | None = None, keep_best: str | None = None,
+                 commits_per_hour: int = COMMITS_PER_HOUR, private: bool = True,
                  endpoint: str | None = None, token: str | None = None, timeout: float | None = None,
                  retries: int | None = None, poll: float = 0.5, uploader: str = "process",
                  log: Callable[[str], None] | None = None, clock: Callable[[], float] = time.monotonic) -> None:
@@ -147,9 +151,13 @@ class Watcher:
         self.settle = _seconds(settle, "settle")
         self.grace = _seconds(grace, "grace")
         self.poll = _seconds(poll, "poll", minimum=0.01)
-        if keep_last is not None:
-            keep_last = names.positive(keep_last, "keep_last")
-        self.keep_last = keep_last
+        from ckpt_action.client import retention_rules
+
+        retention = Retention(keep_last=keep_last, keep_every=keep_every, keep_best=keep_best)
+        if retention.wanted:
+            retention_rules(retention)  # prune's own checks of them, before anything starts
+        self.retention = retention if retention.wanted else None
+        self.keep_last = retention.keep_last
         if isinstance(commits_per_hour, bool) or not isinstance(commits_per_hour, int) or commits_per_hour < 1:
             raise InputError(f"{param('commits_per_hour')} must be a whole number >= 1", param="commits_per_hour")
         self.commits_per_hour = commits_per_hour
@@ -322,11 +330,11 @@ class Watcher:
                     self.log(f"commit quota: skipping {older.name}, pushing the newer {waiting[-1].name}")
                 waiting = waiting[-1:]
             self._push(waiting[-1] if self._stop.is_set() else waiting[0])
-        elif self._prune_due and budget > 1 and self.keep_last is not None and not self._stopping():
+        elif self._prune_due and budget > 1 and self.retention is not None and not self._stopping():
             self._prune_due = False
             self._inflight = ("prune", None, None, None)
             assert self._uploader is not None
-            self._uploader.submit({"op": "prune", "repo": self.repo, "keep_last": self.keep_last, "hub": self.hub})
+            self._uploader.submit({"op": "prune", "repo": self.repo, **self.retention.keywords(), "hub": self.hub})
 
     def _push(self, ckpt: Checkpoint) -> None:
         staging = None

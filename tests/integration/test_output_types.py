@@ -5,6 +5,7 @@ states (SHA, whole number, boolean, JSON array), the modes it names, and nothing
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -30,7 +31,7 @@ def test_every_output_declares_a_kind_its_description_states() -> None:
     assert set(KINDS) == set(OUTPUTS)
     words = {"sha": "SHA", "bool": "`true`", "json-array": "JSON array"}
     for name, kind in KINDS.items():
-        assert kind in ("sha", "int", "bool", "json-array", "text"), name
+        assert kind in ("sha", "int", "bool", "json-array", "text", "number"), name
         if kind in words:
             assert words[kind] in OUTPUTS[name], f"{name}: its description does not say it is a {kind}"
 
@@ -55,6 +56,9 @@ def check(mode: str, outputs: dict[str, str], as_json: dict[str, object], dotenv
             assert text in ("true", "false") and isinstance(value, bool), (mode, name, text)
         elif kind == "json-array":
             assert isinstance(json.loads(text), list) and isinstance(value, list), (mode, name, text)
+        elif kind == "number":
+            assert math.isfinite(float(text)) and isinstance(value, (int, float)), (mode, name, text)
+            assert not isinstance(value, bool) and float(text) == value, (mode, name, text)
 
 
 @pytest.fixture
@@ -79,14 +83,19 @@ def run_mode(hub_server, hf_client, cli, tmp_path):
 def test_each_mode_writes_only_its_outputs_each_of_its_described_type(run_mode, tmp_path: Path) -> None:
     for step in (1, 2, 3):
         src = write_checkpoint(tmp_path / f"c{step}", {"model.bin": bytes([step]) * 100, "config.json": b"{}"})
-        pushed = run_mode(f"push{step}", "push", "--repo", "o/r", "--local-dir", str(src), "--step", str(step))
+        pushed = run_mode(f"push{step}", "push", "--repo", "o/r", "--local-dir", str(src), "--step", str(step),
+                          "--metric", f"eval_loss={1 / step}")
     assert "found" not in pushed and "step" in pushed
     found = run_mode("latest", "latest", "--repo", "o/r")
     assert found["found"] == "true" and found["verified"] == "true"
+    best = run_mode("best", "latest", "--repo", "o/r", "--best", "eval_loss:max")
+    assert best["subfolder"] == "checkpoint-1" and best["best-metric"] == "eval_loss" and best["best-value"] == "1.0"
     missing = run_mode("missing", "latest", "--repo", "o/nothing-here")
     assert missing["found"] == "false" and "step" not in missing and "verified" not in missing
     run_mode("pull", "pull", "--repo", "o/r", "--latest", "--local-dir", str(tmp_path / "pulled"))
     run_mode("promote", "promote", "--repo", "o/r", "--subfolder", "checkpoint-3", "--to", "release", "--tag", "v1")
+    by_best = run_mode("promote-best", "promote", "--repo", "o/r", "--best", "eval_loss:min", "--to", "best")
+    assert by_best["source-subfolder"] == "checkpoint-3" and by_best["best-value"] == str(1 / 3)
     listed = run_mode("list", "list", "--repo", "o/r")
     assert int(listed["count"]) == len(json.loads(listed["checkpoints"]))
     dry = run_mode("dry", "prune", "--repo", "o/r", "--keep-last", "1", "--dry-run")

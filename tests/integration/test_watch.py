@@ -193,3 +193,31 @@ def test_keep_last_prunes_the_hub_as_pushes_land(local_hub, tmp_path):
         report = w.stop(grace=5)
     assert on_hub(local_hub.url) == ["checkpoint-2", "checkpoint-3"]
     assert report.pruned == ["checkpoint-1"]
+
+
+def with_eval(root: Path, step: int, eval_loss: float) -> Path:
+    """A Trainer-like checkpoint whose trainer_state.json logged an evaluation at its step."""
+    folder = trainer_like(root, step, finished=False)
+    state = {"global_step": step, "log_history": [{"step": step, "eval_loss": eval_loss}]}
+    (folder / "trainer_state.json").write_text(json.dumps(state))  # last, as the Trainer writes it
+    return folder
+
+
+def test_watch_records_the_eval_metrics_and_prunes_by_keep_best_and_keep_every(local_hub, tmp_path):
+    out = tmp_path / "out"
+    w = watcher(out, local_hub.url, keep_last=1, keep_every=4, keep_best="eval_loss:min").start()
+    try:
+        for step, loss in ((1, 0.5), (2, 0.1), (3, 0.4), (4, 0.9), (5, 0.3)):
+            with_eval(out, step, loss)
+            wait_for(lambda step=step: len(w.report.pushed) == step)
+        wait_for(lambda: sorted(w.report.pruned) == ["checkpoint-1", "checkpoint-3"])
+    finally:
+        w.stop(grace=5)
+    infos = {c.subfolder: c for c in ckpt.list_checkpoints(REPO, endpoint=local_hub.url)}
+    assert sorted(infos) == ["checkpoint-2", "checkpoint-4", "checkpoint-5"]
+    assert infos["checkpoint-2"].metrics == {"eval_loss": 0.1}
+
+
+def test_watch_refuses_a_bad_keep_best_before_anything_starts(tmp_path):
+    with pytest.raises(ckpt.InputError, match="keep_best"):
+        Watcher(tmp_path / "out", REPO, keep_best="eval_loss:sideways")

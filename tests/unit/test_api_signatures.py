@@ -24,9 +24,10 @@ _VERIFY = ("verify_key: 'PathLike | None' = None, verify_certificate_chain: 'Pat
 BEFORE = {
     "push": "(local_dir: 'PathLike', repo: 'str', *, step: 'int | None' = None, subfolder: 'str | None' = None, "
             "private: 'bool' = True, commit_message: 'str | None' = None, " + _SIGN + ", distributed: 'bool' = False, "
-            "group: 'Any' = None, " + _HUB + ") -> 'CheckpointHandle'",
+            "group: 'Any' = None, " + _HUB + ", metrics: 'Mapping[str, float] | None' = None, card: 'bool' = False)"
+            " -> 'CheckpointHandle'",
     "latest": "(repo: 'str', *, revision: 'str | None' = None, require: 'bool' = False, " + _VERIFY + ", " + _HUB
-              + ") -> 'CheckpointHandle | None'",
+              + ", best: 'str | None' = None) -> 'CheckpointHandle | None'",
     "pull": "(source: 'CheckpointHandle | str | None' = None, local_dir: 'PathLike | None' = None, *, "
             "subfolder: 'str | None' = None, revision: 'str | None' = None, force: 'bool' = False, "
             "include: 'Sequence[str]' = (), exclude: 'Sequence[str]' = (), cache_dir: 'PathLike | None' = None, "
@@ -34,10 +35,12 @@ BEFORE = {
             + ", " + _HUB + ", found: 'LatestResult | None' = None) -> 'Path'",
     "promote": "(source: 'CheckpointHandle | str', to: 'str', *, subfolder: 'str | None' = None, "
                "revision: 'str | None' = None, to_repo: 'str | None' = None, tag: 'str | None' = None, "
-               "branch: 'str | None' = None, " + _SIGN + ", " + _HUB + ") -> 'CheckpointHandle'",
+               "branch: 'str | None' = None, " + _SIGN + ", " + _HUB + ", best: 'str | None' = None, "
+               "card: 'bool' = False) -> 'CheckpointHandle'",
     "list_checkpoints": "(repo: 'str', *, revision: 'str | None' = None, " + _HUB + ") -> 'list[CheckpointInfo]'",
     "prune": "(repo: 'str', keep_last: 'int', *, dry_run: 'bool' = False, free_storage: 'bool' = False, " + _HUB
-             + ") -> 'PruneResult'",
+             + ", keep_every: 'int | None' = None, keep_best: 'str | None' = None, card: 'bool' = False)"
+               " -> 'PruneResult'",
     "log_pointer": "(handle: 'CheckpointHandle', run: 'Any' = None, *, artifact_name: 'str | None' = None, "
                    "extra: 'dict[str, Any] | None' = None, project: 'str | None' = None, "
                    "entity: 'str | None' = None, run_id: 'str | None' = None, registry: 'str | None' = None, "

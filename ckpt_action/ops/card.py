@@ -1,0 +1,130 @@
+"""``--card``: a table of the repo's checkpoints in its model card (``README.md``), kept
+between two markers and written in the same commit as the change it describes.
+
+The card is the user's: every byte outside the markers is kept as it was, and a card
+without them gets the table appended (:func:`splice`). The commit that writes it is pinned
+to its parent like every other (:func:`~ckpt_action.hub.commits.commit`), so an edit that
+landed in between makes the writer plan again from it, never overwrite it.
+
+Each cell is data (folder and metric names come from the Hub): every character but
+letters, digits and a few plain marks becomes a numeric character reference, so a name
+cannot end a cell, open a tag or a link, or start code (:func:`cell`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+if TYPE_CHECKING:
+    from ckpt_action.ops.discover import CheckpointInfo
+    from ckpt_action.stores import Put, Store
+
+CARD_NAME = "README.md"
+START = "<!-- ckpt-action:checkpoints:start -->"
+END = "<!-- ckpt-action:checkpoints:end -->"
+_PLAIN = re.compile(r"[^A-Za-z0-9 .,/-]")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One checkpoint folder as the card shows it."""
+
+    subfolder: str
+    step: int | None
+    revision: str | None
+    """A commit that holds it complete; None: the commit this table is written in."""
+    metrics: Mapping[str, float] | None
+    complete: bool
+    signed: bool
+    tags: tuple[str, ...] = ()
+
+
+def cell(value: object) -> str:
+    """``value`` as a table cell's text that Markdown and HTML take literally.
+
+    >>> cell("eval_loss|<b>")
+    'eval&#95;loss&#124;&#60;b&#62;'
+    """
+    return _PLAIN.sub(lambda m: f"&#{ord(m.group())};", " ".join(str(value).split()))
+
+
+def _metrics(metrics: Mapping[str, float] | None) -> str:
+    return "<br>".join(f"{cell(k)}={cell(f'{v:.6g}')}" for k, v in sorted((metrics or {}).items()))
+
+
+def table(rows: Sequence[Row], repo_url: str = "") -> str:
+    """The Markdown table: checkpoint, step, pinned SHA (a link to the folder at it), metrics,
+    complete, signed, tags; one line each, ending with a newline."""
+    out = ["| checkpoint | step | pinned SHA | metrics | complete | signed | tags |",
+           "|---|---:|---|---|---|---|---|"]
+    for r in rows:
+        if r.revision is None:
+            sha = "this commit"
+        elif repo_url:
+            sha = f"[`{r.revision[:12]}`]({repo_url.rstrip('/')}/tree/{r.revision}/{quote(r.subfolder)})"
+        else:
+            sha = f"`{r.revision[:12]}`"
+        out.append(f"| {cell(r.subfolder)} | {'' if r.step is None else r.step} | {sha} | {_metrics(r.metrics)} "
+                   f"| {'yes' if r.complete else 'no'} | {'yes' if r.signed else 'no'} "
+                   f"| {', '.join(cell(t) for t in r.tags)} |")
+    return "\n".join(out) + "\n"
+
+
+def splice(card: bytes | None, text: str) -> bytes:
+    """``card`` with ``text`` between the markers: replacing what was there, or appended
+    (after a newline, when the card does not end with one) where there are none. Every
+    byte outside the markers is kept."""
+    block = f"{START}\n{text}{END}".encode()
+    if card is None:
+        return block + b"\n"
+    start, end = card.find(START.encode()), card.find(END.encode())
+    if start != -1 and end > start:
+        return card[:start] + block + card[end + len(END):]
+    sep = b"" if not card or card.endswith(b"\n") else b"\n"
+    return card + sep + (b"\n" if card else b"") + block + b"\n"
+
+
+def rows_at(infos: Sequence[CheckpointInfo], revision: str, tags: Mapping[str, Sequence[str]],
+            signed: set[str]) -> list[Row]:
+    """The rows of the checkpoints ``list`` read at ``revision``; ``tags``: folder -> tags made
+    for it; ``signed``: the folders holding a ``model.sig``."""
+    return [Row(i.subfolder, i.step, revision if i.complete else None, i.metrics, i.complete,
+                i.subfolder in signed, tuple(sorted(tags.get(i.subfolder, ())))) for i in infos]
+
+
+TagsOf = Callable[["Store", list[str]], Mapping[str, Sequence[str]]]
+
+
+def card_operation(remote: Store, head: str | None, *, drop: Sequence[str] = (),
+                   add: Sequence[Row] = (), tag: tuple[str, Sequence[str]] | None = None,
+                   tags_of: TagsOf | None = None) -> Put | None:
+    """The ``README.md`` write for a commit planned at ``head`` that deletes the folders
+    ``drop`` and writes the ones ``add`` describes; ``tag``: (a tag this write will create,
+    the folders it is made for); ``tags_of``: the tags made for each folder (prune's rule,
+    :func:`~ckpt_action.ops.release.tagged_folders`). A :class:`~ckpt_action.stores.base.Put`
+    that goes into the same write as the change; None when the card already says it all."""
+    from ckpt_action.ops.discover import list_checkpoints
+    from ckpt_action.stores import Put
+
+    rows: list[Row] = []
+    current = None
+    if head is not None:
+        _sha, infos = list_checkpoints(remote, head)
+        written = {r.subfolder for r in add}
+        kept = [i for i in infos if i.subfolder not in set(drop) | written]
+        signed = {i.subfolder for i in kept if i.signed}
+        tags = tags_of(remote, [i.subfolder for i in kept]) if tags_of is not None else {}
+        rows = rows_at(kept, head, tags, signed)
+        current = remote.read_small_file(head, CARD_NAME, missing_ok=True)
+    rows += add
+    if tag is not None:
+        rows = [Row(r.subfolder, r.step, r.revision, r.metrics, r.complete, r.signed,
+                    tuple(sorted({*r.tags, tag[0]})) if r.subfolder in tag[1] else r.tags) for r in rows]
+    rows.sort(key=lambda r: (r.step is None, -(r.step or 0), r.subfolder))
+    repo_url = f"{remote.settings.endpoint.rstrip('/')}/{remote.name}"
+    new = splice(current, table(rows, repo_url))
+    return None if new == current else Put(CARD_NAME, data=new)

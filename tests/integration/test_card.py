@@ -1,0 +1,139 @@
+"""--card: the table of the repo's checkpoints in README.md, written in the commit it
+describes; every byte of the card outside the markers is the user's."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import clean_env, write_checkpoint
+from tests.helpers.chaos_helpers import env_for
+from tests.helpers.commit_proxy import COMMIT, CommitProxy
+
+START, END = b"<!-- ckpt-action:checkpoints:start -->", b"<!-- ckpt-action:checkpoints:end -->"
+
+
+@pytest.fixture
+def hub(hub_server, hf_client):
+    return hub_server()
+
+
+@pytest.fixture
+def env(hub, tmp_path):
+    return clean_env(tmp_path, HF_ENDPOINT=hub.url)
+
+
+def hf(hub):
+    from huggingface_hub import HfApi
+
+    return HfApi(endpoint=hub.url)
+
+
+def readme(hub, revision):
+    import urllib.request
+
+    with urllib.request.urlopen(f"{hub.url}/o/r/resolve/{revision}/README.md") as r:
+        return r.read()
+
+
+def push(cli, env, tmp_path, step, *extra):
+    src = write_checkpoint(tmp_path / f"s{step}", {"w.bin": bytes([step]) * 20})
+    run = cli("push", "--repo", "o/r", "--local-dir", str(src), "--step", str(step), "--json", *extra, env=env)
+    assert run.code == 0, run.stderr
+    return run.json
+
+
+def write_card(hub, text: bytes):
+    from huggingface_hub import CommitOperationAdd
+
+    return hf(hub).create_commit("o/r", [CommitOperationAdd("README.md", text)], commit_message="card by hand").oid
+
+
+def rows(card: bytes) -> dict[str, list[str]]:
+    table = card[card.index(START):card.index(END)].decode().splitlines()[3:]
+    return {cells[0]: cells[1:] for line in table if (cells := [c.strip() for c in line.strip("|").split("|")])}
+
+
+def test_push_appends_the_table_to_a_card_without_markers_in_the_same_commit(hub, env, cli, tmp_path):
+    push(cli, env, tmp_path, 1, "--metric", "eval_loss=0.5")
+    hand = b"---\nlicense: mit\n---\n# My run\r\nnotes \xe2\x9c\x93 by hand"  # no newline at the end
+    write_card(hub, hand)
+    before = len(hf(hub).list_repo_commits("o/r"))
+    out = push(cli, env, tmp_path, 2, "--metric", "eval_loss=0.25", "--card")
+    assert len(hf(hub).list_repo_commits("o/r")) == before + 1, "the table is in the push's own commit"
+    card = readme(hub, out["revision"])
+    assert card.startswith(hand), "every byte of the card is kept"
+    table = rows(card)
+    assert table["checkpoint-2"][:2] == ["2", "this commit"] and table["checkpoint-2"][2] == "eval&#95;loss=0.25"
+    assert table["checkpoint-1"][1].startswith("[`") and table["checkpoint-1"][3:5] == ["yes", "no"]
+    assert out["uploaded_files"] == 1, "the card is not counted as a file of the checkpoint"
+
+
+def test_prune_and_promote_keep_the_table_right_and_the_hand_edits(hub, env, cli, tmp_path):
+    for step in (1, 2, 3):
+        push(cli, env, tmp_path, step, "--metric", f"eval_loss={step / 10}")
+    before, after = b"# Title\n\nintro\n\n", b"\n\n## Usage\nkeep | me <b>\n"
+    write_card(hub, before + START + b"\nstale\n" + END + after)
+    commits = len(hf(hub).list_repo_commits("o/r"))
+    run = cli("prune", "--repo", "o/r", "--keep-last", "1", "--card", "--json", env=env)
+    assert run.code == 0, run.stderr
+    assert len(hf(hub).list_repo_commits("o/r")) == commits + 1, "the table is in the prune's own commit"
+    card = readme(hub, run.json["revision"])
+    assert card.startswith(before) and card.endswith(after)
+    assert sorted(rows(card)) == ["checkpoint-3"]
+    promoted = cli("promote", "--repo", "o/r", "--subfolder", "checkpoint-3", "--to", "release", "--tag", "v1",
+                   "--card", "--json", env=env)
+    assert promoted.code == 0, promoted.stderr
+    assert len(hf(hub).list_repo_commits("o/r")) == commits + 2, "the table is in the promote's own commit"
+    card = readme(hub, "v1")
+    assert card.startswith(before) and card.endswith(after)
+    table = rows(card)
+    assert table["release"][1] == "this commit" and table["release"][5] == "v1"
+    assert table["checkpoint-3"][5] == "v1" and table["checkpoint-3"][1].startswith("[`")
+
+
+def test_a_concurrent_edit_of_the_card_is_never_lost(hub, env, cli, tmp_path):
+    for step in (1, 2):
+        push(cli, env, tmp_path, step)
+    write_card(hub, b"# v1 of the card\n")
+    with CommitProxy(hub.url) as proxy:
+        # Right before the prune's commit reaches the Hub, someone edits the card.
+        proxy.before("POST", COMMIT, lambda: write_card(hub, b"# v2, edited meanwhile\n"))
+        run = cli("prune", "--repo", "o/r", "--keep-last", "1", "--card", "--json", env=env_for(proxy, tmp_path))
+        statuses = [c.status for c in proxy.commits()]
+    assert run.code == 0, run.stderr
+    assert statuses == [412, 200], "the prune's first commit was pinned to the head the edit moved"
+    card = readme(hub, run.json["revision"])
+    assert card.startswith(b"# v2, edited meanwhile\n") and sorted(rows(card)) == ["checkpoint-2"]
+
+
+def test_card_refusals_name_the_option(hub, env, cli, tmp_path):
+    src = write_checkpoint(tmp_path / "x", {"w.bin": b"w"})
+    run = cli("push", "--repo", "o/r", "--local-dir", str(src), "--step", "1", "--card", "--distributed", env=env)
+    assert run.code == 2 and "--card" in run.stderr.strip().splitlines()[-1]
+    run = cli("promote", "--repo", "o/r", "--subfolder", "checkpoint-1", "--to", "r", "--to-repo", "o/other",
+              "--card", env=env)
+    assert run.code == 2 and "--card" in run.stderr.strip().splitlines()[-1]
+
+
+def test_the_hubs_warning_about_a_card_reaches_the_log_as_one_escaped_line(hub, env, cli, tmp_path):
+    push(cli, env, tmp_path, 1)
+    run = cli("prune", "--repo", "o/r", "--keep-last", "1", "--card", env=env | {"GITHUB_ACTIONS": "true"})
+    assert run.code == 0, run.stderr
+    said = [line for line in run.stderr.splitlines() if "metadata" in line]
+    assert said and all(line.startswith("::warning::") for line in said), run.stderr
+
+
+def test_a_signed_push_and_promote_show_as_signed(hub, env, cli, tmp_path):
+    pytest.importorskip("model_signing", reason="needs the signing extra")
+    from tests.helpers.signing_helpers import make_key
+
+    key = make_key(tmp_path)
+    push(cli, env, tmp_path, 1)
+    push(cli, env, tmp_path, 2, "--signing-key", str(key.private), "--card")
+    card = rows(readme(hub, "main"))
+    assert card["checkpoint-2"][4] == "yes" and card["checkpoint-1"][4] == "no"
+    run = cli("promote", "--repo", "o/r", "--subfolder", "checkpoint-1", "--to", "release", "--signing-key",
+              str(key.private), "--card", "--json", env=env)
+    assert run.code == 0, run.stderr
+    card = rows(readme(hub, run.json["revision"]))
+    assert card["release"][4] == "yes" and card["checkpoint-2"][4] == "yes" and card["checkpoint-1"][4] == "no"
