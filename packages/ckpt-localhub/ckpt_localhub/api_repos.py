@@ -8,6 +8,7 @@ import re
 from typing import Any
 from urllib.parse import quote
 
+from . import api_buckets
 from .context import Call, repo_url
 from .gitobjects import lfs_pointer
 from .httpmessages import HttpError, Response, json_response
@@ -68,6 +69,8 @@ def delete_repo(call: Call) -> Response:
 def move_repo(call: Call) -> Response:
     call.require_write()
     payload = call.json_object()
+    if payload.get("type") == "bucket":
+        return api_buckets.move(call, payload)
     repo_type = _repo_type(payload.get("type"))
     source, target = payload.get("fromRepo"), payload.get("toRepo")
     if not isinstance(source, str) or not isinstance(target, str):

@@ -72,10 +72,17 @@ def _shape(firing: Firing, req: Request, response: Response) -> Response:
     if rule.etag is not None:
         for key in ("ETag", "X-Linked-Etag"):
             response.headers[key] = rule.etag
-    if rule.tree_escape is not None and req.notes.get("answer") == "tree" and isinstance(response.payload, list):
+    answer = req.notes.get("answer")
+    if rule.tree_escape is not None and answer == "tree" and isinstance(response.payload, list):
         data = b"escape\n"
         response.payload.append({"type": "file", "oid": hashlib.sha1(data, usedforsecurity=False).hexdigest(),
                                  "size": len(data), "path": rule.tree_escape})
+    if rule.tree_escape is not None and answer == "bucket-tree" and isinstance(response.payload, list):
+        # A bucket's file entry: no git id, a Xet hash instead (of bytes this server never stored).
+        data = b"escape\n"
+        response.payload.append({"type": "file", "path": rule.tree_escape, "size": len(data),
+                                 "xetHash": hashlib.sha256(data).hexdigest(), "mtime": "2026-01-01T00:00:00.000Z",
+                                 "uploadedAt": "2026-01-01T00:00:00.000Z"})
     if rule.reset is not None and not req.body.present:
         req.wire.cut_after = rule.reset
     if rule.corrupt:

@@ -25,7 +25,13 @@ changes. Actions (several may be combined in one rule):
 - ``delay_s`` (float): sleep before answering (normally, or with the other actions).
   Writes (any method but GET and HEAD) sleep before the request takes effect.
 - ``corrupt`` (true): flip one byte of the response body, headers unchanged.
-- ``tree_escape`` (str): add a file entry with that path to tree and paths-info answers.
+- ``tree_escape`` (str): add a file entry with that path to tree and paths-info answers
+  (of a repo, or of a Storage Bucket: ``/api/buckets/{id}/tree``, ``.../paths-info``, where
+  the entry is a bucket file's, with a ``xetHash``).
+
+Bucket routes (``/api/buckets/...`` and ``/buckets/{id}/resolve/...``, whose CDN URLs keep
+that path) take every action like any other route; e.g. ``{"method": "POST", "path":
+"^/api/buckets/.*/batch$", "status": 503}`` fails one batch before it lands.
 - ``etag`` (str): replace the ``ETag`` and ``X-Linked-Etag`` response headers.
 
 A rule with ``corrupt`` or ``reset`` and no ``status`` acts on response bytes, so it

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from . import api_commit, api_git, api_repos, api_storage, api_xet, transfer
+from . import api_bucket_files, api_buckets, api_commit, api_git, api_repos, api_storage, api_xet, transfer
 from .context import Call
 from .httpmessages import Response
 from .names import RepoNotFound
@@ -26,6 +26,7 @@ _REPO = r"(?P<ns>[^/]+)/(?P<name>[^/]+)"
 _API = r"/api/(?P<types>models|datasets|spaces)/" + _REPO
 _FILES = r"(?:/(?P<types>datasets|spaces))?/" + _REPO
 _REST = r"(?P<{}>.+)"
+_BUCKET = r"/api/buckets/" + _REPO
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,18 @@ HUB_ROUTES = RouteTable([
     route("GET", r"/api/settings/repositories", api_repos.user_repos),
     route("GET", r"/api/organizations/(?P<ns>[^/]+)/settings/repositories", api_repos.user_repos),
     route("GET", r"/api/(?P<types>models|datasets|spaces)", api_repos.list_repos),
+    # Storage Buckets
+    route("GET", r"/api/buckets/(?P<ns>[^/]+)", api_buckets.list_buckets),
+    route("POST", _BUCKET, api_buckets.create),
+    route("GET", _BUCKET, api_buckets.info),
+    route("DELETE", _BUCKET, api_buckets.delete),
+    route("PUT", _BUCKET + r"/settings", api_buckets.settings),
+    route("GET", _BUCKET + r"/xet-(?P<scope>read|write)-token", api_buckets.xet_token),
+    route("GET", _BUCKET + r"/tree(?:/(?P<path>.*))?", api_bucket_files.tree),
+    route("POST", _BUCKET + r"/paths-info", api_bucket_files.paths_info),
+    route("POST", _BUCKET + r"/batch", api_bucket_files.batch),
+    route("GET", _BUCKET + r"/events", api_bucket_files.events),
+    route("GET|HEAD", r"/buckets/" + _REPO + r"/resolve/(?P<path>.+)", api_bucket_files.resolve),
     route("GET", _API, api_repos.repo_info),
     route("GET", _API + r"/revision/" + _REST.format("rev"), api_repos.repo_info),
     route("PUT", _API + r"/settings", api_repos.settings),

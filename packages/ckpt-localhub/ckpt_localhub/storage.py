@@ -21,6 +21,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from .buckets import BucketStore
 from .gitobjects import GitAttributes, GitIgnore, lfs_pointer_oid, parse_gitattributes
 from .names import STALE_PARENT, EntryNotFound, RevisionNotFound, StaleParent, check_path
 from .objects import LRU, BadContent, Commit, StorageError, StoredBlob, TreeEntry
@@ -69,6 +70,8 @@ class Storage(RepoStore):
     def __init__(self, data_dir: str | os.PathLike[str]) -> None:
         super().__init__(data_dir)
         self._listings = LRU(64)
+        self.buckets = BucketStore(self.objects)
+        """Storage Buckets: their files name objects of the same store."""
 
     # ---------------------------------------------------------------- history
     def log(self, head: str) -> Iterator[Commit]:

@@ -66,7 +66,8 @@ def lfs_put(call: Call) -> Response:
     return json_response({})
 
 
-def _file_answer(call: Call, path: Path, size: int, headers: dict[str, str]) -> Response:
+def file_answer(call: Call, path: Path, size: int, headers: dict[str, str]) -> Response:
+    """Bytes of a stored file, whole or the ``Range`` asked for."""
     start, end, status = 0, size - 1, 200
     range_header = call.req.headers.get("Range")
     if range_header:
@@ -93,7 +94,7 @@ def resolve(call: Call) -> Response:
         raise HttpError(410, f"{path} at {head}: its LFS object {entry.lfs} was permanently deleted from this "
                         "repo's storage", headers=headers)
     if entry.lfs is None:
-        return _file_answer(call, store.objects.blob_path(entry.oid), entry.size, headers)
+        return file_answer(call, store.objects.blob_path(entry.oid), entry.size, headers)
     headers["X-Linked-Etag"] = f'"{entry.lfs}"'
     headers["X-Linked-Size"] = str(entry.size)
     xet_hash = api_xet.xet_hash(call, entry.lfs)
@@ -112,7 +113,7 @@ def resolve(call: Call) -> Response:
         headers["Location"] = (f"{call.hub.cdn_url}{cdn_path}?oid={entry.lfs}&size={entry.size}"
                                f"&expires={expires}&signature={sig}")
         return Response(302, b"", headers, "text/plain")
-    return _file_answer(call, store.objects.lfs_path(entry.lfs), entry.size, headers)
+    return file_answer(call, store.objects.lfs_path(entry.lfs), entry.size, headers)
 
 
 def cdn_get(call: Call) -> Response:
@@ -130,4 +131,4 @@ def cdn_get(call: Call) -> Response:
     raw_name = req.path.rsplit("/", 1)[-1]  # percent-encoded, so plain ASCII
     plain = "".join(c for c in unquote(raw_name) if c.isascii() and c.isprintable() and c not in '"\\')
     headers = {"ETag": f'"{oid}"', "Content-Disposition": f"inline; filename*=UTF-8''{raw_name}; filename=\"{plain}\";"}
-    return _file_answer(call, call.store.objects.lfs_path(oid), size, headers)
+    return file_answer(call, call.store.objects.lfs_path(oid), size, headers)

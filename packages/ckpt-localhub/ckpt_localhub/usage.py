@@ -105,6 +105,8 @@ def lfs_held(store: Storage, repo_type: str, repo_id: str) -> frozenset[str]:
     """sha256s of the LFS objects a repo's refs reach (permanently deleted ones left out): what a
     CAS token of the repo may read. Cached by the refs and deletions it was computed from, so
     it is walked once per state of the repo, not once per read; none for a repo that is gone."""
+    if repo_type == "bucket":
+        return store.buckets.held_sha256(repo_id)
     try:
         refs = store.refs(repo_type, repo_id)
         deleted = store.deleted_lfs(repo_type, repo_id)
@@ -129,6 +131,7 @@ def _referenced_anywhere(store: Storage) -> set[str]:
     for repo_type in REPO_TYPES:
         for meta in store.list_repos(repo_type):
             keys.update(stored_objects(store, repo_type, meta.repo_id))
+    keys.update(store.buckets.held_everywhere())  # a bucket's files name LFS objects too
     return keys
 
 

@@ -119,11 +119,11 @@ def head_xorb(call: Call) -> Response:
 
 
 def upload_shard(call: Call) -> Response:
-    _require(call, "write")
+    grant = _require(call, "write")
     store = _store(call)
     data = _body(call, MAX_SHARD_BYTES, "A shard")
     try:
-        result = store.put_shard(data)
+        result = store.put_shard(data, owner=f"{grant.repo_type}/{grant.repo_id}")
     except ShardError as exc:
         raise HttpError(400, f"Invalid shard: {exc}") from None
     return json_response({"result": result})

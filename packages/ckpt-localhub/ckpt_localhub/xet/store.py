@@ -7,6 +7,8 @@ Layout under ``data_dir/xet`` (hashes in their string form)::
     files/ab/<file>          a file's reconstruction, JSON: size, sha256, terms
     dedupe/ab/<chunk>        the xorbs to answer a dedupe query for this chunk with, one a line
     sha256/ab/<sha256>       the Xet file hash of the LFS object with this sha256
+    uploads/<owner>/ab/<file>  empty: a shard uploaded with a write token of that repo or
+                             bucket (``<type>/<id>``, hex) registered this file
     generation.json          how many times freeing removed xorbs (the CAS URL's prefix)
 
 Everything is written like the rest of the store (a temporary file, fsync, ``os.replace``)
@@ -185,7 +187,7 @@ class XetStore:
         except (FileNotFoundError, OSError):
             return None
 
-    def put_shard(self, data: bytes) -> int:
+    def put_shard(self, data: bytes, owner: str | None = None) -> int:
         """Verify and register an upload shard: 1 when it registered something new, else 0.
 
         ShardError names the first problem: a xorb it names that is not stored, a chunk
@@ -196,7 +198,22 @@ class XetStore:
         """
         files, xorbs = parse_shard(data)
         with self.guard.shared():
-            return self._put_shard(files, xorbs)
+            result = self._put_shard(files, xorbs)
+            if owner is not None:
+                for f in files:
+                    self.objects.write(self._uploads_path(owner, hash_hex(f.hash)), b"")
+            return result
+
+    # ---------------------------------------------------------------- who uploaded a file
+    def _uploads_path(self, owner: str, file: str) -> Path:
+        return self.root / "uploads" / owner.lower().encode().hex() / file[:2] / file
+
+    def uploaded_by(self, owner: str, file: str) -> bool:
+        """Whether a shard registering ``file`` came with a write token of ``owner``
+        (``<type>/<id>``, e.g. ``bucket/me/ckpts``): a bucket names a file by its Xet hash only
+        if its own uploads registered it (or it holds it already), so a hash read elsewhere is
+        no key to another repo's bytes."""
+        return HEX_RE.fullmatch(file) is not None and self._uploads_path(owner, file).exists()
 
     def _put_shard(self, files: list[FileInfo], xorbs: list[XorbInfo]) -> int:
         for x in xorbs:
@@ -222,6 +239,8 @@ class XetStore:
             # A file's first chunk is what a client asks about first (the specification makes
             # it eligible whatever its hash): answer with every xorb of the file, so a file
             # that shares most bytes with this one dedupes against all of it.
+            if not record.terms:  # the empty file: nothing to dedupe against
+                continue
             first_xorb, first_chunk = record.terms[0][0], record.terms[0][1]
             chunks = self.xorb_chunks(first_xorb) or []
             used = list(dict.fromkeys(t[0] for t in record.terms))[:MAX_DEDUPE_XORBS]
