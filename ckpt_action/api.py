@@ -185,9 +185,9 @@ def _settings(endpoint: str | None, token: str | None, timeout: float | None, re
 
 def _remote(settings: Settings, repo: str, api: Any = None) -> RemoteRepo:
     _first_request()
-    from ckpt_action.hub.repo import RemoteRepo
+    from ckpt_action.stores import open_store
 
-    return RemoteRepo(settings, repo, api=api)
+    return open_store(settings, repo, api=api)  # type: ignore[return-value]  # a bucket: its BucketStore
 
 
 def _warn(warn: Warn | None) -> Warn:
