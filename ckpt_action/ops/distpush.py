@@ -215,7 +215,7 @@ def push_distributed(remote: StoreLike, local_dir: Path, subfolder: str, session
     On every rank (a process group is needed, so this example is not run here)::
 
         with Session(store, rank, world, name="ckpt/0", timeout=300, what="push ckpt-8") as s:
-            push_distributed(RemoteRepo(settings, "org/run"), Path("out/checkpoint-8"), "checkpoint-8", s, step=8)
+            push_distributed(RepoStore.open(settings, "org/run"), Path("out/checkpoint-8"), "checkpoint-8", s, step=8)
         # -> PushResult(handle=CheckpointHandle(repo='org/run', subfolder='checkpoint-8', revision='3f1c…', ...), ...)
     """
     rank = session.rank

@@ -28,12 +28,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any
 
 from ckpt_action.errors import LimitError, param
-from ckpt_action.hub.repo import RemoteRepo
-from ckpt_action.hub.transport import call
+from ckpt_action.stores import RepoStore, StoreLike, as_store
 
 log = logging.getLogger(__name__)
 
@@ -79,15 +76,19 @@ class FreeReport:
     dry_run: bool = False
 
 
-def used_storage(remote: RemoteRepo) -> int | None:
-    """The repo's storage as the Hub reports it (``expand=["usedStorage"]``), None where it does not."""
-    info = call(remote.settings, "reading the repo's storage", remote.api.model_info, remote.repo,
-                expand=["usedStorage"], repo=remote.repo)
-    used = getattr(info, "used_storage", None)
-    return used if isinstance(used, int) and not isinstance(used, bool) and used >= 0 else None
+def used_storage(remote: StoreLike) -> int | None:
+    """The store's storage as the Hub reports it (a repo: ``expand=["usedStorage"]``), None where it does not."""
+    return as_store(remote).usage()
 
 
-def _read_commit(remote: RemoteRepo, refs: References, sha: str, *, all_elsewhere: bool) -> None:
+def _repo(remote: StoreLike) -> RepoStore:
+    """Freeing reads a repo's git history: a model repo's store only (a bucket frees on delete)."""
+    store = as_store(remote)
+    assert isinstance(store, RepoStore), "free-storage reads a repo's history"
+    return store
+
+
+def _read_commit(remote: RepoStore, refs: References, sha: str, *, all_elsewhere: bool) -> None:
     root = remote.list_tree(sha, what="listing the repo's history")
     for entry, _why in root.unusable:
         if entry.lfs_sha256:
@@ -113,12 +114,12 @@ def _read_commit(remote: RemoteRepo, refs: References, sha: str, *, all_elsewher
             refs.named.setdefault(entry.path, {}).update(objects)
 
 
-def _tips(remote: RemoteRepo) -> set[str]:
+def _tips(remote: RepoStore) -> set[str]:
     branches, tags = remote.refs()
     return set(branches.values()) | set(tags.values())
 
 
-def _live(remote: RemoteRepo, pruned: Collection[str], head: str | None) -> set[str]:
+def _live(remote: RepoStore, pruned: Collection[str], head: str | None) -> set[str]:
     """Pruned folders that a branch's head holds (pushed again since, or on another branch):
     their objects stay. ``head``: the commit prune left main at (for a dry run, the one it read)."""
     branches, _tags = remote.refs()
@@ -128,7 +129,7 @@ def _live(remote: RemoteRepo, pruned: Collection[str], head: str | None) -> set[
     return live & set(pruned)
 
 
-def read_references(remote: RemoteRepo, tips: set[str] | None = None, refs: References | None = None, *,
+def read_references(store: StoreLike, tips: set[str] | None = None, refs: References | None = None, *,
                     all_elsewhere: bool = False) -> References:
     """Walk the history of ``tips`` (default: every branch and tag; commits already in ``refs``
     are not read again). Raises LimitError past MAX_HISTORY_COMMITS, before prune writes anything.
@@ -136,6 +137,7 @@ def read_references(remote: RemoteRepo, tips: set[str] | None = None, refs: Refe
     ``all_elsewhere``: every object these commits name counts as named elsewhere (commits that
     landed after the prune's own: whatever they hold stays, whatever folder it is in).
     """
+    remote = _repo(store)
     refs = refs or References()
     for tip in sorted(tips if tips is not None else _tips(remote)):
         if tip in refs.commits:
@@ -154,20 +156,13 @@ def read_references(remote: RemoteRepo, tips: set[str] | None = None, refs: Refe
     return refs
 
 
-def _lfs_files(chosen: dict[str, int]) -> list[Any]:
-    from huggingface_hub.hf_api import LFSFileInfo
-
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
-    # Only file_oid is sent; the rest is what the class requires.
-    return [LFSFileInfo(fileOid=sha, oid=sha, filename=sha, size=size, pushedAt=now) for sha, size in chosen.items()]
-
-
-def free_pruned(remote: RemoteRepo, pruned: Collection[str], refs: References, *, head: str | None,
+def free_pruned(store: StoreLike, pruned: Collection[str], refs: References, *, head: str | None,
                 used_before: int | None, dry_run: bool = False) -> FreeReport:
     """Delete the LFS objects only ``pruned`` folders name across the history of every ref (see
     the module docstring). ``refs``: :func:`read_references` of the refs before the prune's
     commit; ``head``: the commit the prune left main at (dry run: the one it planned at);
     ``used_before``: the Hub's figure read before the prune's commit."""
+    remote = _repo(store)
     if not pruned:
         return FreeReport(0, 0, used_before, None if dry_run else used_before, dry_run)
     if head is not None:
@@ -189,11 +184,7 @@ def free_pruned(remote: RemoteRepo, pruned: Collection[str], refs: References, *
     total = sum(chosen.values())
     if dry_run or not chosen:
         return FreeReport(total, len(chosen), used_before, None if dry_run else used_before, dry_run)
-    files = _lfs_files(chosen)
-    for start in range(0, len(files), DELETE_BATCH):
-        call(remote.settings, "permanently deleting the pruned checkpoints' files",
-             remote.api.permanently_delete_lfs_files, remote.repo, files[start:start + DELETE_BATCH],
-             rewrite_history=False, repo=remote.repo)
+    remote.delete_objects(chosen, batch=DELETE_BATCH)
     used_after = used_storage(remote)
     freed = used_before - used_after if used_before is not None and used_after is not None else total
     return FreeReport(freed, len(chosen), used_before, used_after)

@@ -24,12 +24,10 @@ from ckpt_action.checkpoint.sealing import WRITTEN, Sealed, model_name, seal, wi
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME, LoadedSigner, SignatureError
 from ckpt_action.errors import ConflictError, InputError, IntegrityError, UnreadableManifest, param
 from ckpt_action.handle import CheckpointHandle, step_of
-from ckpt_action.hub.commits import CommitPlan, commit
-from ckpt_action.hub.repo import RemoteRepo, Snapshot, open_complete
-from ckpt_action.hub.transport import call
 from ckpt_action.ops.discover import latest
 from ckpt_action.ops.pull import pull
 from ckpt_action.ops.push import push
+from ckpt_action.stores import Copy, Delete, Final, Put, Snapshot, Store, StoreLike, Write, as_store
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +57,8 @@ def _same_promotion(have: Manifest, wanted: Manifest) -> bool:
     return key(have) == key(wanted)
 
 
-def promote(remote: RemoteRepo, subfolder: str, revision: str | None, to: str, *, tag: str | None = None,
-            branch: str | None = None, target: RemoteRepo | None = None,
+def promote(store: StoreLike, subfolder: str, revision: str | None, to: str, *, tag: str | None = None,
+            branch: str | None = None, target: StoreLike | None = None,
             signer: LoadedSigner | None = None) -> PromoteResult:
     """Copy ``subfolder`` at ``revision`` to ``to`` (in the same repo, or in ``target``).
 
@@ -68,24 +66,26 @@ def promote(remote: RemoteRepo, subfolder: str, revision: str | None, to: str, *
     source folder. With ``signer`` the target gets its own, in the same commit as its manifest
     (the statement names the target and the source it was promoted from).
 
-    >>> res = promote(RemoteRepo(settings, "org/run"), "checkpoint-300", None, "release", tag="v1.0")
+    >>> from ckpt_action.stores import RepoStore
+    >>> res = promote(RepoStore.open(settings, "org/run"), "checkpoint-300", None, "release", tag="v1.0")
     >>> res.handle.subfolder, res.handle.step, len(res.handle.revision)
     ('release', 300, 40)
     """
-    same_repo = target is None or target.repo == remote.repo
+    remote = as_store(store)
+    into = None if target is None else as_store(target)
+    same_repo = into is None or into.name == remote.name
     if same_repo and (to == subfolder or to.startswith(subfolder + "/") or subfolder.startswith(to + "/")):
         raise InputError(f"{param('to')} {to} overlaps the checkpoint {subfolder}: name a folder outside"
                          " it", param='to')
-    snap, source = open_complete(remote, subfolder, remote.resolve(revision), "promote")
+    snap, source = remote.open_complete(subfolder, remote.resolve(revision), "promote")
     sha, step = source.revision, source.step
-    if target is not None and target.repo != remote.repo:
-        return _promote_across(remote, source, target, to, tag=tag, signer=signer)
-    from huggingface_hub import CommitOperationAdd, CommitOperationCopy, CommitOperationDelete
+    if into is not None and not same_repo:
+        return _promote_across(remote, source, into, to, tag=tag, signer=signer)
 
     digests = dict(snap.manifest.files) if snap.manifest else expected_from_remote(snap.files)
     digests = {rel: d for rel, d in digests.items() if rel not in WRITTEN}
     wanted = Manifest(files=digests, step=step, complete=True,
-                      source={"repo": remote.repo, "subfolder": subfolder, "revision": sha})
+                      source={"repo": remote.name, "subfolder": subfolder, "revision": sha})
     sealed = None
     if signer is not None:  # signed once, before any write: the target's content does not depend on its head
         wanted, sealed = _signed_promotion(remote, snap, signer, to, wanted)
@@ -97,16 +97,16 @@ def promote(remote: RemoteRepo, subfolder: str, revision: str | None, to: str, *
             if at_tag.manifest is None or not _same_promotion(at_tag.manifest, wanted) or at_tag.problems():
                 raise ConflictError(f"tag {tag} already points at {tagged[:12]}, which does not hold this promotion:"
                                     f" choose another {param('tag')}")
-            return PromoteResult(CheckpointHandle(remote.repo, to, tagged, step, remote.settings.endpoint), source, 0,
+            return PromoteResult(CheckpointHandle(remote.name, to, tagged, step, remote.settings.endpoint), source, 0,
                                  tag, branch)
     if branch is not None:
         if branch not in remote.refs()[0]:
-            call(remote.settings, f"creating branch {branch}", remote.api.create_branch, remote.repo,
-                 branch=branch, revision=sha, exist_ok=True, repo=remote.repo)
+            remote.create_branch(branch, sha)
+    identity = remote.identity(to, step)
 
     title = f"Promote {subfolder} @ {sha[:12]} to {to}"
 
-    def plan(head: str | None) -> CommitPlan | None:
+    def plan(head: str | None) -> Write | None:
         assert head is not None
         have = remote.snapshot(head, to)
         keep = set(wanted.files) | ({SIGNATURE_NAME} if sealed else set())
@@ -115,28 +115,26 @@ def promote(remote: RemoteRepo, subfolder: str, revision: str | None, to: str, *
         if (not stale and not copies and have.manifest is not None and _same_promotion(have.manifest, wanted)
                 and (sealed is None or SIGNATURE_NAME in have.files)):
             return None
-        ops: list[object] = [CommitOperationDelete(f"{to}/{rel}") for rel in stale]
-        ops += [CommitOperationCopy(src_path_in_repo=f"{subfolder}/{rel}", path_in_repo=f"{to}/{rel}",
-                                    src_revision=sha) for rel in copies]
+        ops: list[Put | Delete | Copy] = [Delete(f"{to}/{rel}") for rel in stale]
+        ops += [Copy(f"{subfolder}/{rel}", f"{to}/{rel}", sha, snap.files[rel]) for rel in copies]
         if sealed is None:
-            ops.append(CommitOperationAdd(f"{to}/{MANIFEST_NAME}", wanted.to_json()))
+            ops.append(Put(f"{to}/{MANIFEST_NAME}", data=wanted.to_json()))
         else:
-            ops += [CommitOperationAdd(f"{to}/{PROVENANCE_NAME}", sealed.provenance),
-                    CommitOperationAdd(f"{to}/{MANIFEST_NAME}", sealed.manifest),
-                    CommitOperationAdd(f"{to}/{SIGNATURE_NAME}", sealed.signature)]
-        return CommitPlan(ops, title)
+            ops += [Put(f"{to}/{PROVENANCE_NAME}", data=sealed.provenance),
+                    Put(f"{to}/{MANIFEST_NAME}", data=sealed.manifest),
+                    Put(f"{to}/{SIGNATURE_NAME}", data=sealed.signature)]
+        return Write(ops, title, finalizes=Final(identity, (identity,), have.files))
 
-    outcome = commit(remote, plan, what=f"promoting {subfolder}", branch=on)
-    result_sha = outcome.revision
+    outcome = remote.write(plan, what=f"promoting {subfolder}", branch=on)
+    result_sha = outcome.pin
     assert result_sha is not None
     if tag is not None:
-        call(remote.settings, f"creating tag {tag}", remote.api.create_tag, remote.repo, tag=tag,
-             revision=result_sha, tag_message=f"{to} from {subfolder} @ {sha}", repo=remote.repo)
-    return PromoteResult(CheckpointHandle(remote.repo, to, result_sha, step, remote.settings.endpoint), source,
-                         outcome.commits, tag, branch, sealed.signer if sealed else None)
+        remote.create_tag(tag, result_sha, f"{to} from {subfolder} @ {sha}")
+    return PromoteResult(CheckpointHandle(remote.name, to, result_sha, step, remote.settings.endpoint), source,
+                         outcome.writes, tag, branch, sealed.signer if sealed else None)
 
 
-def _source_commit(remote: RemoteRepo, snap: Snapshot) -> str | None:
+def _source_commit(remote: Store, snap: Snapshot) -> str | None:
     """The training code's commit the source's statement names, carried to the target's
     (the promote's own GITHUB_SHA is the release workflow's commit, not the training's)."""
     if PROVENANCE_NAME not in snap.files:
@@ -148,39 +146,38 @@ def _source_commit(remote: RemoteRepo, snap: Snapshot) -> str | None:
         return None
 
 
-def _signed_promotion(remote: RemoteRepo, snap: Snapshot, signer: LoadedSigner, to: str,
+def _signed_promotion(remote: Store, snap: Snapshot, signer: LoadedSigner, to: str,
                       wanted: Manifest) -> tuple[Manifest, Sealed]:
     """The target's manifest with its own provenance statement listed, signed."""
-    statement = Provenance.here(remote.repo, to, wanted.step, os.environ,
-                                promoted_from=f"{remote.repo}/{snap.subfolder}@{snap.revision}",
+    statement = Provenance.here(remote.name, to, wanted.step, os.environ,
+                                promoted_from=f"{remote.name}/{snap.subfolder}@{snap.revision}",
                                 source_commit=_source_commit(remote, snap))
     files, data = with_provenance(wanted.files, statement)
     wanted = replace(wanted, files=files)
-    return wanted, seal(signer, wanted, data, model_name(remote.repo, to))
+    return wanted, seal(signer, wanted, data, model_name(remote.name, to))
 
 
-def _promote_across(remote: RemoteRepo, source: CheckpointHandle, target: RemoteRepo, to: str, *,
+def _promote_across(remote: Store, source: CheckpointHandle, target: Store, to: str, *,
                     tag: str | None, signer: LoadedSigner | None = None) -> PromoteResult:
     """Into another repo: the bytes pass through this machine, verified on the way down."""
     if tag is not None and (tagged := target.refs()[1].get(tag)) is not None:
         at_tag = target.snapshot(tagged, to)
         if at_tag.manifest is None or (at_tag.manifest.source or {}).get("revision") != source.revision:
-            raise ConflictError(f"tag {tag} already exists in {target.repo} at {tagged[:12]}: choose another"
+            raise ConflictError(f"tag {tag} already exists in {target.name} at {tagged[:12]}: choose another"
                                 f" {param('tag')}")
-        return PromoteResult(CheckpointHandle(target.repo, to, tagged, source.step, target.settings.endpoint),
+        return PromoteResult(CheckpointHandle(target.name, to, tagged, source.step, target.settings.endpoint),
                              source, 0, tag)
     staging = Path(tempfile.mkdtemp(prefix="ckpt-promote-"))
     try:
         pulled = pull(remote, source.subfolder, None, staging / "ckpt", sha=source.revision)
         res = push(target, pulled.local_dir, to, step=source.step, private=True,
-                   commit_message=f"Promote {remote.repo}/{source.subfolder} @ {source.revision[:12]}",
-                   source={"repo": remote.repo, "subfolder": source.subfolder, "revision": source.revision},
-                   signer=signer, promoted_from=f"{remote.repo}/{source.subfolder}@{source.revision}")
+                   commit_message=f"Promote {remote.name}/{source.subfolder} @ {source.revision[:12]}",
+                   source={"repo": remote.name, "subfolder": source.subfolder, "revision": source.revision},
+                   signer=signer, promoted_from=f"{remote.name}/{source.subfolder}@{source.revision}")
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     if tag is not None:
-        call(target.settings, f"creating tag {tag}", target.api.create_tag, target.repo, tag=tag,
-             revision=res.handle.revision, repo=target.repo)
+        target.create_tag(tag, res.handle.revision)
     return PromoteResult(res.handle, source, res.commits, tag, signer=res.signer)
 
 
@@ -193,7 +190,7 @@ class PrunePlan:
     """Why each kept checkpoint is kept."""
 
 
-def plan_prune(remote: RemoteRepo, keep_last: int, head: str | None = None) -> PrunePlan:
+def plan_prune(store: StoreLike, keep_last: int, head: str | None = None) -> PrunePlan:
     """What prune would delete at ``head`` (default: main's current head), and why everything else stays.
 
     Only top-level ``checkpoint-N`` folders are candidates; ``sft/``, promoted targets and
@@ -202,11 +199,12 @@ def plan_prune(remote: RemoteRepo, keep_last: int, head: str | None = None) -> P
     """
     if keep_last < 1:
         raise InputError(f"{param('keep_last')} must be at least 1", param='keep_last')
+    remote = as_store(store)
     head = head or remote.resolve(None)
     if head is None:
         return PrunePlan("", [], [])
 
-    folders = remote.top_level_folders(head)
+    folders = remote.folders(head)
     ckpts = sorted((s, name) for name in folders if (s := step_of(name)) is not None)
     reasons: dict[str, str] = {}
     for _s, name in ckpts[-keep_last:]:
@@ -231,7 +229,7 @@ def plan_prune(remote: RemoteRepo, keep_last: int, head: str | None = None) -> P
     return PrunePlan(head, delete, keep, reasons)
 
 
-def _unreadable_manifests(remote: RemoteRepo, sha: str, names: list[str]) -> dict[str, str]:
+def _unreadable_manifests(remote: Store, sha: str, names: list[str]) -> dict[str, str]:
     """Which of these folders have a manifest that cannot be read, and why (one read each)."""
     def problem(name: str) -> str | None:
         try:
@@ -247,7 +245,7 @@ def _unreadable_manifests(remote: RemoteRepo, sha: str, names: list[str]) -> dic
     return {name: why for name, why in found.items() if why is not None}
 
 
-def _promoted_sources(remote: RemoteRepo, sha: str, folders: list[str]) -> set[str]:
+def _promoted_sources(remote: Store, sha: str, folders: list[str]) -> set[str]:
     """Checkpoint folders that promoted folders at sha were copied from: the ``source`` of
     every manifest outside the top-level ``checkpoint-N`` folders, at any depth (a promote
     target may be ``release/v1``)."""
@@ -270,15 +268,15 @@ def _promoted_sources(remote: RemoteRepo, sha: str, folders: list[str]) -> set[s
                 log.warning("%s/: %s: the checkpoint it was promoted from, if any, is not protected", folder, exc)
                 continue
             src = manifest.source or {}
-            if src.get("repo") == remote.repo and src.get("subfolder"):
+            if src.get("repo") == remote.name and src.get("subfolder"):
                 out.add(src["subfolder"])
     return out
 
 
-def _tagged_checkpoints(remote: RemoteRepo, sha: str) -> set[str]:
+def _tagged_checkpoints(remote: Store, sha: str) -> set[str]:
     """The checkpoint a tag at ``sha`` was made for: the sources of promoted folders there,
     else the highest checkpoint-N."""
-    names = list(remote.top_level_folders(sha))
+    names = list(remote.folders(sha))
     sources = _promoted_sources(remote, sha, names)
     if sources:
         return sources
@@ -286,30 +284,29 @@ def _tagged_checkpoints(remote: RemoteRepo, sha: str) -> set[str]:
     return {max(steps)[1]} if steps else set()
 
 
-def prune(remote: RemoteRepo, keep_last: int, *, dry_run: bool = False) -> tuple[PrunePlan, str | None]:
+def prune(store: StoreLike, keep_last: int, *, dry_run: bool = False) -> tuple[PrunePlan, str | None]:
     """Delete what :func:`plan_prune` says, in one commit pinned to the head it planned at.
 
     If the branch moves first, the prune is planned again at the new head. The plan
     returned names what the commit(s) that landed deleted, and what the last plan keeps.
     """
-    from huggingface_hub import CommitOperationDelete
-
+    remote = as_store(store)
     first = plan_prune(remote, keep_last)
     if dry_run or not first.delete:
         return first, first.revision or None
     planned = {first.revision: first}
     last = first
 
-    def plan(head: str | None) -> CommitPlan | None:
+    def plan(head: str | None) -> Write | None:
         nonlocal last
         # The first round uses the plan made above; later ones plan at the head they read
         # (a moved head makes the commit a 412, and the round after plans again).
         last = planned.pop(head) if head in planned else plan_prune(remote, keep_last, head)
         if not last.delete:
             return None
-        ops = [CommitOperationDelete(f"{name}/", is_folder=True) for name in last.delete]
-        return CommitPlan(ops, f"Prune {len(last.delete)} checkpoint(s), keep {', '.join(last.keep)}"[:200])
+        ops: list[Put | Delete | Copy] = [Delete(f"{name}/") for name in last.delete]
+        return Write(ops, f"Prune {len(last.delete)} checkpoint(s), keep {', '.join(last.keep)}"[:200])
 
-    outcome = commit(remote, plan, what="pruning", head=first.revision)
-    deleted = [op.path_in_repo.rstrip("/") for p in outcome.landed for op in p.operations]
-    return PrunePlan(last.revision, deleted, last.keep, last.reasons), outcome.revision
+    outcome = remote.write(plan, what="pruning", head=first.revision)
+    deleted = [op.path.rstrip("/") for p in outcome.landed for op in p.operations if isinstance(op, Delete)]
+    return PrunePlan(last.revision, deleted, last.keep, last.reasons), outcome.pin

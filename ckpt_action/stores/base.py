@@ -15,6 +15,9 @@ the same methods; this is how it implements each one (not implemented yet):
     A repo: the branch's or tag's SHA. A bucket: the pin of "now" (``None``: the listing
     is read live, and every folder it yields is pinned by its own manifest's digest);
     ``revision`` ``sha256:...`` names one folder's pin.
+``refs()``
+    Branches and tags, each to its pin (a bucket has none: two empty maps; ``--branch`` and
+    ``--tag`` belong to a promote into a repo). ``create_branch``/``create_tag`` likewise.
 ``folders(pin)``
     The top-level checkpoint folders, one bounded listing (a repo: the tree at the SHA,
     with each folder's git tree id; a bucket: ``list_bucket_tree`` of the prefix, not
@@ -94,6 +97,8 @@ class Put:
 
 @dataclass(frozen=True)
 class Delete:
+    """Delete the file at ``path``, or the whole folder when ``path`` ends in ``/``."""
+
     path: str
 
 
@@ -174,6 +179,7 @@ class Store(Protocol):
 
     # reading
     def resolve(self, revision: str | None) -> Pin | None: ...
+    def refs(self) -> tuple[dict[str, str], dict[str, str]]: ...
     def folders(self, pin: Pin) -> dict[str, str]: ...
     def files(self, pin: Pin, folder: str) -> dict[str, RemoteFile]: ...
     def catalog(self, pin: Pin) -> tuple[dict[str, dict[str, RemoteFile]], dict[str, str]]: ...
@@ -196,4 +202,6 @@ class Store(Protocol):
     def write(self, plan: Callable[[Pin | None], Write | None], *, what: str, branch: str = "main",
               head: Pin | None = None, max_writes: int = 1, replan_on: Callable[[BaseException], bool] | None = None,
               on_landed: Callable[[Pin, Write], None] | None = None) -> WriteOutcome: ...
+    def create_branch(self, branch: str, pin: Pin) -> None: ...
+    def create_tag(self, tag: str, pin: Pin, message: str | None = None) -> None: ...
     def usage(self) -> int | None: ...

@@ -160,9 +160,25 @@ class RepoStore:
         self.call(f"creating tag {tag}", "create_tag", tag=tag, revision=pin, tag_message=message)
 
     def usage(self) -> int | None:
+        """The repo's storage as the Hub reports it (``expand=["usedStorage"]``), None where it does not."""
         info = self.call("reading the repo's storage", "model_info", expand=["usedStorage"])
         used = getattr(info, "used_storage", None)
-        return used if isinstance(used, int) else None
+        return used if isinstance(used, int) and not isinstance(used, bool) and used >= 0 else None
+
+    def delete_objects(self, chosen: Mapping[str, int], *, batch: int) -> None:
+        """Permanently delete these LFS objects (sha256 to size), ``batch`` per request,
+        without rewriting history (prune's free-storage)."""
+        from datetime import datetime, timezone
+
+        from huggingface_hub.hf_api import LFSFileInfo
+
+        now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+        # Only file_oid is sent; the rest is what the class requires.
+        files = [LFSFileInfo(fileOid=sha, oid=sha, filename=sha, size=size, pushedAt=now)
+                 for sha, size in chosen.items()]
+        for start in range(0, len(files), batch):
+            self.call("permanently deleting the pruned checkpoints' files", "permanently_delete_lfs_files",
+                      files[start:start + batch], rewrite_history=False)
 
     def _add(self, path: str, local: str, digest: FileDigest | None) -> Any:
         from huggingface_hub import CommitOperationAdd
@@ -203,8 +219,8 @@ class RepoStore:
         from huggingface_hub import CommitOperationAdd, CommitOperationCopy, CommitOperationDelete
         from huggingface_hub.lfs import UploadInfo
 
-        if isinstance(op, Delete):
-            return CommitOperationDelete(op.path)
+        if isinstance(op, Delete):  # a path ending in "/" is a whole folder
+            return CommitOperationDelete(op.path, is_folder=op.path.endswith("/"))
         if isinstance(op, Copy):
             return CommitOperationCopy(src_path_in_repo=op.src, path_in_repo=op.dst, src_revision=op.pin)
         if op.uploaded is not None:
