@@ -92,7 +92,9 @@ def latest(remote: StoreLike, revision: str | None = None, verifier: Verifier | 
     folders = store.folders(sha)
     candidates = sorted(((s, name) for name in folders if (s := step_of(name)) is not None), reverse=True)
     skipped: list[tuple[str, str]] = []
-    ours: bool | None = None  # whether a checkpoint-N here has a manifest: asked once, when it matters
+    # whether a checkpoint-N here has a manifest: asked once, when it matters (a bucket: a folder
+    # without one is always a push cut short)
+    ours: bool | None = True if store.kind == "bucket" else None
     for stp, name in candidates:
         problems, chosen = _check(store, sha, name, folders[name])
         if not problems and chosen.manifest_bytes is None:
@@ -109,8 +111,10 @@ def latest(remote: StoreLike, revision: str | None = None, verifier: Verifier | 
             problems = [why] if why else []
             chosen = Chosen(sha, name, chosen.manifest_bytes, snap, check, verifier)
         if not problems:
-            handle = CheckpointHandle(store.name, name, sha, stp, store.settings.endpoint)
-            return LatestResult(handle, sha, skipped, chosen.manifest_bytes is not None, chosen=chosen)
+            pin = chosen.snapshot.revision if chosen.snapshot is not None else sha  # a bucket: the manifest's
+            handle = CheckpointHandle(store.name, name, pin, stp, store.settings.endpoint)
+            return LatestResult(handle, pin, skipped, chosen.manifest_bytes is not None,
+                                chosen=replace(chosen, revision=pin))
         skipped.append((name, problems[0]))
     return LatestResult(None, sha, skipped)
 
@@ -233,7 +237,7 @@ def list_checkpoints(remote: StoreLike, revision: str | None = None) -> tuple[st
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         infos = list(pool.map(info, sorted(grouped)))
-    ours = any(MANIFEST_NAME in grouped[r] for r in roots if step_of(r) is not None)
+    ours = store.kind == "bucket" or any(MANIFEST_NAME in grouped[r] for r in roots if step_of(r) is not None)
     if (why := foreign_problem(ours)) is not None:
         infos = [replace(i, complete=False, problem=why) if i.status == "foreign" and step_of(i.subfolder) is not None
                  else i for i in infos]
