@@ -67,3 +67,60 @@ def test_push_creates_a_private_bucket_writes_the_manifest_last_and_alone_and_pi
     assert tree == files
     got = cli("pull", "--repo", URI, "--latest", "--local-dir", str(tmp_path / "p2"), "--json", env=env)
     assert got.code == 0 and got.json["revision"] == out["revision"], got.stderr
+
+
+def test_a_torn_folder_is_never_latest_nor_pulled_and_is_listed_incomplete(cli, env, api, tmp_path):
+    good, _files = _push(cli, env, tmp_path, 1)
+    for step in (2, 3, 4):
+        _push(cli, env, tmp_path, step)
+    api.batch_bucket_files(BUCKET, delete=[f"checkpoint-4/{MANIFEST}"])  # cut short before its manifest
+    api.batch_bucket_files(BUCKET, delete=["checkpoint-3/config.json"])  # a file missing
+    api.batch_bucket_files(BUCKET, add=[(b"short", "checkpoint-2/model.safetensors")])  # a file of another size
+    api.batch_bucket_files(BUCKET, add=[(b"x", "checkpoint-5/model.safetensors")])  # never had a manifest
+    found = cli("latest", "--repo", URI, "--json", env=env)
+    assert found.code == 0, found.stderr
+    assert (found.json["subfolder"], found.json["revision"]) == ("checkpoint-1", good["revision"])
+    for step in (2, 3, 4, 5):
+        run = cli("pull", "--repo", URI, "--subfolder", f"checkpoint-{step}", "--local-dir",
+                  str(tmp_path / f"p{step}"), env=env)
+        assert run.code == 1 and "not a complete checkpoint" in run.stderr, (step, run.stderr)
+        assert not (tmp_path / f"p{step}").exists()
+    listed = cli("list", "--repo", URI, "--json", env=env)
+    assert listed.code == 0, listed.stderr
+    status = {c["subfolder"]: c["complete"] for c in listed.json["checkpoints"]}
+    assert status == {"checkpoint-1": True, "checkpoint-2": False, "checkpoint-3": False, "checkpoint-4": False,
+                      "checkpoint-5": False}
+    # under a prefix holding only folders without a manifest (a tool that wrote there, or every
+    # push cut short), none is a checkpoint: in a bucket no manifest means not complete
+    api.batch_bucket_files(BUCKET, add=[(b"w", "run-7/checkpoint-8/model.safetensors")])
+    found = cli("latest", "--repo", f"{URI}/run-7", "--json", env=env)
+    assert found.code == 0 and found.json == {"repo": f"{URI}/run-7", "found": False}
+    assert "in a bucket a folder without one is a push cut short" in found.stderr
+    listed = cli("list", "--repo", f"{URI}/run-7", "--json", env=env)
+    assert [(c["subfolder"], c["complete"]) for c in listed.json["checkpoints"]] == [("checkpoint-8", False)]
+
+
+def test_a_pull_at_a_pin_fails_once_the_folder_is_overwritten(cli, env, api, tmp_path):
+    first, _files = _push(cli, env, tmp_path, 1)
+    second, _files = _push(cli, env, tmp_path, 1)  # a re-push over the folder, other bytes
+    assert second["revision"] != first["revision"]
+    run = cli("pull", "--repo", URI, "--subfolder", "checkpoint-1", "--revision", first["revision"],
+              "--local-dir", str(tmp_path / "p"), env=env)
+    assert run.code == 1 and "overwritten since it was pinned" in run.stderr, run.stderr
+    assert not (tmp_path / "p").exists()
+    # the same bytes swapped under an unchanged manifest: refused by the bytes, not handed over
+    api.batch_bucket_files(BUCKET, add=[(b'{"s": 9}', "checkpoint-1/config.json")])  # same size, other bytes
+    run = cli("pull", "--repo", URI, "--subfolder", "checkpoint-1", "--revision", second["revision"],
+              "--local-dir", str(tmp_path / "p"), env=env)
+    assert run.code == 1 and "overwritten since it was pinned" in run.stderr, run.stderr
+    assert not (tmp_path / "p").exists()
+
+
+def test_a_re_push_takes_the_old_manifest_away_before_any_file(cli, env, hub, tmp_path):
+    _push(cli, env, tmp_path, 1)
+    start = len(hub.log_entries())
+    _push(cli, env, tmp_path, 1)
+    posts = [e for e in hub.log_entries()[start:] if e["method"] == "POST" and "/api/buckets/" in e["path"]]
+    kinds = [e["path"].rsplit("/", 1)[1] for e in posts]
+    # paths-info finds the manifest; its delete is the first batch; the files; the manifest alone
+    assert kinds[:2] == ["paths-info", "batch"] and kinds.count("batch") == 3, kinds
