@@ -995,6 +995,15 @@ def prune(
     if not dry_run:
         names.token_for_write(settings.token, settings.endpoint)
     remote = _remote(settings, repo)
+    from ckpt_action.stores import BucketStore
+
+    if isinstance(remote, BucketStore):  # a bucket's deletes free its storage at once: its usage before and after
+        before = remote.usage()
+        plan, _pin = core_prune(remote, keep, dry_run=dry_run)
+        after = before if dry_run else remote.usage()
+        freed = before - after if before is not None and after is not None else None
+        return PruneResult(None, list(plan.delete), {name: plan.reasons.get(name, "") for name in plan.keep}, dry_run,
+                           repo, True, freed, None, before, after)
     if not free_storage:
         plan, sha = core_prune(remote, keep, dry_run=dry_run)
         return PruneResult(sha, list(plan.delete), {name: plan.reasons.get(name, "") for name in plan.keep}, dry_run,

@@ -94,6 +94,8 @@ class BucketStore:
         self._sha: dict[str, str] = {}
         """Xet hash -> sha256 of the bytes this store uploaded or verified."""
         self._last_read: bytes | None = None
+        self._manifests: dict[str, tuple[str, Manifest]] = {}
+        """Manifests read, by pin: what a server-side copy of their files copies."""
 
     # ------------------------------------------------------------------ plumbing
 
@@ -169,10 +171,24 @@ class BucketStore:
         if revision is None:
             self.info()
             return LIVE
+        if revision == LIVE:
+            return LIVE
         if BUCKET_PIN_RE.match(revision):
             return revision
         raise InputError(f"{param('revision')} {quoted(revision)}: a bucket has no branches, tags or commits; give"
                          " a checkpoint's pin sha256:<64 hex>, or leave it out", param="revision")
+
+    def refs(self) -> tuple[dict[str, str], dict[str, str]]:
+        """A bucket has no branches nor tags."""
+        return {}, {}
+
+    def create_tag(self, tag: str, pin: Pin, message: str | None = None) -> None:
+        raise InputError(f"{param('tag')} {quoted(tag)}: a bucket has no tags; promote into a model repo"
+                         f" ({param('to_repo')}) to tag a release", param="tag")
+
+    def create_branch(self, branch: str, pin: Pin) -> None:
+        raise InputError(f"{param('branch')} {quoted(branch)}: a bucket has no branches; leave it out",
+                         param="branch")
 
     def info(self) -> Any:
         return self._call(f"reading bucket {self.bucket_id}", self.api.bucket_info, self.bucket_id)
@@ -290,6 +306,7 @@ class BucketStore:
                 raise UnreadableManifest(f"{folder}/: {exc}") from exc
             del files[MANIFEST_NAME]
             self._last_read = data
+            self._manifests[revision] = (folder, manifest)
         elif BUCKET_PIN_RE.match(pin):
             raise overwritten(folder, pin)
         return Snapshot(revision, folder, files, manifest, data)
@@ -355,18 +372,38 @@ class BucketStore:
         if self.existing(LIVE, [path]):
             self._batch([Delete(path)], f"taking {path} away before writing {folder}/")
 
+    def _copies(self, ops: list[Copy]) -> list[tuple[str, str, str, str]]:
+        """Server-side copies by Xet hash (0 bytes sent): each source's hash from one
+        paths-info, its sha256 from the pinned manifest it was read under."""
+        if not ops:
+            return []
+        found = self._call(f"reading {len(ops)} path(s) to copy",
+                           lambda: list(self.api.get_bucket_paths_info(self.bucket_id, [self.path(o.src) for o in ops])))
+        by_path = {str(e.path): e for e in found}
+        out = []
+        for op in ops:
+            entry = by_path.get(self.path(op.src))
+            if entry is None or int(entry.size) != op.file.size:
+                raise IntegrityError(f"{op.src} changed since it was pinned ({op.pin[:19]}…): nothing copied")
+            folder, manifest = self._manifests.get(op.pin, ("", None))
+            want = manifest.files.get(op.src[len(folder) + 1:]) if manifest is not None else None
+            if want is not None and want.sha256 is not None:
+                self._sha[str(entry.xet_hash)] = want.sha256
+            out.append(("bucket", self.bucket_id, str(entry.xet_hash), self.path(op.dst)))
+        return out
+
     def _batch(self, ops: list[Put | Delete | Copy], what: str) -> dict[str, str]:
         """One batch of adds, copies and deletes; the Xet hash of each added path."""
         from huggingface_hub._buckets import _BucketAddFile
 
         adds: list[Any] = []
-        copies: list[tuple[str, str, str, str]] = []
+        copies = self._copies([op for op in ops if isinstance(op, Copy)])
         deletes: list[str] = []
         for op in ops:
             if isinstance(op, Delete):
                 deletes.append(self.path(op.path))
             elif isinstance(op, Copy):
-                copies.append(("bucket", self.bucket_id, op.pin, self.path(op.dst)))  # op.pin: the Xet hash
+                continue
             elif op.uploaded is not None:
                 continue  # sent by upload() under its final path already
             elif op.data is not None:
@@ -425,9 +462,9 @@ class BucketStore:
                 if not landed and self._last_read is not None:
                     pin = manifest_pin(self._last_read)
                 break
-            manifests = [op for op in wanted.operations
-                         if isinstance(op, Put) and posixpath.basename(op.path) == MANIFEST_NAME]
-            rest = [op for op in wanted.operations if op not in manifests]
+            operations = self._expand(wanted.operations, what)
+            manifests = [op for op in operations if isinstance(op, Put) and posixpath.basename(op.path) == MANIFEST_NAME]
+            rest = [op for op in operations if op not in manifests]
             touched = {posixpath.dirname(op.path) for op in manifests}
             for folder in sorted(touched):
                 self._clear_manifest(folder)
@@ -447,6 +484,19 @@ class BucketStore:
             if wanted.final:
                 break
         return WriteOutcome(pin, landed, last)
+
+    def _expand(self, operations: list[Put | Delete | Copy], what: str) -> list[Put | Delete | Copy]:
+        """A folder's delete (``name/``, prune) as its files' deletes, its manifest deleted
+        first, alone: a half-deleted folder is never complete."""
+        out: list[Put | Delete | Copy] = []
+        for op in operations:
+            if isinstance(op, Delete) and op.path.endswith("/"):
+                folder = op.path.rstrip("/")
+                self._clear_manifest(folder)
+                out += [Delete(f"{folder}/{rel}") for rel in sorted(self.xet_hashes(folder))]
+            else:
+                out.append(op)
+        return out
 
     def _publish(self, wanted: Write, manifests: list[Put | Delete | Copy], what: str) -> Pin:
         final = wanted.finalizes

@@ -145,3 +145,43 @@ def test_latest_on_a_thousand_folders_answers_in_a_bounded_number_of_requests(cl
     log = hub.log_entries()[start:]
     assert len(log) == 6, [(e["listener"], e["method"], e["path"], e["status"]) for e in log]
     assert [e["listener"] for e in log].count("cdn") == 1
+
+
+def test_prune_deletes_whole_folders_manifest_first_and_reports_the_usage_freed(cli, env, api, hub, tmp_path):
+    for step in (1, 2, 3):
+        _push(cli, env, tmp_path, step)
+    before = api.bucket_info(BUCKET).size
+    start = len(hub.log_entries())
+    run = cli("prune", "--repo", URI, "--keep-last", "1", "--json", env=env)
+    assert run.code == 0, run.stderr
+    assert sorted(run.json["deleted"]) == ["checkpoint-1", "checkpoint-2"] and run.json["kept"] == ["checkpoint-3"]
+    assert run.json["used_storage_before"] == before
+    assert run.json["used_storage_after"] == api.bucket_info(BUCKET).size < before
+    assert run.json["freed_bytes"] == before - run.json["used_storage_after"]
+    assert _paths(api) == sorted(["checkpoint-3/config.json", f"checkpoint-3/{MANIFEST}",
+                                  "checkpoint-3/model.safetensors"])
+    batches = [e for e in hub.log_entries()[start:] if e["method"] == "POST" and e["path"].endswith("/batch")]
+    assert len(batches) == 3  # each folder's manifest alone, then the files of both
+
+
+def test_promote_within_a_bucket_copies_server_side_by_xet_hash(cli, env, api, hub, tmp_path):
+    pushed, files = _push(cli, env, tmp_path, 4)
+    start = len(hub.log_entries())
+    run = cli("promote", "--repo", URI, "--subfolder", "checkpoint-4", "--revision", pushed["revision"],
+              "--to", "release/checkpoint-4", "--json", env=env)
+    assert run.code == 0, run.stderr
+    assert run.json["source_revision"] == pushed["revision"] and run.json["revision"].startswith("sha256:")
+    log = hub.log_entries()[start:]
+    sent = sum(e.get("bytes_in", 0) for e in log if e["listener"] == "cas")
+    assert sent < 10_000, [(e["method"], e["path"], e.get("bytes_in")) for e in log if e["listener"] == "cas"]
+    got = cli("pull", "--repo", URI, "--subfolder", "release/checkpoint-4", "--revision", run.json["revision"],
+              "--local-dir", str(tmp_path / "rel"), "--json", env=env)
+    assert got.code == 0, got.stderr
+    tree = read_tree(tmp_path / "rel")
+    tree.pop(MANIFEST)
+    assert tree == files
+    # prune never deletes the source of a promoted folder
+    _push(cli, env, tmp_path, 5)
+    _push(cli, env, tmp_path, 6)
+    pruned = cli("prune", "--repo", URI, "--keep-last", "1", "--json", env=env)
+    assert pruned.code == 0 and pruned.json["deleted"] == ["checkpoint-5"], pruned.stdout + pruned.stderr
