@@ -1001,9 +1001,9 @@ def prune(
         before = remote.usage()
         plan, _pin = core_prune(remote, keep, dry_run=dry_run)
         after = before if dry_run else remote.usage()
-        freed = before - after if before is not None and after is not None else None
         return PruneResult(None, list(plan.delete), {name: plan.reasons.get(name, "") for name in plan.keep}, dry_run,
-                           repo, True, freed, None, before, after)
+                           repo, True, before - after if before is not None and after is not None else None, None,
+                           before, after)
     if not free_storage:
         plan, sha = core_prune(remote, keep, dry_run=dry_run)
         return PruneResult(sha, list(plan.delete), {name: plan.reasons.get(name, "") for name in plan.keep}, dry_run,

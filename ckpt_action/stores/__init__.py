@@ -28,8 +28,8 @@ from ckpt_action.stores.base import (
     Write,
     WriteOutcome,
 )
-from ckpt_action.stores.finalize import FinalizeRefused, Identity, finalize
 from ckpt_action.stores.bucket import BucketStore
+from ckpt_action.stores.finalize import FinalizeRefused, Identity, finalize
 from ckpt_action.stores.repo import RepoStore, as_store
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ def open_store(settings: Settings, repo: str, api: HfApi | None = None) -> Store
 
 
 __all__ = [
-    "THREADED_HASH_MIN", "BucketStore", "Copy", "Delete", "Final", "FinalizeRefused", "Identity", "Operation", "Pin", "Put",
-    "RepoStore", "Snapshot", "Store", "StoreLike", "Uploaded", "Write", "WriteOutcome", "as_store", "finalize", "open_store",
-    "folder_problem", "skip_name",
+    "THREADED_HASH_MIN", "BucketStore", "Copy", "Delete", "Final", "FinalizeRefused", "Identity", "Operation", "Pin",
+    "Put", "RepoStore", "Snapshot", "Store", "StoreLike", "Uploaded", "Write", "WriteOutcome", "as_store", "finalize",
+    "folder_problem", "open_store", "skip_name",
 ]

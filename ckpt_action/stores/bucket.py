@@ -223,8 +223,9 @@ class BucketStore:
         """The folder's files (relative) with their size and Xet hash, from one fresh listing."""
         from huggingface_hub import BucketFile
 
+        listing = self._list(folder, recursive=True, what=f"listing {folder}/")
         return {rel[len(folder) + 1:]: (int(e.size), str(e.xet_hash))
-                for rel, e in self._list(folder, recursive=True, what=f"listing {folder}/") if isinstance(e, BucketFile)}
+                for rel, e in listing if isinstance(e, BucketFile)}
 
     def catalog(self, pin: Pin) -> tuple[dict[str, dict[str, RemoteFile]], dict[str, str]]:
         from huggingface_hub import BucketFile
@@ -377,8 +378,9 @@ class BucketStore:
         paths-info, its sha256 from the pinned manifest it was read under."""
         if not ops:
             return []
+        sources = [self.path(o.src) for o in ops]
         found = self._call(f"reading {len(ops)} path(s) to copy",
-                           lambda: list(self.api.get_bucket_paths_info(self.bucket_id, [self.path(o.src) for o in ops])))
+                           lambda: list(self.api.get_bucket_paths_info(self.bucket_id, sources)))
         by_path = {str(e.path): e for e in found}
         out = []
         for op in ops:
@@ -463,7 +465,8 @@ class BucketStore:
                     pin = manifest_pin(self._last_read)
                 break
             operations = self._expand(wanted.operations, what)
-            manifests = [op for op in operations if isinstance(op, Put) and posixpath.basename(op.path) == MANIFEST_NAME]
+            manifests = [op for op in operations
+                         if isinstance(op, Put) and posixpath.basename(op.path) == MANIFEST_NAME]
             rest = [op for op in operations if op not in manifests]
             touched = {posixpath.dirname(op.path) for op in manifests}
             for folder in sorted(touched):
@@ -498,12 +501,11 @@ class BucketStore:
                 out.append(op)
         return out
 
-    def _publish(self, wanted: Write, manifests: list[Put | Delete | Copy], what: str) -> Pin:
+    def _publish(self, wanted: Write, manifests: list[Put], what: str) -> Pin:
         final = wanted.finalizes
         assert final is not None
         folder = final.identity.folder.rstrip("/")
-        data = next((op.data for op in manifests if isinstance(op, Put) and op.path == f"{folder}/{MANIFEST_NAME}"),
-                    None)
+        data = next((op.data for op in manifests if op.path == f"{folder}/{MANIFEST_NAME}"), None)
         if data is None:
             raise FinalizeRefused(f"not publishing {folder}/: the write carries no manifest; nothing was published")
         finalize(final.identity, data, contributors=final.contributors, publishing=self._publishing(folder),
