@@ -857,6 +857,9 @@ def promote_checkpoint(
     if target_repo and branch:
         raise InputError(f"{param('branch')} does not go with {param('to_repo')}: promote into the other repo's main",
                          param="branch")
+    if (tag or branch) and not target_repo and names.bucket(repo) is not None:
+        raise InputError(f"{param('tag' if tag else 'branch')}: a bucket has no tags or branches; promote into a model"
+                         f" repo with {param('to_repo')} to tag the release", param="tag" if tag else "branch")
     settings = _settings_for(source, endpoint, token, timeout, retries)
     names.token_for_write(settings.token, settings.endpoint)
     sign = signer(signing_key=signing_key, signing_certificate=signing_certificate, signing_chain=signing_chain,

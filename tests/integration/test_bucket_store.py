@@ -185,3 +185,29 @@ def test_promote_within_a_bucket_copies_server_side_by_xet_hash(cli, env, api, h
     _push(cli, env, tmp_path, 6)
     pruned = cli("prune", "--repo", URI, "--keep-last", "1", "--json", env=env)
     assert pruned.code == 0 and pruned.json["deleted"] == ["checkpoint-5"], pruned.stdout + pruned.stderr
+
+
+def test_promote_from_a_bucket_into_a_model_repo_is_one_commit_pinned_and_tagged(cli, env, api, tmp_path):
+    pushed, files = _push(cli, env, tmp_path, 7)
+    api.create_repo("local-user/model", private=True)
+    run = cli("promote", "--repo", URI, "--subfolder", "checkpoint-7", "--revision", pushed["revision"],
+              "--to", "release", "--to-repo", "local-user/model", "--tag", "v1", "--json", env=env)
+    assert run.code == 0, run.stderr
+    sha = run.json["revision"]
+    assert len(sha) == 40 and run.json["repo"] == "local-user/model" and run.json["commits"] == 1
+    assert run.json["source_revision"] == pushed["revision"] and run.json["tag"] == "v1"
+    commits = api.list_repo_commits("local-user/model")
+    assert commits[0].commit_id == sha
+    refs = api.list_repo_refs("local-user/model")
+    assert [(t.name, t.target_commit) for t in refs.tags] == [("v1", sha)]
+    got = cli("pull", "--repo", "local-user/model", "--subfolder", "release", "--revision", "v1",
+              "--local-dir", str(tmp_path / "rel"), "--json", env=env)
+    assert got.code == 0 and got.json["revision"] == sha and got.json["verified_by"] == "manifest", got.stderr
+    tree = read_tree(tmp_path / "rel")
+    manifest = tree.pop(MANIFEST)
+    assert tree == files and pushed["revision"].encode() in manifest  # the manifest names the bucket pin it came from
+    # a tag or a branch within a bucket is refused before anything is written
+    before = _paths(api)
+    bad = cli("promote", "--repo", URI, "--subfolder", "checkpoint-7", "--to", "release", "--tag", "v2", env=env)
+    assert bad.code == 2 and "a bucket has no tags" in bad.stderr, bad.stderr
+    assert _paths(api) == before
