@@ -12,9 +12,11 @@
 Each rank's shards are written by DCP's own ``FileSystemWriter`` to a staging dir of that
 rank, then pushed with ``ckpt.push(distributed=True)``: every rank uploads its own shards,
 the coordinator's ``finish`` writes ``.metadata`` and makes the one commit (shards,
-``.metadata`` and the manifest). The other ranks leave ``write_data`` while their part of
-the push runs (the coordinator only reaches ``finish`` once they have written), and
-``writer.handle`` waits for it.
+``.metadata`` and the manifest), which publishes the manifest through the one finalize of
+every writer (:func:`ckpt_action.stores.finalize.finalize`: every rank reported this very
+checkpoint, and every file the manifest lists is in the commit with its digest). The
+other ranks leave ``write_data`` while their part of the push runs (the coordinator only
+reaches ``finish`` once they have written), and ``writer.handle`` waits for it.
 
 The reader downloads ``.metadata``, then on each rank only the files holding what that
 rank loads, each verified against the manifest at the pinned SHA, into a dir removed once

@@ -5,14 +5,29 @@ torch is imported only when a process group is running: a one-process job never 
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from ..errors import CkptError
-
-T = TypeVar("T")
+from ..errors import (
+    AuthError,
+    CkptError,
+    ConflictError,
+    InputError,
+    IntegrityError,
+    LimitError,
+    LocalIOError,
+    NoCheckpointError,
+    NotFoundError,
+    RemoteError,
+    UnreadableManifest,
+    one_line,
+    unrendered,
+)
+from ..handle import CheckpointHandle
 
 
 def active() -> bool:
@@ -32,36 +47,110 @@ def wait_for_saves() -> None:
     dist.barrier()
 
 
-def _outcome(fn: Callable[[], T]) -> tuple[str, Any]:
-    try:
-        return "ok", fn()
-    except CkptError as exc:
-        return "error", exc
+MAX_VALUE_BYTES = 64 * 1024
+"""Bytes of one answer read from the job's store: a handle or an error message is far less."""
+_NAME = "ckpt-action/resume"
+_ERRORS: dict[str, type[CkptError]] = {c.__name__: c for c in (
+    CkptError, InputError, RemoteError, AuthError, NotFoundError, IntegrityError, UnreadableManifest, LocalIOError,
+    LimitError, NoCheckpointError, ConflictError)}
+"""The errors an answer may carry, by name (each made from its message alone); any other is a CkptError."""
 
 
-def once_per_node(find: Callable[[], T | None], fetch: Callable[[T], Any]) -> T | None:
+def once_per_node(find: Callable[[], CheckpointHandle | None],
+                  fetch: Callable[[CheckpointHandle], Any]) -> CheckpointHandle | None:
     """``find()`` on world rank 0, its answer given to every process; then ``fetch(answer)``
     on each node's local rank 0 while the other processes wait. Any failure raises on every
-    process, the same error."""
+    process, the same error. The answers travel as JSON through the job's store (see
+    :func:`exchange`), never through torch's object collectives, which unpickle what they
+    receive."""
     import torch.distributed as dist
 
-    box: list[Any] = [_outcome(find) if dist.get_rank() == 0 else None]
-    dist.broadcast_object_list(box, src=0)
-    kind, found = box[0]
-    if kind == "error":
-        raise found
-    if found is None:
+    store = dist.distributed_c10d._get_default_store()
+    rank = dist.get_rank()
+    local = int(os.environ.get("LOCAL_RANK", rank))
+    return exchange(store, rank, dist.get_world_size(), local == 0, find, fetch)
+
+
+def exchange(store: Any, rank: int, world: int, fetches: bool, find: Callable[[], CheckpointHandle | None],
+             fetch: Callable[[CheckpointHandle], Any], *, timeout: float | None = None) -> CheckpointHandle | None:
+    """:func:`once_per_node` over ``store`` (a ``torch.distributed.Store``): rank 0 posts what
+    ``find()`` answered (a handle, none, or its error); every rank reads it, those with
+    ``fetches`` run ``fetch``, and every rank posts and reads every rank's outcome. Each
+    value is JSON, bounded in bytes and checked in shape: the store listens on the network
+    in a multi-node job. ``timeout``: seconds to wait for a value (None: the store's own)."""
+    seq = store.add(f"{_NAME}/seq/{rank}", 1)
+    prefix = f"{_NAME}/{seq}"
+    if rank == 0:
+        try:
+            found = find()
+            answer: dict[str, Any] = {"ok": None if found is None else {**found.to_dict(), "endpoint": found.endpoint}}
+        except CkptError as exc:
+            answer = {"error": {"kind": type(exc).__name__, "message": unrendered(exc), "param": exc.param}}
+        store.set(f"{prefix}/found", _encode(answer))
+    handle = _found(_read(store, f"{prefix}/found", "rank 0's answer", timeout))
+    if handle is None:
         return None
-    local = int(os.environ.get("LOCAL_RANK", dist.get_rank()))
-    mine = _outcome(lambda: fetch(found)) if local == 0 else ("ok", None)
-    if mine[0] == "error":
-        mine = ("error", f"rank {dist.get_rank()}: {mine[1]}")
-    everyone: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(everyone, mine)
-    failed = [message for kind, message in everyone if kind == "error"]
+    mine: str | None = None
+    if fetches:
+        try:
+            fetch(handle)
+        except CkptError as exc:
+            mine = f"rank {rank}: {exc}"
+    store.set(f"{prefix}/fetched/{rank}", _encode({"error": mine}))
+    failed = []
+    for r in range(world):
+        outcome = _read(store, f"{prefix}/fetched/{r}", f"rank {r}'s outcome", timeout)
+        error = outcome.get("error", "") if isinstance(outcome, dict) and set(outcome) == {"error"} else ""
+        if error is None:
+            continue
+        failed.append(error if isinstance(error, str) else f"rank {r}'s outcome in the job's store is not"
+                      " ckpt-action's")
     if failed:
-        raise CkptError(f"resuming from the Hub failed: {failed[0]}")
-    return found
+        raise CkptError(f"resuming from the Hub failed: {one_line(failed[0], 2000)}")
+    return handle
+
+
+def _encode(value: object) -> bytes:
+    return json.dumps(value, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _read(store: Any, key: str, what: str, timeout: float | None) -> Any:
+    if timeout is None:
+        store.wait([key])
+    else:
+        store.wait([key], timedelta(seconds=timeout))
+    raw = store.get(key)
+    if len(raw) > MAX_VALUE_BYTES:
+        raise CkptError(f"{what} in the job's store is not ckpt-action's ({len(raw)} bytes, above"
+                        f" {MAX_VALUE_BYTES})")
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError; nesting, a RecursionError
+        raise CkptError(f"{what} in the job's store is not ckpt-action's (not JSON: {one_line(exc, 80)})") from None
+
+
+def _found(answer: object) -> CheckpointHandle | None:
+    """Rank 0's answer, checked: the handle (None: no checkpoint); its error is raised."""
+    what = "rank 0's answer in the job's store is not ckpt-action's"
+    if isinstance(answer, dict) and set(answer) == {"error"} and isinstance(answer["error"], dict):
+        error = answer["error"]
+        kind, message, param = error.get("kind"), error.get("message"), error.get("param")
+        if not isinstance(message, str) or not (param is None or isinstance(param, str)):
+            raise CkptError(what)
+        raise _ERRORS.get(kind if isinstance(kind, str) else "", CkptError)(one_line(message, 2000), param=param)
+    if not isinstance(answer, dict) or set(answer) != {"ok"}:
+        raise CkptError(what)
+    ok = answer["ok"]
+    if ok is None:
+        return None
+    fields = ("repo", "subfolder", "revision", "step", "endpoint")
+    if (not isinstance(ok, dict) or not {"repo", "subfolder", "revision", "endpoint"} <= set(ok) <= {*fields, "hub_url"}
+            or not all(isinstance(ok.get(k), str) for k in ("repo", "subfolder", "revision", "endpoint"))):
+        raise CkptError(what)
+    try:
+        return CheckpointHandle(ok["repo"], ok["subfolder"], ok["revision"], ok.get("step"), ok["endpoint"])
+    except CkptError as exc:
+        raise CkptError(f"{what}: {exc}") from None
 
 
 def empty_dir(root: Path) -> Path:

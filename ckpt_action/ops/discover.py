@@ -111,7 +111,7 @@ def latest(remote: StoreLike, revision: str | None = None, verifier: Verifier | 
             problems = [why] if why else []
             chosen = Chosen(sha, name, chosen.manifest_bytes, snap, check, verifier)
         if not problems:
-            pin = chosen.snapshot.revision if chosen.snapshot is not None else sha  # a bucket: the manifest's
+            pin = store.pin_of(sha, name, chosen.manifest_bytes)  # a bucket: the manifest's sha256
             handle = CheckpointHandle(store.name, name, pin, stp, store.settings.endpoint)
             return LatestResult(handle, pin, skipped, chosen.manifest_bytes is not None,
                                 chosen=replace(chosen, revision=pin))

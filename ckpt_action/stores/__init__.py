@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from ckpt_action.hub.fetch import THREADED_HASH_MIN
 from ckpt_action.hub.repo import RemoteRepo, Snapshot, folder_problem, skip_name
 from ckpt_action.stores.base import (
+    LIVE,
     Copy,
     Delete,
     Final,
@@ -54,7 +55,7 @@ def open_store(settings: Settings, repo: str, api: HfApi | None = None) -> Store
 
 
 __all__ = [
-    "THREADED_HASH_MIN", "BucketStore", "Copy", "Delete", "Final", "FinalizeRefused", "Identity", "Operation", "Pin",
-    "Put", "RepoStore", "Snapshot", "Store", "StoreLike", "Uploaded", "Write", "WriteOutcome", "as_store", "finalize",
-    "folder_problem", "open_store", "skip_name",
+    "LIVE", "THREADED_HASH_MIN", "BucketStore", "Copy", "Delete", "Final", "FinalizeRefused", "Identity", "Operation",
+    "Pin", "Put", "RepoStore", "Snapshot", "Store", "StoreLike", "Uploaded", "Write", "WriteOutcome", "as_store",
+    "finalize", "folder_problem", "open_store", "skip_name",
 ]

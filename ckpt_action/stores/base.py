@@ -4,17 +4,24 @@ checkpoints live, and the store-neutral writes they hand it.
 Two kinds of store share it. Today's, :class:`~ckpt_action.stores.repo.RepoStore`, is a
 model repo (git commits through huggingface_hub). The next, a Storage Bucket
 (``hf://buckets/ORG/NAME``: mutable, unversioned, S3-like, Xet-backed), is written against
-the same methods; this is how it implements each one (not implemented yet):
+the same methods (:class:`~ckpt_action.stores.bucket.BucketStore`); this is how it implements each one:
 
 ``Pin``
     What a reader is pinned to. A repo: the 40-hex commit SHA of the snapshot read. A
     bucket has no commit: each checkpoint folder is pinned by ``sha256:<64 hex>`` of its
     manifest as stored, so a pin names one folder's content, and reading at it fails once
     the manifest no longer hashes to it ("overwritten since it was pinned").
+``identity(folder, step)``
+    Which checkpoint a writer writes, as the one finalize compares it (the store is the
+    endpoint and the repo id, or the bucket URI with its prefix).
 ``resolve(revision)``
-    A repo: the branch's or tag's SHA. A bucket: the pin of "now" (``None``: the listing
-    is read live, and every folder it yields is pinned by its own manifest's digest);
-    ``revision`` ``sha256:...`` names one folder's pin.
+    The pin a command's reads are made at. A repo: the branch's or tag's SHA (None: a new
+    repo without commits). A bucket has no snapshot of the whole: ``LIVE`` (the listing is
+    read as it is now, and every folder it yields is pinned by its own manifest's digest),
+    or the ``sha256:...`` a ``--revision`` names.
+``pin_of(pin, folder, manifest_bytes)``
+    The pin a handle of ``folder`` carries: a repo, the SHA read at; a bucket, the sha256
+    of the manifest bytes read (``latest`` and ``list`` report it, ``pull`` checks it).
 ``refs()``
     Branches and tags, each to its pin (a bucket has none: two empty maps; ``--branch`` and
     ``--tag`` belong to a promote into a repo). ``create_branch``/``create_tag`` likewise.
@@ -25,10 +32,17 @@ the same methods; this is how it implements each one (not implemented yet):
 ``catalog(pin)`` (list)
     Every checkpoint folder with its files, from one recursive listing (a bucket:
     ``list_bucket_tree`` recursive under the prefix, grouped by folder).
-``files(pin, folder)`` / ``snapshot(pin, folder)``
+``files(pin, folder)`` / ``snapshot(pin, folder)`` / ``open_complete(folder, pin, doing)``
     The folder's files (size, and sha256 where the store knows it), bounded; a bucket
     lists the folder's paths (``list_bucket_tree``, recursive under the folder, paginated
-    within the listing bounds); its snapshot's ``revision`` is the manifest's digest.
+    within the listing bounds); its snapshot's ``revision`` is the manifest's digest, and
+    ``open_complete`` at a ``sha256:`` pin refuses a folder whose manifest no longer hashes
+    to it (exit 1: overwritten since it was pinned), before any byte is handed over.
+``existing(pin, paths)`` / ``folder_id(pin, folder)``
+    Which of these files exist, in one request (a bucket: ``get_bucket_paths_info``); the
+    folder's content id when the store has one (a repo: the git tree id, which push's proof
+    and latest's fast path compare with the manifest's; a bucket: None, so both list the
+    folder and compare file by file).
 ``read_small_file(pin, path)`` (a manifest, a statement)
     Bounded in bytes and time; a bucket reads through the bucket resolve route and, for a
     manifest, checks the bytes hash to the pin asked for.
@@ -49,15 +63,18 @@ the same methods; this is how it implements each one (not implemented yet):
     listing of the folder, then the manifest written **last, alone**, in a batch of its
     own; its pin is the sha256 of the manifest bytes written. Either way a plan that
     finalizes goes through :func:`~ckpt_action.stores.finalize.finalize` first.
-``delete_folders`` (prune)
+``Delete("folder/")`` in a write (prune)
     A repo: one commit deleting the folders. A bucket: each folder's manifest deleted
-    first (a half-deleted folder is then never complete), then its files; storage is freed
-    at once.
-``copy`` (promote within the store)
+    first, in a batch of its own (a half-deleted folder is then never complete), then its
+    files; storage is freed at once.
+``Copy`` in a write (promote within the store)
     A repo: ``CommitOperationCopy`` at the source SHA, in one commit. A bucket: server-side
-    copies by Xet hash (``batch_bucket_files`` copy), 0 bytes sent, the manifest last.
+    copies by Xet hash (``batch_bucket_files`` copy), 0 bytes sent, then the finalize and
+    the manifest last.
 ``usage()``
     Bytes the store uses (a repo: ``usedStorage``; a bucket: its reported size).
+``error(exc, what)``
+    The client's exception as ckpt-action's error, in the store's words.
 """
 
 from __future__ import annotations
@@ -77,6 +94,8 @@ if TYPE_CHECKING:
 
 Pin = str
 """A reader's pin: a 40-hex commit SHA (repo) or ``sha256:<64 hex>`` of a manifest (bucket)."""
+LIVE: Pin = "live"
+"""A bucket's :meth:`Store.resolve` of no revision: its listing as it is now."""
 
 
 @dataclass(frozen=True)
@@ -179,6 +198,7 @@ class Store(Protocol):
 
     # reading
     def resolve(self, revision: str | None) -> Pin | None: ...
+    def pin_of(self, pin: Pin, folder: str, manifest_bytes: bytes | None) -> Pin: ...
     def refs(self) -> tuple[dict[str, str], dict[str, str]]: ...
     def folders(self, pin: Pin) -> dict[str, str]: ...
     def files(self, pin: Pin, folder: str) -> dict[str, RemoteFile]: ...

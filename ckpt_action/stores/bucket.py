@@ -46,7 +46,7 @@ from ckpt_action.handle import BUCKET_PIN_RE, CheckpointHandle, step_of
 from ckpt_action.hub.fetch import fetch_file
 from ckpt_action.hub.repo import Snapshot, folder_problem, skip_name
 from ckpt_action.hub.transport import call, get_bounded, make_api, translate
-from ckpt_action.stores.base import Copy, Delete, Pin, Put, Uploaded, Write, WriteOutcome
+from ckpt_action.stores.base import LIVE, Copy, Delete, Pin, Put, Uploaded, Write, WriteOutcome
 from ckpt_action.stores.finalize import FinalizeRefused, Identity, finalize
 
 if TYPE_CHECKING:
@@ -54,10 +54,6 @@ if TYPE_CHECKING:
 
     from ckpt_action.hub.repo import RemoteRepo
     from ckpt_action.settings import Settings
-
-LIVE = "live"
-"""The store-wide "pin" of a bucket read now: each folder read is pinned by its own manifest."""
-
 
 def manifest_pin(data: bytes) -> str:
     """The pin of a checkpoint whose manifest is ``data``.
@@ -177,6 +173,10 @@ class BucketStore:
             return revision
         raise InputError(f"{param('revision')} {quoted(revision)}: a bucket has no branches, tags or commits; give"
                          " a checkpoint's pin sha256:<64 hex>, or leave it out", param="revision")
+
+    def pin_of(self, pin: Pin, folder: str, manifest_bytes: bytes | None) -> Pin:
+        """A folder is pinned by its manifest's sha256."""
+        return manifest_pin(manifest_bytes) if manifest_bytes is not None else pin
 
     def refs(self) -> tuple[dict[str, str], dict[str, str]]:
         """A bucket has no branches nor tags."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +64,10 @@ class RepoStore:
 
     def resolve(self, revision: str | None) -> Pin | None:
         return self.remote.resolve(revision)
+
+    def pin_of(self, pin: Pin, folder: str, manifest_bytes: bytes | None) -> Pin:
+        """A repo's folders are pinned by the commit they were read at."""
+        return pin
 
     def refs(self) -> tuple[dict[str, str], dict[str, str]]:
         return self.remote.refs()
@@ -202,7 +207,7 @@ class RepoStore:
             return {}
         total = sum(op.upload_info.size for op in ops.values())
         batch = list(ops.values())
-        with Ticker(progress, total, bytes_read_since_now()) if progress else _nothing():
+        with Ticker(progress, total, bytes_read_since_now()) if progress else nullcontext():
             for start in range(0, len(batch), PREUPLOAD_BATCH):
                 part = batch[start:start + PREUPLOAD_BATCH]
                 call(self.settings, what or f"uploading {len(part)} file(s) of {folder}",
@@ -320,14 +325,6 @@ def _unusable_paths(unusable: list[tuple[Entry, str]]) -> list[tuple[str, str]]:
 def _owner(path: str, roots: set[str]) -> str | None:
     """The checkpoint folder a listed path belongs to: the deepest root above it."""
     return max((r for r in roots if path.startswith(r + "/")), key=len, default=None)
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def as_store(remote: Store | RemoteRepo) -> Store:

@@ -44,7 +44,7 @@ def test_any_error_while_a_pull_stages_its_files_is_a_ckpt_error_and_the_target_
         raised: type[Exception], local_hub, tmp_path: Path, monkeypatch) -> None:
     """Not only an OSError: whatever a library raises while the files are staged leaves the
     API as a CkptError, the earlier pull's files as they were and no staging dir behind."""
-    from ckpt_action.ops import pull as pull_module
+    from ckpt_action.stores.repo import RepoStore  # where a pull downloads each file
 
     first = {"a.bin": b"a" * 100, "b.bin": b"b" * 100}
     handle1 = ckpt.push(write_checkpoint(tmp_path / "one", first), "o/r", step=1, endpoint=local_hub.url)
@@ -53,7 +53,7 @@ def test_any_error_while_a_pull_stages_its_files_is_a_ckpt_error_and_the_target_
     target = tmp_path / "target"
     ckpt.pull(handle1, target, endpoint=local_hub.url)
     before = sorted(p.name for p in tmp_path.iterdir())
-    real = pull_module.fetch_file
+    real = RepoStore.download
 
     def failing(remote, revision, path, dest, *args, **kwargs):
         if path.endswith("b.bin"):
@@ -61,7 +61,7 @@ def test_any_error_while_a_pull_stages_its_files_is_a_ckpt_error_and_the_target_
             raise raised("the client library failed in an unexpected way")
         return real(remote, revision, path, dest, *args, **kwargs)
 
-    monkeypatch.setattr(pull_module, "fetch_file", failing)
+    monkeypatch.setattr(RepoStore, "download", failing)
     with pytest.raises(ckpt.CkptError) as err:
         ckpt.pull(handle2, target, endpoint=local_hub.url, retries=0)
     assert not isinstance(err.value, raised) and "unexpected way" in str(err.value), repr(err.value)

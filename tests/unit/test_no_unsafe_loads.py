@@ -1,6 +1,7 @@
 """Bytes from outside (the Hub, its CAS, another rank, a file) are parsed as data: nothing in
-the package unpickles, unmarshals or ``torch.load``s them without ``weights_only=True``,
-except where this file's allow-list says why.
+the package unpickles, unmarshals or ``torch.load``s them without ``weights_only=True`` (nor
+exchanges them with torch.distributed's object collectives, which unpickle what another rank
+sent), except where this file's allow-list says why.
 
 A scan of the package's source (ast, so a comment or a docstring naming a call does not
 count, and an alias does not hide one): a new ``pickle.loads``, ``Unpickler``,
@@ -21,6 +22,11 @@ _ALWAYS = {f"{m}.{n}" for m in ("pickle", "_pickle", "cPickle", "dill", "cloudpi
 _ALWAYS |= {"marshal.load", "marshal.loads", "shelve.open", "pandas.read_pickle", "joblib.load",
             "yaml.unsafe_load", "yaml.unsafe_load_all", "yaml.full_load", "yaml.full_load_all",
             "jsonpickle.decode", "torch.serialization.load"}
+# torch.distributed's object collectives pickle on one rank and unpickle on the others: what
+# a rank (or anything that reaches the job's network) sends runs on every rank that receives it.
+_ALWAYS |= {f"{m}.{n}" for m in ("torch.distributed", "torch.distributed.distributed_c10d")
+            for n in ("broadcast_object_list", "all_gather_object", "gather_object", "scatter_object_list",
+                      "recv_object_list", "send_object_list", "_tensor_to_object")}
 _SAFE_LOADERS = {"SafeLoader", "CSafeLoader", "BaseLoader", "CBaseLoader"}
 
 ALLOWED: dict[tuple[str, str], str] = {
@@ -104,6 +110,10 @@ def test_the_scan_sees_each_unsafe_form_and_passes_the_safe_ones() -> None:
     assert names("import pickle as p\nclass U(p.Unpickler): pass") == ["pickle.Unpickler"]
     assert names("from pickle import loads as l\nl(b'')") == ["pickle.loads"]
     assert names("import marshal\nmarshal.loads(b'')") == ["marshal.loads"]
+    assert names("import torch.distributed as dist\ndist.broadcast_object_list(box, src=0)") == [
+        "torch.distributed.broadcast_object_list"]
+    assert names("import torch.distributed as dist\ndist.all_gather_object(out, mine)") == [
+        "torch.distributed.all_gather_object"]
     assert names("import torch\ntorch.load(f)") == ["torch.load"]
     assert names("import torch\ntorch.load(f, weights_only=False)") == ["torch.load"]
     assert names("from torch import load\nload(f, weights_only=flag)") == ["torch.load"]
