@@ -40,3 +40,14 @@ def test_a_bucket_pin_is_a_revision_and_a_handle_revision():
         CheckpointHandle("org/ckpts", "checkpoint-5", PIN, 5, "http://hub")  # a repo is pinned by commit
     with pytest.raises(IntegrityError):
         CheckpointHandle("hf://buckets/org/ckpts", "checkpoint-5", "a" * 40, 5, "http://hub")
+
+
+def test_a_pointer_records_the_bucket_uri_and_the_pin_and_reads_back_as_the_same_handle():
+    from ckpt_action.wandb.format import parse_pointer
+
+    h = CheckpointHandle("hf://buckets/org/ckpts/run-7", "checkpoint-5", PIN, 5, "http://hub:8000")
+    assert parse_pointer(h.to_dict()) == h
+    with pytest.raises(InputError):
+        parse_pointer(h.to_dict() | {"revision": "a" * 40})  # a bucket is pinned by its manifest, not a commit
+    with pytest.raises(InputError):
+        parse_pointer(h.to_dict() | {"hub_url": "http://hub:8000/org/ckpts/tree/x/checkpoint-5"})
