@@ -471,6 +471,9 @@ class BucketStore:
             touched = {posixpath.dirname(op.path) for op in manifests}
             for folder in sorted(touched):
                 self._clear_manifest(folder)
+            for op in rest:  # sent by upload(), here or on another rank: the Xet hash its bytes have
+                if isinstance(op, Put) and isinstance(op.uploaded, str) and op.digest and op.digest.sha256:
+                    self._sha[op.uploaded] = op.digest.sha256
             written = self._batch(rest, f"{what}: writing {len(rest)} file(s)")
             for op in rest:
                 if isinstance(op, Put) and (xet := written.get(self.path(op.path))) is not None:
