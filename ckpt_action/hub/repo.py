@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from ckpt_action import names
 from ckpt_action.checkpoint.manifest import MANIFEST_NAME, Manifest, RemoteFile
+from ckpt_action.checkpoint.snapshot import Snapshot
 from ckpt_action.errors import InputError, IntegrityError, LimitError, NotFoundError, UnreadableManifest, param, quoted
 from ckpt_action.handle import SHA_RE, CheckpointHandle, commit_id, step_of
 from ckpt_action.hub.listing import Listing, on_endpoint, parse_json, read_tree, tree_url
@@ -48,33 +48,6 @@ def folder_problem(name: str) -> str | None:
 def skip_name(name: str, why: str) -> None:
     """Report a name the Hub listed that is not used: a warning, the name quoted."""
     log.warning("skipped %s listed by the Hub: it %s", quoted(name), why)
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """A subfolder's files at one SHA, and its manifest if it has one."""
-
-    revision: str
-    subfolder: str
-    files: dict[str, RemoteFile]
-    manifest: Manifest | None
-    manifest_bytes: bytes | None = None
-
-    @property
-    def exists(self) -> bool:
-        return bool(self.files) or self.manifest is not None
-
-    def problems(self) -> list[str]:
-        """Why this snapshot is not a complete checkpoint ([] when it is).
-
-        Without a manifest (a folder written by Trainer or ``hf upload``) there is nothing
-        to check against, and the folder counts as complete if it holds files.
-        """
-        if self.manifest is None:
-            return [] if self.files else ["the folder is empty"]
-        if not self.manifest.complete:
-            return ["its push has not finished (manifest marked incomplete)"]
-        return self.manifest.mismatches(self.files)
 
 
 class RemoteRepo:

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ckpt_action.checkpoint.snapshot import Snapshot
 from ckpt_action.hub.fetch import THREADED_HASH_MIN
-from ckpt_action.hub.repo import RemoteRepo, Snapshot, folder_problem, skip_name
+from ckpt_action.hub.repo import RemoteRepo, folder_problem, skip_name
 from ckpt_action.stores.base import (
     LIVE,
     Copy,

@@ -85,11 +85,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ckpt_action.checkpoint.manifest import FileDigest, RemoteFile
+from ckpt_action.checkpoint.snapshot import Snapshot
 from ckpt_action.stores.finalize import Identity
 
 if TYPE_CHECKING:
     from ckpt_action.handle import CheckpointHandle
-    from ckpt_action.hub.repo import Snapshot
     from ckpt_action.settings import Settings
 
 Pin = str

@@ -33,6 +33,7 @@ from urllib.parse import quote
 
 from ckpt_action import names
 from ckpt_action.checkpoint.manifest import MANIFEST_NAME, FileDigest, Manifest, RemoteFile, digest_file
+from ckpt_action.checkpoint.snapshot import Snapshot
 from ckpt_action.errors import (
     InputError,
     IntegrityError,
@@ -44,7 +45,7 @@ from ckpt_action.errors import (
 )
 from ckpt_action.handle import BUCKET_PIN_RE, CheckpointHandle, step_of
 from ckpt_action.hub.fetch import fetch_file
-from ckpt_action.hub.repo import Snapshot, folder_problem, skip_name
+from ckpt_action.hub.repo import folder_problem, skip_name
 from ckpt_action.hub.transport import call, get_bounded, make_api, translate
 from ckpt_action.stores.base import LIVE, Copy, Delete, Pin, Put, Uploaded, Write, WriteOutcome
 from ckpt_action.stores.finalize import FinalizeRefused, Identity, finalize
