@@ -211,3 +211,24 @@ def test_promote_from_a_bucket_into_a_model_repo_is_one_commit_pinned_and_tagged
     bad = cli("promote", "--repo", URI, "--subfolder", "checkpoint-7", "--to", "release", "--tag", "v2", env=env)
     assert bad.code == 2 and "a bucket has no tags" in bad.stderr, bad.stderr
     assert _paths(api) == before
+
+
+def test_a_file_changed_while_the_manifest_is_written_leaves_no_manifest(cli, env, api, monkeypatch, tmp_path):
+    """Another writer replaces a file between the finalize and the manifest: the push lists the
+    folder again, takes its manifest away and fails, so no manifest matches neither push."""
+    from ckpt_action.stores.bucket import BucketStore
+
+    real = BucketStore._batch
+
+    def batch(self, ops, what):
+        if any(getattr(op, "path", "").endswith(MANIFEST) and getattr(op, "data", None) for op in ops):
+            api.batch_bucket_files(BUCKET, add=[(b'{"other": 1}', "checkpoint-1/config.json")])
+        return real(self, ops, what)
+
+    monkeypatch.setattr(BucketStore, "_batch", batch)
+    src = write_checkpoint(tmp_path / "src", {"model.safetensors": os.urandom(50_000), "config.json": b"{}"})
+    run = cli("push", "--repo", URI, "--local-dir", str(src), "--step", "1", env=env)
+    assert run.code == 1 and "changed while its manifest was written" in run.stderr, run.stderr
+    assert f"checkpoint-1/{MANIFEST}" not in _paths(api)
+    found = cli("latest", "--repo", URI, "--json", env=env)
+    assert found.code == 0 and found.json["found"] is False
