@@ -232,3 +232,23 @@ def test_a_file_changed_while_the_manifest_is_written_leaves_no_manifest(cli, en
     assert f"checkpoint-1/{MANIFEST}" not in _paths(api)
     found = cli("latest", "--repo", URI, "--json", env=env)
     assert found.code == 0 and found.json["found"] is False
+
+
+@pytest.mark.parametrize("escape", ["../../escaped.txt", "checkpoint-1/../../../escaped.txt", "/tmp/escaped.txt",
+                                    "checkpoint-1/a\nb.txt"])
+def test_a_hostile_bucket_listing_is_refused_and_nothing_is_written(hub_server, xet_client, cli, tmp_path, escape):
+    from ckpt_action.checkpoint.manifest import Manifest, digest_bytes
+
+    hub = hub_server(token=TOKEN, faults=[{"method": "GET", "path": "/tree", "tree_escape": escape, "times": -1}])
+    env = clean_env(tmp_path, HF_ENDPOINT=hub.url, HF_TOKEN=TOKEN)
+    api = HfApi(endpoint=hub.url, token=TOKEN)
+    api.create_bucket(BUCKET, private=True)
+    data = b"weights"
+    manifest = Manifest({"w.bin": digest_bytes("w.bin", data)}, step=1).to_json()
+    api.batch_bucket_files(BUCKET, add=[(data, "checkpoint-1/w.bin")])
+    api.batch_bucket_files(BUCKET, add=[(manifest, f"checkpoint-1/{MANIFEST}")])
+    for args in (["latest", "--repo", URI], ["list", "--repo", URI],
+                 ["pull", "--repo", URI, "--subfolder", "checkpoint-1", "--local-dir", str(tmp_path / "p")]):
+        run = cli(*args, env=env)
+        assert run.code == 1 and "refusing" in run.stderr, (args, run.stderr)
+    assert not (tmp_path / "p").exists() and not (tmp_path / "escaped.txt").exists()
