@@ -69,11 +69,13 @@ def default_artifact_name(repo: str, subfolder: str) -> str:
     'org--run--sft'
     >>> default_artifact_name("org/run", "stage 2/checkpoint-7")
     'org--run--stage-2--checkpoint'
+    >>> default_artifact_name("hf://buckets/org/ckpts/run-7", "checkpoint-7")  # a bucket: without its scheme
+    'buckets--org--ckpts--run-7--checkpoint'
     """
     parts = [p for p in subfolder.strip("/").split("/") if p]
     if parts and CHECKPOINT_RE.match(parts[-1]):
         parts[-1] = "checkpoint"
-    name = "--".join([*repo.split("/"), *parts])
+    name = "--".join([*repo.removeprefix("hf://").split("/"), *parts])
     name = re.sub(r"[^A-Za-z0-9._-]", "-", name)
     if len(name) > ARTIFACT_NAME_MAX:
         import hashlib
