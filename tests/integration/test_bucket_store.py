@@ -252,3 +252,21 @@ def test_a_hostile_bucket_listing_is_refused_and_nothing_is_written(hub_server, 
         run = cli(*args, env=env)
         assert run.code == 1 and "refusing" in run.stderr, (args, run.stderr)
     assert not (tmp_path / "p").exists() and not (tmp_path / "escaped.txt").exists()
+
+
+def test_the_finalize_refuses_a_manifest_over_a_file_replaced_after_its_upload(cli, env, api, monkeypatch, tmp_path):
+    """The one finalize lists the folder afresh: a file another writer replaced after this push
+    uploaded it (same size, other bytes: another Xet hash) is not the file the manifest lists."""
+    from ckpt_action.stores.bucket import BucketStore
+
+    real = BucketStore._publish
+
+    def publish(self, wanted, manifests, what):
+        api.batch_bucket_files(BUCKET, add=[(b'{"x": 2}', "checkpoint-1/config.json")])  # 8 bytes, as pushed
+        return real(self, wanted, manifests, what)
+
+    monkeypatch.setattr(BucketStore, "_publish", publish)
+    src = write_checkpoint(tmp_path / "src", {"model.safetensors": os.urandom(50_000), "config.json": b'{"x": 1}'})
+    run = cli("push", "--repo", URI, "--local-dir", str(src), "--step", "1", env=env)
+    assert run.code == 1 and "config.json is not the file the manifest lists" in run.stderr, run.stderr
+    assert "nothing was published" in run.stderr and f"checkpoint-1/{MANIFEST}" not in _paths(api)
