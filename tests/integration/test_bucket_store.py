@@ -270,3 +270,16 @@ def test_the_finalize_refuses_a_manifest_over_a_file_replaced_after_its_upload(c
     run = cli("push", "--repo", URI, "--local-dir", str(src), "--step", "1", env=env)
     assert run.code == 1 and "config.json is not the file the manifest lists" in run.stderr, run.stderr
     assert "nothing was published" in run.stderr and f"checkpoint-1/{MANIFEST}" not in _paths(api)
+
+
+def test_a_pointer_to_a_bucket_checkpoint_pulls_it_at_its_pin(cli, env, api, tmp_path):
+    import json
+
+    pushed, files = _push(cli, env, tmp_path, 2)
+    pointer = tmp_path / "checkpoint.json"
+    pointer.write_text(json.dumps({k: pushed[k] for k in ("repo", "subfolder", "revision", "step", "hub_url")}))
+    got = cli("pull", "--pointer", str(pointer), "--local-dir", str(tmp_path / "p"), "--json", env=env)
+    assert got.code == 0 and got.json["revision"] == pushed["revision"], got.stderr
+    _push(cli, env, tmp_path, 2)  # overwritten: the pointer's pin no longer holds
+    again = cli("pull", "--pointer", str(pointer), "--local-dir", str(tmp_path / "q"), env=env)
+    assert again.code == 1 and "overwritten since it was pinned" in again.stderr, again.stderr
