@@ -275,7 +275,7 @@ def test_the_finalize_refuses_a_manifest_over_a_file_replaced_after_its_upload(c
 def test_a_pointer_to_a_bucket_checkpoint_pulls_it_at_its_pin(cli, env, api, tmp_path):
     import json
 
-    pushed, files = _push(cli, env, tmp_path, 2)
+    pushed, _files = _push(cli, env, tmp_path, 2)
     pointer = tmp_path / "checkpoint.json"
     pointer.write_text(json.dumps({k: pushed[k] for k in ("repo", "subfolder", "revision", "step", "hub_url")}))
     got = cli("pull", "--pointer", str(pointer), "--local-dir", str(tmp_path / "p"), "--json", env=env)
@@ -283,3 +283,22 @@ def test_a_pointer_to_a_bucket_checkpoint_pulls_it_at_its_pin(cli, env, api, tmp
     _push(cli, env, tmp_path, 2)  # overwritten: the pointer's pin no longer holds
     again = cli("pull", "--pointer", str(pointer), "--local-dir", str(tmp_path / "q"), env=env)
     assert again.code == 1 and "overwritten since it was pinned" in again.stderr, again.stderr
+
+
+def test_a_signed_push_into_a_bucket_verifies_on_pull_and_latest(cli, env, api, tmp_path):
+    from tests.helpers.signing_helpers import make_key
+
+    key = make_key(tmp_path)
+    src = write_checkpoint(tmp_path / "src", {"model.safetensors": os.urandom(20_000), "config.json": b"{}"})
+    run = cli("push", "--repo", URI, "--local-dir", str(src), "--step", "1", "--signing-key", str(key.private),
+              "--json", env=env)
+    assert run.code == 0, run.stderr
+    found = cli("latest", "--repo", URI, "--verify-key", str(key.public), "--json", env=env)
+    assert found.code == 0 and found.json.get("revision") == run.json["revision"], (found.stdout, found.stderr)
+    got = cli("pull", "--repo", URI, "--latest", "--verify-key", str(key.public), "--local-dir", str(tmp_path / "p"),
+              "--json", env=env)
+    assert got.code == 0 and got.json["signature_verified"] is True, got.stderr
+    other = make_key(tmp_path, "other")
+    bad = cli("pull", "--repo", URI, "--subfolder", "checkpoint-1", "--verify-key", str(other.public),
+              "--local-dir", str(tmp_path / "q"), env=env)
+    assert bad.code != 0 and not (tmp_path / "q").exists()
