@@ -302,3 +302,20 @@ def test_a_signed_push_into_a_bucket_verifies_on_pull_and_latest(cli, env, api, 
     bad = cli("pull", "--repo", URI, "--subfolder", "checkpoint-1", "--verify-key", str(other.public),
               "--local-dir", str(tmp_path / "q"), env=env)
     assert bad.code != 0 and not (tmp_path / "q").exists()
+
+
+def test_a_re_pull_from_a_bucket_reuses_the_dir_and_include_takes_a_part(cli, env, tmp_path):
+    pushed, files = _push(cli, env, tmp_path, 3)
+    dest = tmp_path / "p"
+    args = ["pull", "--repo", URI, "--subfolder", "checkpoint-3", "--revision", pushed["revision"], "--local-dir",
+            str(dest), "--json"]
+    first = cli(*args, env=env)
+    assert first.code == 0 and first.json["downloaded_files"] == 2, first.stderr
+    again = cli(*args, env=env)
+    assert again.code == 0 and again.json["downloaded_files"] == 0 and again.json["reused_files"] == 2, again.stderr
+    part = cli("pull", "--repo", URI, "--subfolder", "checkpoint-3", "--include", "config.json", "--local-dir",
+               str(tmp_path / "part"), "--json", env=env)
+    assert part.code == 0 and part.json["partial"] is True, part.stderr
+    got = read_tree(tmp_path / "part")
+    got.pop(MANIFEST, None)
+    assert got == {"config.json": files["config.json"]}
