@@ -54,7 +54,7 @@ from ckpt_action.disk.source import local_dir_to_push, tool_files
 from ckpt_action.disk.target import check_target
 
 from .errors import InputError, LocalIOError, NoCheckpointError, NotFoundError, param, param_on, render
-from .handle import SHA_RE, CheckpointHandle
+from .handle import BUCKET_PIN_RE, SHA_RE, CheckpointHandle
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -742,7 +742,10 @@ def pulled_checkpoint(local_dir: PathLike) -> tuple[str, str, str] | None:
     from ckpt_action.disk.target import read_record
 
     record = read_record(Path(os.fspath(local_dir)))
-    if record is None or not SHA_RE.fullmatch(record.revision):
+    if record is None:
+        return None
+    pinned = BUCKET_PIN_RE if names.bucket(record.repo) is not None else SHA_RE  # a bucket: the manifest's sha256
+    if not pinned.fullmatch(record.revision):
         return None
     return record.repo, record.subfolder, record.revision
 

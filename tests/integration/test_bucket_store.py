@@ -313,6 +313,9 @@ def test_a_re_pull_from_a_bucket_reuses_the_dir_and_include_takes_a_part(cli, en
     assert first.code == 0 and first.json["downloaded_files"] == 2, first.stderr
     again = cli(*args, env=env)
     assert again.code == 0 and again.json["downloaded_files"] == 0 and again.json["reused_files"] == 2, again.stderr
+    from ckpt_action.api import pulled_checkpoint
+
+    assert pulled_checkpoint(dest) == (URI, "checkpoint-3", pushed["revision"])  # what a resumed Trainer records
     part = cli("pull", "--repo", URI, "--subfolder", "checkpoint-3", "--include", "config.json", "--local-dir",
                str(tmp_path / "part"), "--json", env=env)
     assert part.code == 0 and part.json["partial"] is True, part.stderr
