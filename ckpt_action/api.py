@@ -185,9 +185,11 @@ def _settings(endpoint: str | None, token: str | None, timeout: float | None, re
 
 def _remote(settings: Settings, repo: str, api: Any = None) -> RemoteRepo:
     _first_request()
-    from ckpt_action.stores import open_store
+    from ckpt_action.stores import RepoStore, open_store
 
-    return open_store(settings, repo, api=api)  # type: ignore[return-value]  # a bucket: its BucketStore
+    store = open_store(settings, repo, api=api)
+    # A repo as the API hands it on (its RemoteRepo, which the operations take as its store); a bucket: its store
+    return store.remote if isinstance(store, RepoStore) else store  # type: ignore[return-value]
 
 
 def _warn(warn: Warn | None) -> Warn:

@@ -10,7 +10,6 @@ returns is checked: commit ids are 40 hex, folder names follow the rules of
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -18,7 +17,7 @@ from ckpt_action import names
 from ckpt_action.checkpoint.manifest import MANIFEST_NAME, Manifest, RemoteFile
 from ckpt_action.checkpoint.snapshot import Snapshot
 from ckpt_action.errors import InputError, IntegrityError, LimitError, NotFoundError, UnreadableManifest, param, quoted
-from ckpt_action.handle import SHA_RE, CheckpointHandle, commit_id, step_of
+from ckpt_action.handle import SHA_RE, commit_id
 from ckpt_action.hub.listing import Listing, on_endpoint, parse_json, read_tree, tree_url
 from ckpt_action.hub.transport import call, get_bounded, make_api, translate
 from ckpt_action.settings import Settings
@@ -274,29 +273,3 @@ class RemoteRepo:
 
     def error(self, exc: BaseException, what: str) -> Exception:
         return translate(exc, what, self.settings, self.repo)
-
-
-def open_complete(remote: RemoteRepo, subfolder: str, sha: str | None, doing: str,
-                  vet: Callable[[Snapshot], None] | None = None, *, read: Snapshot | None = None,
-                  manifest_bytes: bytes | None = None) -> tuple[Snapshot, CheckpointHandle]:
-    """``subfolder`` at ``sha`` (None: the repo has no commits), refused unless it is a
-    complete checkpoint, with its handle (the step from its manifest, else from its name).
-    ``vet`` sees the folder first (a pull refuses paths it could not write). ``doing``
-    (``pull``, ``promote``) words the messages. What an earlier step read of this very
-    folder at this SHA (``read``, the whole snapshot; or its ``manifest_bytes``) is taken
-    instead of read again: at a pinned SHA it cannot have changed."""
-    if sha is None:
-        raise NotFoundError(f"{remote.repo} has no commits yet: nothing to {doing}")
-    if read is not None and (read.revision, read.subfolder) == (sha, subfolder):
-        snap = read
-    else:
-        snap = remote.snapshot(sha, subfolder, manifest_bytes=manifest_bytes)
-    if not snap.exists:
-        raise NotFoundError(f"{subfolder}/ does not exist in {remote.repo} at {sha[:12]}: check {param('subfolder')}")
-    if vet is not None:
-        vet(snap)
-    problems = snap.problems()
-    if problems:
-        raise IntegrityError(f"{subfolder}/ at {sha[:12]} is not a complete checkpoint: {problems[0]}")
-    step = snap.manifest.step if snap.manifest and snap.manifest.step is not None else step_of(subfolder)
-    return snap, CheckpointHandle(remote.repo, subfolder, sha, step, remote.settings.endpoint)

@@ -53,7 +53,7 @@ from ckpt_action.errors import CkptError, InputError, IntegrityError, param, quo
 from ckpt_action.handle import CheckpointHandle
 from ckpt_action.names import reserved_in_target, safe_relative
 from ckpt_action.progress import Ticker
-from ckpt_action.stores import THREADED_HASH_MIN, Snapshot, Store, StoreLike, as_store
+from ckpt_action.stores import THREADED_HASH_MIN, Snapshot, Store, StoreLike, as_store, open_complete
 
 if TYPE_CHECKING:
     from ckpt_action.checkpoint.verifying import Verifier
@@ -304,8 +304,8 @@ def pull(remote: StoreLike, subfolder: str, revision: str | None, target: Path, 
     sha = sha or store.resolve(revision)
     if chosen is not None and (chosen.revision, chosen.subfolder) != (sha, subfolder):
         chosen = None  # latest read another folder or commit: nothing of it applies
-    snap, handle = store.open_complete(subfolder, sha, "pull", vet, read=chosen.snapshot if chosen else None,
-                                       manifest_bytes=chosen.manifest_bytes if chosen else None)
+    snap, handle = open_complete(store, subfolder, sha, "pull", vet, read=chosen.snapshot if chosen else None,
+                                 manifest_bytes=chosen.manifest_bytes if chosen else None)
     if snap.manifest is not None:
         expected = {rel: snap.manifest.files[rel] for rel in snap.files if rel != SIGNATURE_NAME}
         if SIGNATURE_NAME in snap.files:  # the one file the manifest cannot list: the listing vouches for it

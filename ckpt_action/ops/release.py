@@ -27,7 +27,7 @@ from ckpt_action.handle import CheckpointHandle, step_of
 from ckpt_action.ops.discover import latest
 from ckpt_action.ops.pull import pull
 from ckpt_action.ops.push import push
-from ckpt_action.stores import Copy, Delete, Final, Put, Snapshot, Store, StoreLike, Write, as_store
+from ckpt_action.stores import Copy, Delete, Final, Put, Snapshot, Store, StoreLike, Write, as_store, open_complete
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def promote(store: StoreLike, subfolder: str, revision: str | None, to: str, *, 
     if same_repo and (to == subfolder or to.startswith(subfolder + "/") or subfolder.startswith(to + "/")):
         raise InputError(f"{param('to')} {to} overlaps the checkpoint {subfolder}: name a folder outside"
                          " it", param='to')
-    snap, source = remote.open_complete(subfolder, remote.resolve(revision), "promote")
+    snap, source = open_complete(remote, subfolder, remote.resolve(revision), "promote")
     sha, step = source.revision, source.step
     if into is not None and not same_repo:
         return _promote_across(remote, source, into, to, tag=tag, signer=signer)

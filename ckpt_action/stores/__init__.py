@@ -12,11 +12,12 @@ huggingface_hub or :mod:`ckpt_action.hub` directly.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ckpt_action.checkpoint.snapshot import Snapshot
 from ckpt_action.hub.fetch import THREADED_HASH_MIN
 from ckpt_action.hub.repo import RemoteRepo, folder_problem, skip_name
+from ckpt_action.settings import Settings
 from ckpt_action.stores.base import (
     LIVE,
     Copy,
@@ -29,34 +30,49 @@ from ckpt_action.stores.base import (
     Uploaded,
     Write,
     WriteOutcome,
+    open_complete,
 )
 from ckpt_action.stores.bucket import BucketStore
 from ckpt_action.stores.finalize import FinalizeRefused, Identity, finalize
 from ckpt_action.stores.repo import RepoStore, as_store
 
-if TYPE_CHECKING:
-    from huggingface_hub import HfApi
-
-    from ckpt_action.settings import Settings
-
 StoreLike = Store | RemoteRepo
 """What an operation takes: a store, or the repo the API hands over (made a :class:`RepoStore`)."""
 
+BUCKET_PREFIX = "hf://buckets/"
 
 
-def open_store(settings: Settings, repo: str, api: HfApi | None = None) -> StoreLike:
-    """The store a checked repo string names: a :class:`BucketStore` for
-    ``hf://buckets/...``, else the model repo as the API hands it to the operations (a
-    :class:`RemoteRepo`, which they take as its :class:`RepoStore`)."""
-    from ckpt_action import names
-
-    if names.bucket(repo) is not None:
-        return BucketStore(settings, repo, api=api)
-    return RemoteRepo(settings, repo, api=api)
-
+def open_store(settings: Settings, name: str, api: Any = None) -> Store:
+    """The store ``name`` (checked by :func:`ckpt_action.names.repo_id`) names: ``ORG/NAME``
+    a model repo (:class:`RepoStore`); ``hf://buckets/ORG/NAME[/prefix]`` a Storage Bucket
+    (:class:`BucketStore`)."""
+    if name.startswith(BUCKET_PREFIX):
+        return BucketStore(settings, name, api=api)
+    return RepoStore.open(settings, name, api)
 
 __all__ = [
-    "LIVE", "THREADED_HASH_MIN", "BucketStore", "Copy", "Delete", "Final", "FinalizeRefused", "Identity", "Operation",
-    "Pin", "Put", "RepoStore", "Snapshot", "Store", "StoreLike", "Uploaded", "Write", "WriteOutcome", "as_store",
-    "finalize", "folder_problem", "open_store", "skip_name",
+    "LIVE",
+    "THREADED_HASH_MIN",
+    "BucketStore",
+    "Copy",
+    "Delete",
+    "Final",
+    "FinalizeRefused",
+    "Identity",
+    "Operation",
+    "Pin",
+    "Put",
+    "RepoStore",
+    "Snapshot",
+    "Store",
+    "StoreLike",
+    "Uploaded",
+    "Write",
+    "WriteOutcome",
+    "as_store",
+    "finalize",
+    "folder_problem",
+    "open_complete",
+    "open_store",
+    "skip_name",
 ]

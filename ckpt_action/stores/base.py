@@ -32,7 +32,7 @@ the same methods (:class:`~ckpt_action.stores.bucket.BucketStore`); this is how 
 ``catalog(pin)`` (list)
     Every checkpoint folder with its files, from one recursive listing (a bucket:
     ``list_bucket_tree`` recursive under the prefix, grouped by folder).
-``files(pin, folder)`` / ``snapshot(pin, folder)`` / ``open_complete(folder, pin, doing)``
+``files(pin, folder)`` / ``snapshot(pin, folder)`` (and :func:`open_complete`, written once over them)
     The folder's files (size, and sha256 where the store knows it), bounded; a bucket
     lists the folder's paths (``list_bucket_tree``, recursive under the folder, paginated
     within the listing bounds); its snapshot's ``revision`` is the manifest's digest, and
@@ -86,10 +86,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ckpt_action.checkpoint.manifest import FileDigest, RemoteFile
 from ckpt_action.checkpoint.snapshot import Snapshot
+from ckpt_action.errors import IntegrityError, NotFoundError, param
+from ckpt_action.handle import CheckpointHandle, step_of
 from ckpt_action.stores.finalize import Identity
 
 if TYPE_CHECKING:
-    from ckpt_action.handle import CheckpointHandle
     from ckpt_action.settings import Settings
 
 Pin = str
@@ -208,9 +209,6 @@ class Store(Protocol):
     def read_small_file(self, pin: Pin, path: str, *, missing_ok: bool = False) -> bytes | None: ...
     def snapshot(self, pin: Pin, folder: str, manifest_bytes: bytes | None = None,
                  files: dict[str, RemoteFile] | None = None) -> Snapshot: ...
-    def open_complete(self, folder: str, pin: Pin | None, doing: str,
-                      vet: Callable[[Snapshot], None] | None = None, *, read: Snapshot | None = None,
-                      manifest_bytes: bytes | None = None) -> tuple[Snapshot, CheckpointHandle]: ...
     def download(self, pin: Pin, path: str, dest: Path, want: FileDigest, stop: Callable[[], None] | None = None,
                  *, alone: bool = True) -> FileDigest: ...
     def error(self, exc: BaseException, what: str) -> Exception: ...
@@ -225,3 +223,30 @@ class Store(Protocol):
     def create_branch(self, branch: str, pin: Pin) -> None: ...
     def create_tag(self, tag: str, pin: Pin, message: str | None = None) -> None: ...
     def usage(self) -> int | None: ...
+
+
+def open_complete(store: Store, subfolder: str, sha: Pin | None, doing: str,
+                  vet: Callable[[Snapshot], None] | None = None, *, read: Snapshot | None = None,
+                  manifest_bytes: bytes | None = None) -> tuple[Snapshot, CheckpointHandle]:
+    """``subfolder`` at ``sha`` (None: the repo has no commits), refused unless it is a
+    complete checkpoint, with its handle (the step from its manifest, else from its name).
+    ``vet`` sees the folder first (a pull refuses paths it could not write). ``doing``
+    (``pull``, ``promote``) words the messages. What an earlier step read of this very
+    folder at this SHA (``read``, the whole snapshot; or its ``manifest_bytes``) is taken
+    instead of read again: at a pinned SHA it cannot have changed."""
+    if sha is None:
+        raise NotFoundError(f"{store.name} has no commits yet: nothing to {doing}")
+    if read is not None and (read.revision, read.subfolder) == (sha, subfolder):
+        snap = read
+    else:
+        snap = store.snapshot(sha, subfolder, manifest_bytes=manifest_bytes)
+    if not snap.exists:
+        raise NotFoundError(f"{subfolder}/ does not exist in {store.name} at {sha[:12]}: check {param('subfolder')}")
+    if vet is not None:
+        vet(snap)
+    problems = snap.problems()
+    if problems:
+        raise IntegrityError(f"{subfolder}/ at {sha[:12]} is not a complete checkpoint: {problems[0]}")
+    step = snap.manifest.step if snap.manifest and snap.manifest.step is not None else step_of(subfolder)
+    return snap, CheckpointHandle(store.name, subfolder, store.pin_of(sha, subfolder, snap.manifest_bytes), step,
+                                  store.settings.endpoint)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import posixpath
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote
@@ -44,7 +45,7 @@ from ckpt_action.errors import (
     param,
     quoted,
 )
-from ckpt_action.handle import BUCKET_PIN_RE, CheckpointHandle, step_of
+from ckpt_action.handle import BUCKET_PIN_RE, step_of
 from ckpt_action.hub.fetch import fetch_file
 from ckpt_action.hub.repo import folder_problem, skip_name
 from ckpt_action.hub.transport import call, get_bounded, make_api, translate
@@ -64,6 +65,20 @@ def manifest_pin(data: bytes) -> str:
     'sha256:44136fa3'
     """
     return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True)
+class BucketSnapshot(Snapshot):
+    """A bucket folder's files and manifest: without a manifest it is never complete (a push
+    cut short, or another tool's files), whatever it holds."""
+
+    def problems(self) -> list[str]:
+        if self.manifest is None and self.files:
+            return [NO_MANIFEST]
+        return super().problems()
+
+
+NO_MANIFEST = "it has no manifest (in a bucket, a push cut short)"
 
 
 def overwritten(folder: str, pin: str) -> IntegrityError:
@@ -319,32 +334,7 @@ class BucketStore:
             signature = self.read_small_file(pin, f"{folder}/{SIGNATURE_NAME}")
             assert signature is not None
             files[SIGNATURE_NAME] = RemoteFile(len(signature), None, hashlib.sha256(signature).hexdigest())
-        return Snapshot(revision, folder, files, manifest, data)
-
-    def open_complete(self, folder: str, pin: Pin | None, doing: str,
-                      vet: Callable[[Snapshot], None] | None = None, *, read: Snapshot | None = None,
-                      manifest_bytes: bytes | None = None) -> tuple[Snapshot, CheckpointHandle]:
-        """``folder`` refused unless it is complete: a manifest (at ``pin``, when one is
-        given) whose every file is listed with its size. A folder without a manifest is a
-        push cut short in a bucket, never a checkpoint."""
-        if pin is None:
-            raise NotFoundError(f"{self.name} holds nothing yet: nothing to {doing}")
-        if read is not None and read.subfolder == folder and (pin in (LIVE, read.revision)):
-            snap = read
-        else:
-            snap = self.snapshot(pin, folder, manifest_bytes=manifest_bytes)
-        if not snap.exists:
-            raise NotFoundError(f"{folder}/ does not exist in {self.name}: check {param('subfolder')}")
-        if vet is not None:
-            vet(snap)
-        if snap.manifest is None:
-            raise IntegrityError(f"{folder}/ in {self.name} is not a complete checkpoint: it has no manifest (in a"
-                                 " bucket, a push cut short)")
-        problems = snap.problems()
-        if problems:
-            raise IntegrityError(f"{folder}/ ({snap.revision[:19]}…) is not a complete checkpoint: {problems[0]}")
-        step = snap.manifest.step if snap.manifest.step is not None else step_of(folder)
-        return snap, CheckpointHandle(self.name, folder, snap.revision, step, self.settings.endpoint)
+        return BucketSnapshot(revision, folder, files, manifest, data)
 
     def download(self, pin: Pin, path: str, dest: Path, want: FileDigest, stop: Callable[[], None] | None = None,
                  *, alone: bool = True) -> FileDigest:

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from ckpt_action.checkpoint.manifest import MANIFEST_NAME, FileDigest, RemoteFile, digest_bytes, predict_lfs
 from ckpt_action.errors import quoted
-from ckpt_action.handle import CheckpointHandle, step_of
+from ckpt_action.handle import step_of
 from ckpt_action.hub.commits import CommitPlan, commit
 from ckpt_action.hub.fetch import fetch_file
 from ckpt_action.hub.listing import Entry, path_problem
-from ckpt_action.hub.repo import RemoteRepo, Snapshot, folder_problem, open_complete, skip_name
+from ckpt_action.hub.repo import RemoteRepo, Snapshot, folder_problem, skip_name
 from ckpt_action.hub.transport import call
 from ckpt_action.progress import Ticker, bytes_read_since_now
 from ckpt_action.stores.base import Copy, Delete, Pin, Put, Store, Uploaded, Write, WriteOutcome
@@ -119,11 +119,6 @@ class RepoStore:
     def snapshot(self, pin: Pin, folder: str, manifest_bytes: bytes | None = None,
                  files: dict[str, RemoteFile] | None = None) -> Snapshot:
         return self.remote.snapshot(pin, folder, manifest_bytes=manifest_bytes, files=files)
-
-    def open_complete(self, folder: str, pin: Pin | None, doing: str,
-                      vet: Callable[[Snapshot], None] | None = None, *, read: Snapshot | None = None,
-                      manifest_bytes: bytes | None = None) -> tuple[Snapshot, CheckpointHandle]:
-        return open_complete(self.remote, folder, pin, doing, vet, read=read, manifest_bytes=manifest_bytes)
 
     def download(self, pin: Pin, path: str, dest: Path, want: FileDigest, stop: Callable[[], None] | None = None,
                  *, alone: bool = True) -> FileDigest:
