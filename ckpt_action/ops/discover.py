@@ -243,7 +243,7 @@ def list_checkpoints(remote: StoreLike, revision: str | None = None) -> tuple[st
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         infos = list(pool.map(info, sorted(grouped)))
-    ours = store.kind == "bucket" or any(MANIFEST_NAME in grouped[r] for r in roots if step_of(r) is not None)
+    ours = any(MANIFEST_NAME in grouped[r] for r in roots if step_of(r) is not None)
     if (why := foreign_problem(ours, bucket=store.kind == "bucket")) is not None:
         infos = [replace(i, complete=False, problem=why) if i.status == "foreign" and step_of(i.subfolder) is not None
                  else i for i in infos]
