@@ -25,6 +25,7 @@ listing against the manifest by size, then every byte by sha256 as it downloads.
 from __future__ import annotations
 
 import hashlib
+import os
 import posixpath
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote
 
 from ckpt_action import names
-from ckpt_action.checkpoint.manifest import MANIFEST_NAME, FileDigest, Manifest, RemoteFile, digest_file
+from ckpt_action.checkpoint.manifest import MANIFEST_NAME, FileDigest, Hasher, Manifest, RemoteFile
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME
 from ckpt_action.checkpoint.snapshot import Snapshot
 from ckpt_action.errors import (
@@ -79,6 +80,16 @@ class BucketSnapshot(Snapshot):
 
 
 NO_MANIFEST = "it has no manifest (in a bucket, a push cut short)"
+
+
+def _digest_opened(local: str, rel: str) -> FileDigest:
+    """The digest of a file the push handed over as checked (often its own open file,
+    ``/proc/self/fd/N``, which reopens that very inode: followed, not refused as a link)."""
+    with open(local, "rb", buffering=0) as fh:
+        hasher = Hasher(os.fstat(fh.fileno()).st_size)
+        while chunk := fh.read(8 * 2**20):
+            hasher.update(chunk)
+    return hasher.digest(rel)
 
 
 def overwritten(folder: str, pin: str) -> IntegrityError:
@@ -425,7 +436,7 @@ class BucketStore:
         if not files:
             return {}
         self._clear_manifest(folder)
-        digests = {rel: given or digest_file(local, rel) for rel, (local, given) in sorted(files.items())}
+        digests = {rel: given or _digest_opened(local, rel) for rel, (local, given) in sorted(files.items())}
         sent = self._batch([Put(f"{folder}/{rel}", digests[rel], local=local) for rel, (local, _d) in
                             sorted(files.items())], what or f"uploading {len(files)} file(s) of {folder}")
         out = {}

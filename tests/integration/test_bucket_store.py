@@ -322,3 +322,16 @@ def test_a_re_pull_from_a_bucket_reuses_the_dir_and_include_takes_a_part(cli, en
     got = read_tree(tmp_path / "part")
     got.pop(MANIFEST, None)
     assert got == {"config.json": files["config.json"]}
+
+
+def test_a_file_above_the_hash_ahead_limit_is_hashed_by_the_upload_and_pulled_verified(cli, env, tmp_path):
+    """Files over 20 MiB are hashed while they are uploaded (the push hands the store its own
+    open file, /proc/self/fd/N): the bucket's upload hashes that very file."""
+    from ckpt_action.checkpoint.manifest import GIT_OID_LIMIT
+
+    files = {"model.safetensors": os.urandom(GIT_OID_LIMIT + 1), "config.json": b"{}"}
+    pushed, _files = _push(cli, env, tmp_path, 9, files=files)
+    got = cli("pull", "--repo", URI, "--subfolder", "checkpoint-9", "--revision", pushed["revision"],
+              "--local-dir", str(tmp_path / "p"), env=env)
+    assert got.code == 0, got.stderr
+    assert (tmp_path / "p" / "model.safetensors").read_bytes() == files["model.safetensors"]
