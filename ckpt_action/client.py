@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 from ckpt_action import names
 from ckpt_action.boundary import boundary, first_request
 from ckpt_action.errors import InputError, param, render
-from ckpt_action.handle import SHA_RE, CheckpointHandle
+from ckpt_action.handle import BUCKET_PIN_RE, SHA_RE, CheckpointHandle
 from ckpt_action.options import Connection, PathLike, Retention, Signing, Verification
 from ckpt_action.settings import Settings
 
@@ -285,9 +285,11 @@ class Client:
     @staticmethod
     def _remote(settings: Settings, repo: str, api: Any = None) -> RemoteRepo:
         first_request()
-        from ckpt_action.hub.repo import RemoteRepo
+        from ckpt_action.stores import RepoStore, open_store
 
-        return RemoteRepo(settings, repo, api=api)
+        store = open_store(settings, repo, api=api)
+        # A repo as the API hands it on (its RemoteRepo, which the operations take as its store); a bucket: its store
+        return store.remote if isinstance(store, RepoStore) else store  # type: ignore[return-value]
 
     # ---- the commands
 
@@ -492,6 +494,10 @@ class Client:
         if target_repo and branch:
             raise InputError(f"{param('branch')} does not go with {param('to_repo')}: promote into the other repo's"
                              " main", param="branch")
+        if (tag or branch) and not target_repo and names.bucket(repo) is not None:
+            which = "tag" if tag else "branch"
+            raise InputError(f"{param(which)}: a bucket has no tags or branches; promote into a model repo with"
+                             f" {param('to_repo')} to tag the release", param=which)
         settings = self._settings_for(source)
         names.token_for_write(settings.token, settings.endpoint)
         sign = signer(signing)
@@ -590,7 +596,10 @@ def pulled_checkpoint(local_dir: PathLike) -> tuple[str, str, str] | None:
     from ckpt_action.disk.target import read_record
 
     record = read_record(Path(os.fspath(local_dir)))
-    if record is None or not SHA_RE.fullmatch(record.revision):
+    if record is None:
+        return None
+    pinned = BUCKET_PIN_RE if names.bucket(record.repo) is not None else SHA_RE  # a bucket: the manifest's sha256
+    if not pinned.fullmatch(record.revision):
         return None
     return record.repo, record.subfolder, record.revision
 

@@ -19,6 +19,9 @@ MAX_STEP = 10**18 - 1
 CHECKPOINT_RE = re.compile(rf"\Acheckpoint-([0-9]{{1,{len(str(MAX_STEP))}}})\Z")
 # A file's sha256 as the manifest, the Hub's listing, the pull record and the cache spell it.
 SHA256_RE = re.compile(r"\A[0-9a-f]{64}\Z")
+# A checkpoint in a Storage Bucket is pinned by the sha256 of its manifest as stored.
+BUCKET_PIN_RE = re.compile(r"\Asha256:[0-9a-f]{64}\Z")
+BUCKET_SCHEME = "hf://buckets/"
 DEFAULT_ENDPOINT = "https://huggingface.co"
 
 
@@ -77,13 +80,22 @@ class CheckpointHandle:
     def __post_init__(self) -> None:
         # The last gate before outputs: whatever path built this handle, the revision
         # printed, written to GITHUB_OUTPUT and pinned is a commit id, the step a number.
-        commit_id(self.revision, f"{self.repo}/{self.subfolder}")
+        if self.repo.startswith(BUCKET_SCHEME):
+            if not BUCKET_PIN_RE.match(self.revision):
+                raise IntegrityError(f"the pin of {self.repo}/{self.subfolder} is not sha256:<64 hex>"
+                                     f" ({quoted(self.revision, 80)}); refusing to use it")
+        else:
+            commit_id(self.revision, f"{self.repo}/{self.subfolder}")
         if self.step is not None and not is_step(self.step):
             raise IntegrityError(f"the step of {self.subfolder} is not a whole number from 0 to {MAX_STEP}"
                                  f" ({quoted(self.step, 40)})")
 
     @property
     def hub_url(self) -> str:
+        if self.repo.startswith(BUCKET_SCHEME):  # a bucket has no commits: the folder's page
+            org, name, *prefix = self.repo[len(BUCKET_SCHEME):].split("/", 2)
+            path = "/".join([*prefix, self.subfolder])
+            return f"{self.endpoint.rstrip('/')}/buckets/{org}/{name}/tree/{path}"
         return f"{self.endpoint.rstrip('/')}/{self.repo}/tree/{self.revision}/{self.subfolder}"
 
     def to_dict(self) -> dict[str, object]:

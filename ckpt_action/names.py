@@ -12,7 +12,7 @@ from pathlib import PurePosixPath
 from urllib.parse import urlsplit
 
 from ckpt_action.errors import InputError, param, quoted
-from ckpt_action.handle import DEFAULT_ENDPOINT, MAX_STEP, SHA_RE, step_of
+from ckpt_action.handle import BUCKET_PIN_RE, BUCKET_SCHEME, DEFAULT_ENDPOINT, MAX_STEP, SHA_RE, step_of
 
 # The Hub's own rule (huggingface_hub.utils.validate_repo_id), plus a mandatory owner:
 # a bare name would resolve against whoever the token belongs to, which CI jobs
@@ -79,12 +79,56 @@ def _ref(name: str) -> str:
     return param(name) if name.isidentifier() else name
 
 
-def repo_id(value: str | None, name: str = "repo") -> str:
-    """Check a repo id of the form ``owner/name`` (``name``: the parameter that gave it).
+# A Storage Bucket is named wherever a repo is: ``hf://buckets/ORG/NAME`` (the form
+# huggingface_hub parses), with an optional path prefix the checkpoint folders go under; a
+# checkpoint in it is pinned by ``sha256:<64 hex>`` of its manifest as stored.
 
-    >>> repo_id("org/llama-sft")
-    'org/llama-sft'
+
+def bucket(value: str) -> tuple[str, str] | None:
+    """(bucket id ``ORG/NAME``, prefix) of a checked bucket URI; None for a model repo id.
+
+    >>> bucket("hf://buckets/org/ckpts/run-7"), bucket("org/run")
+    (('org/ckpts', 'run-7'), None)
     """
+    if not value.startswith(BUCKET_SCHEME):
+        return None
+    org, _, rest = value[len(BUCKET_SCHEME):].partition("/")
+    name, _, prefix = rest.partition("/")
+    return f"{org}/{name}", prefix
+
+
+def _bucket_uri(value: str, name: str) -> str:
+    """Check ``hf://buckets/ORG/NAME[/prefix]``: the bucket id as a repo id, the prefix as a
+    folder path; the URI without a trailing '/'."""
+    parsed = bucket(value)
+    assert parsed is not None
+    bucket_id, prefix = parsed
+    bad = InputError(f"{_ref(name)} {quoted(value)} is not a valid bucket: use hf://buckets/OWNER/NAME, optionally"
+                     " followed by /PREFIX (letters, digits and ._+=@- segments)", param=name)
+    if not _REPO_RE.fullmatch(bucket_id) or "--" in bucket_id or ".." in bucket_id:
+        raise bad
+    if prefix.rstrip("/"):
+        try:
+            checked = subfolder(prefix, name=name)
+        except InputError:
+            raise bad from None
+        if checked != prefix.rstrip("/"):
+            raise bad
+        return f"{BUCKET_SCHEME}{bucket_id}/{checked}"
+    if prefix not in ("", "/") and prefix.strip("/") == "":
+        raise bad
+    return f"{BUCKET_SCHEME}{bucket_id}"
+
+
+def repo_id(value: str | None, name: str = "repo") -> str:
+    """Check a repo id of the form ``owner/name`` (``name``: the parameter that gave it), or
+    a Storage Bucket as ``hf://buckets/OWNER/NAME[/PREFIX]``.
+
+    >>> repo_id("org/llama-sft"), repo_id("hf://buckets/org/ckpts/run-7/")
+    ('org/llama-sft', 'hf://buckets/org/ckpts/run-7')
+    """
+    if value and value.startswith(BUCKET_SCHEME):
+        return _bucket_uri(value, name)
     if not value:
         raise InputError(f"{_ref(name)} is required: give the Hub model repo as OWNER/NAME", param=name)
     if not _REPO_RE.fullmatch(value) or "--" in value or ".." in value or value.endswith(".git"):
@@ -170,7 +214,7 @@ def revision(value: str | None, name: str = "revision") -> str | None:
     """
     if value is None:
         return None
-    if SHA_RE.fullmatch(value):
+    if SHA_RE.fullmatch(value) or BUCKET_PIN_RE.fullmatch(value):
         return value
     if not _REF_RE.fullmatch(value) or ".." in value or value.startswith("/") or value.endswith("/"):
         what = "a commit SHA, branch or tag name" if name == "revision" else "a valid branch or tag name"

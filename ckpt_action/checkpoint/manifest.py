@@ -25,7 +25,7 @@ from ckpt_action.checkpoint.metrics import read_field
 from ckpt_action.checkpoint.provenance import PROVENANCE_NAME
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME
 from ckpt_action.errors import InputError, UnreadableManifest, quoted
-from ckpt_action.handle import MAX_STEP, SHA256_RE, SHA_RE, is_step, is_whole
+from ckpt_action.handle import BUCKET_PIN_RE, MAX_STEP, SHA256_RE, SHA_RE, is_step, is_whole
 from ckpt_action.names import safe_relative
 from ckpt_action.version import __version__
 
@@ -324,7 +324,7 @@ def _source(source: object) -> dict[str, str] | None:
     if not isinstance(source, dict):
         raise ValueError("source is not an object")
     checks = {"repo": lambda v: _checked(names.repo_id, v), "subfolder": lambda v: _checked(names.subfolder, v),
-              "revision": lambda v: bool(SHA_RE.match(v))}
+              "revision": lambda v: bool(SHA_RE.match(v) or BUCKET_PIN_RE.match(v))}
     out = {}
     for key, ok in checks.items():
         value = source.get(key)

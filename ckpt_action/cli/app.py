@@ -199,7 +199,8 @@ def latest(repo: str, revision: str | None, require: bool, best: str | None, ver
 # --- pull ---------------------------------------------------------------------------------------
 
 @cli.command()
-@repo_option("Hub model repo, OWNER/NAME (from the pointer with --pointer).", required=False)
+@repo_option("Hub model repo, OWNER/NAME, or a bucket, hf://buckets/OWNER/NAME[/PREFIX] (from the pointer with"
+             " --pointer).", required=False)
 @click.option("--subfolder", help="Folder to pull.")
 @click.option("--latest", "use_latest", is_flag=True, help="Pull the highest complete checkpoint-N.")
 @click.option("--pointer", type=click.Path(), help="A W&B pointer checkpoint.json (or its dir) to pull.")
@@ -237,7 +238,7 @@ def pull(repo: str | None, subfolder: str | None, use_latest: bool, pointer: str
 # --- promote, list, prune -----------------------------------------------------------------------
 
 @cli.command()
-@repo_option("Hub model repo holding the checkpoint, OWNER/NAME.")
+@repo_option("Hub model repo holding the checkpoint, OWNER/NAME, or a bucket, hf://buckets/OWNER/NAME[/PREFIX].")
 @click.option("--subfolder", help="The checkpoint folder to promote (or --best).")
 @click.option("--revision", help="SHA, branch or tag the checkpoint is read at (default: main's head).")
 @click.option("--to", "to", required=True, help="Target folder, e.g. release.")

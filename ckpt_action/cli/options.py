@@ -182,7 +182,8 @@ def verify_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     ])
 
 
-def repo_option(help: str = "Hub model repo, OWNER/NAME.", required: bool = True) -> Callable[[F], F]:
+def repo_option(help: str = "Hub model repo, OWNER/NAME, or a bucket, hf://buckets/OWNER/NAME[/PREFIX].",
+                required: bool = True) -> Callable[[F], F]:
     return click.option("--repo", required=required, help=help)
 
 

@@ -97,7 +97,9 @@ def latest(remote: StoreLike, revision: str | None = None, verifier: Verifier | 
     folders = store.folders(sha)
     candidates = sorted(((s, name) for name in folders if (s := step_of(name)) is not None), reverse=True)
     skipped: list[tuple[str, str]] = []
-    ours: bool | None = None  # whether a checkpoint-N here has a manifest: asked once, when it matters
+    # whether a checkpoint-N here has a manifest: asked once, when it matters (a bucket: a folder
+    # without one is always a push cut short)
+    ours: bool | None = True if store.kind == "bucket" else None
     for stp, name in candidates:
         problems, chosen = _check(store, sha, name, folders[name])
         if not problems and chosen.manifest_bytes is None:
@@ -105,15 +107,16 @@ def latest(remote: StoreLike, revision: str | None = None, verifier: Verifier | 
                 manifests = [f"{n}/{MANIFEST_NAME}" for _s, n in candidates]
                 ours = any(store.existing(sha, manifests[i:i + _PATHS_PER_REQUEST])
                            for i in range(0, len(manifests), _PATHS_PER_REQUEST))
-            problems = [why] if (why := foreign_problem(ours)) else []
+            problems = [why] if (why := foreign_problem(ours, bucket=store.kind == "bucket")) else []
         if not problems and verifier is not None:
             problems, chosen = _verified(store, sha, name, verifier, chosen)
         if not problems:
-            handle = CheckpointHandle(store.name, name, store.pin_of(sha, name, chosen.manifest_bytes), stp,
-                                      store.settings.endpoint)
-            return LatestResult(handle, sha, skipped, chosen.manifest_bytes is not None, chosen=chosen)
+            pin = store.pin_of(sha, name, chosen.manifest_bytes)  # a bucket: the manifest's sha256
+            handle = CheckpointHandle(store.name, name, pin, stp, store.settings.endpoint)
+            return LatestResult(handle, pin, skipped, chosen.manifest_bytes is not None,
+                                chosen=replace(chosen, revision=pin))
         skipped.append((name, problems[0]))
-    return LatestResult(None, sha, skipped)
+    return LatestResult(None, sha if store.kind == "repo" else None, skipped)  # a bucket: no pin read
 
 
 def _verified(store: Store, sha: str, name: str, verifier: Verifier,
@@ -189,12 +192,18 @@ TORN = ("it has no manifest, and other checkpoint-N folders of this repo have on
         " not as a checkpoint another tool wrote")
 
 
-def foreign_problem(manifests_here: bool) -> str | None:
+BUCKET_TORN = ("it has no manifest: in a bucket a folder without one is a push cut short (or another tool's),"
+               " never a checkpoint")
+
+
+def foreign_problem(manifests_here: bool, *, bucket: bool = False) -> str | None:
     """The one rule for a ``checkpoint-N`` folder without a manifest (latest, pull --latest,
     prune's "latest", list): taken as another tool's checkpoint (Trainer, ``hf upload``)
     only where no ``checkpoint-N`` folder of the repo has a manifest. Beside ckpt-action's
     own checkpoints such a folder is far more likely a push that was cut short (or ranks
     that wrote elsewhere), so it is never resumed from by default."""
+    if bucket:
+        return BUCKET_TORN
     return TORN if manifests_here else None
 
 
@@ -314,7 +323,7 @@ def list_checkpoints(remote: StoreLike, revision: str | None = None) -> tuple[st
     with ThreadPoolExecutor(max_workers=8) as pool:
         infos = list(pool.map(info, sorted(grouped)))
     ours = any(MANIFEST_NAME in grouped[r] for r in roots if step_of(r) is not None)
-    if (why := foreign_problem(ours)) is not None:
+    if (why := foreign_problem(ours, bucket=store.kind == "bucket")) is not None:
         infos = [replace(i, complete=False, problem=why) if i.status == "foreign" and step_of(i.subfolder) is not None
                  else i for i in infos]
     infos.sort(key=lambda i: (i.step is None, -(i.step or 0), i.subfolder))

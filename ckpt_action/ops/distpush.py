@@ -36,10 +36,10 @@ from pathlib import Path
 
 from ckpt_action.checkpoint.manifest import GIT_OID_LIMIT, FileDigest, digest_bytes, parse_files
 from ckpt_action.errors import IntegrityError, param, quoted, unrendered
-from ckpt_action.handle import SHA_RE, CheckpointHandle, is_whole
+from ckpt_action.handle import BUCKET_PIN_RE, SHA256_RE, SHA_RE, CheckpointHandle, is_whole
 from ckpt_action.ops.coordination import Session
 from ckpt_action.ops.push import EXTRA_COMMITS, LocalDir, PushResult, finish, landed_counts, planner
-from ckpt_action.stores import Identity, Put, Store, StoreLike, as_store
+from ckpt_action.stores import LIVE, Identity, Put, Store, StoreLike, as_store
 
 INLINE_LIMIT = GIT_OID_LIMIT
 """Bytes of one file sent inline in the commit, at most: the Hub stores bigger ones through
@@ -90,8 +90,8 @@ def _scan(session: Session, rank: int, raw: object) -> dict[str, FileDigest]:
     return files
 
 
-def _shipped(session: Session, rank: int, report: object,
-             mine: dict[str, FileDigest]) -> tuple[Identity | None, dict[str, bytes | None]]:
+def _shipped(session: Session, rank: int, report: object, mine: dict[str, FileDigest],
+             bucket: bool = False) -> tuple[Identity | None, dict[str, bytes | str | None]]:
     """What ``rank`` says it uploaded: (the checkpoint it says it wrote, for the one finalize
     to hold to rank 0's; its files), checked against what it was given to upload (``mine``,
     from the gathered digests): each path of its own once, and inline bytes only of the
@@ -101,10 +101,16 @@ def _shipped(session: Session, rank: int, report: object,
     raw = report["files"]
     if not isinstance(raw, dict) or set(raw) != set(mine):
         session.reject(rank, "upload", f"it does not name exactly the {len(mine)} file(s) that rank uploads")
-    out: dict[str, bytes | None] = {}
+    out: dict[str, bytes | str | None] = {}
     for rel, value in raw.items():
         if value is None:
             out[rel] = None
+            continue
+        if bucket and isinstance(value, dict):  # a bucket: the Xet hash the rank uploaded, which the finalize checks
+            xet = value.get("xet")
+            if set(value) != {"xet"} or not isinstance(xet, str) or not SHA256_RE.match(xet):
+                session.reject(rank, "upload", f"the Xet hash of {quoted(rel)} is not 64 lowercase hex")
+            out[rel] = xet
             continue
         digest = mine[rel]
         if not isinstance(value, str) or len(value) > 4 * (-(-INLINE_LIMIT // 3)):
@@ -120,10 +126,12 @@ def _shipped(session: Session, rank: int, report: object,
     return Identity.from_dict(report["identity"]), out
 
 
-def _operation(subfolder: str, rel: str, digest: FileDigest, data: bytes | None) -> Put:
+def _operation(subfolder: str, rel: str, digest: FileDigest, data: bytes | str | None) -> Put:
     """The write of one file, made by the committing rank from agreed facts: under the
     agreed folder, with the gathered digest (an upload another rank made), or the inline
     bytes checked against it."""
+    if isinstance(data, str):  # a bucket: in place under its path already, by this Xet hash
+        return Put(f"{subfolder}/{rel}", digest, uploaded=data)
     if data is not None:
         return Put(f"{subfolder}/{rel}", digest, data=data, inline=True)
     return Put(f"{subfolder}/{rel}", digest)
@@ -134,7 +142,8 @@ def _result(session: Session, raw: object) -> tuple[str, int, int, int]:
     if isinstance(raw, dict) and isinstance(raw.get("error"), dict):
         raise session.failure(raw["error"])
     ok = raw.get("ok") if isinstance(raw, dict) else None
-    if (isinstance(ok, list) and len(ok) == 4 and isinstance(ok[0], str) and SHA_RE.match(ok[0])
+    if (isinstance(ok, list) and len(ok) == 4 and isinstance(ok[0], str)
+            and (SHA_RE.match(ok[0]) or BUCKET_PIN_RE.match(ok[0]))
             and all(is_whole(n) for n in ok[1:])):
         return ok[0], ok[1], ok[2], ok[3]
     session.reject(0, "result", "not a commit's SHA and counts")
@@ -181,14 +190,14 @@ def _read_inline(local: LocalDir, rel: str) -> bytes:
 
 
 def upload_owned(remote: StoreLike, local: LocalDir, subfolder: str, mine: list[str], branch: str,
-                 label: str) -> dict[str, str | None]:
+                 label: str) -> dict[str, str | dict[str, str] | None]:
     """Upload the files this rank owns; what rank 0 needs to commit them: each path, with
     the base64 of its bytes when the store takes it inline in the commit."""
     store = as_store(remote)
     sources = {rel: (local.add(subfolder, rel).local or str(local.paths[rel]), local.digests[rel]) for rel in mine}
     uploaded = store.upload(subfolder, sources, branch=branch, progress=label)
-    shipped = {rel: base64.b64encode(_read_inline(local, rel)).decode() if uploaded[rel].inline else None
-               for rel in mine}
+    shipped = {rel: base64.b64encode(_read_inline(local, rel)).decode() if uploaded[rel].inline else
+               {"xet": uploaded[rel].token} if store.kind == "bucket" else None for rel in mine}
     changed = local.refresh(thorough=True)
     if changed:
         raise IntegrityError(f"{changed[0]} in {local.root} changed while it was pushed: stop writing to it"
@@ -237,7 +246,7 @@ def push_distributed(remote: StoreLike, local_dir: Path, subfolder: str, session
         session.post("ready", head)
     else:
         head = session.fetch("ready", 0)
-        if head is not None and not (isinstance(head, str) and SHA_RE.match(head)):
+        if head is not None and not (isinstance(head, str) and (SHA_RE.match(head) or head == LIVE)):
             session.reject(0, "ready", "not a commit SHA")
     mine = sorted(rel for rel, owner in owners.items() if owner == rank)
     shipped = session.run(f"uploading {len(mine)} file(s)", lambda: upload_owned(
@@ -254,7 +263,7 @@ def push_distributed(remote: StoreLike, local_dir: Path, subfolder: str, session
     ops: dict[str, Put] = {}
     contributors: list[Identity | None] = []
     for r, part in enumerate(gathered):
-        reported, files = _shipped(session, r, part, owned[r])
+        reported, files = _shipped(session, r, part, owned[r], store.kind == "bucket")
         contributors.append(reported)
         for rel, data in files.items():
             ops[rel] = _operation(subfolder, rel, merged[rel], data)

@@ -80,6 +80,13 @@ def prune(store: StoreLike, keep: int | None, *, dry_run: bool, free_storage: bo
 
     remote = as_store(store)
     rules: dict[str, Any] = {"keep_every": keep_every, "keep_best": keep_best, "card": card}
+    if remote.kind == "bucket":  # a bucket's deletes free its storage at once: its usage before and after
+        before = remote.usage()
+        plan, _pin = prune_commit(remote, keep, dry_run=dry_run, **rules)
+        after = before if dry_run else remote.usage()
+        return PruneResult(None, list(plan.delete), {name: plan.reasons.get(name, "") for name in plan.keep}, dry_run,
+                           remote.name, True, before - after if before is not None and after is not None else None,
+                           None, before, after)
     if not free_storage:
         plan, sha = prune_commit(remote, keep, dry_run=dry_run, **rules)
         return PruneResult(sha, list(plan.delete), {name: plan.reasons.get(name, "") for name in plan.keep}, dry_run,

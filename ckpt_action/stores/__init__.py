@@ -6,7 +6,8 @@ huggingface_hub or :mod:`ckpt_action.hub` directly.
   (:class:`Put`, :class:`Delete`, :class:`Copy` in a :class:`Write`), and how a bucket
   implements each method;
 - :mod:`.finalize`: the one finalize every writer publishes a complete manifest through;
-- :mod:`.repo`: :class:`RepoStore`, a model repo (today's git-repo behaviour).
+- :mod:`.repo`: :class:`RepoStore`, a model repo (today's git-repo behaviour);
+- :mod:`.bucket`: :class:`BucketStore`, a Storage Bucket (``hf://buckets/ORG/NAME[/PREFIX]``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 from typing import Any
 
 from ckpt_action.checkpoint.snapshot import Snapshot
-from ckpt_action.errors import InputError, param
 from ckpt_action.hub.fetch import THREADED_HASH_MIN
 from ckpt_action.hub.repo import RemoteRepo, folder_problem, skip_name
 from ckpt_action.settings import Settings
@@ -32,6 +32,7 @@ from ckpt_action.stores.base import (
     WriteOutcome,
     open_complete,
 )
+from ckpt_action.stores.bucket import BucketStore
 from ckpt_action.stores.finalize import FinalizeRefused, Identity, finalize
 from ckpt_action.stores.repo import RepoStore, as_store
 
@@ -42,16 +43,17 @@ BUCKET_PREFIX = "hf://buckets/"
 
 
 def open_store(settings: Settings, name: str, api: Any = None) -> Store:
-    """The store ``name`` names: ``ORG/NAME`` a model repo; ``hf://buckets/ORG/NAME[/prefix]``
-    a Storage Bucket, refused until its store exists (the next issue)."""
+    """The store ``name`` (checked by :func:`ckpt_action.names.repo_id`) names: ``ORG/NAME``
+    a model repo (:class:`RepoStore`); ``hf://buckets/ORG/NAME[/prefix]`` a Storage Bucket
+    (:class:`BucketStore`)."""
     if name.startswith(BUCKET_PREFIX):
-        raise InputError(f"{param('repo')} {name}: Storage Buckets are not supported yet: name a model repo"
-                         " ORG/NAME", param="repo")
+        return BucketStore(settings, name, api=api)
     return RepoStore.open(settings, name, api)
 
 __all__ = [
     "LIVE",
     "THREADED_HASH_MIN",
+    "BucketStore",
     "Copy",
     "Delete",
     "Final",
@@ -71,5 +73,6 @@ __all__ = [
     "finalize",
     "folder_problem",
     "open_complete",
+    "open_store",
     "skip_name",
 ]

@@ -4,7 +4,7 @@ checkpoints live, and the store-neutral writes they hand it.
 Two kinds of store share it. Today's, :class:`~ckpt_action.stores.repo.RepoStore`, is a
 model repo (git commits through huggingface_hub). The next, a Storage Bucket
 (``hf://buckets/ORG/NAME``: mutable, unversioned, S3-like, Xet-backed), is written against
-the same methods; this is how it implements each one (not implemented yet):
+the same methods (:class:`~ckpt_action.stores.bucket.BucketStore`); this is how it implements each one:
 
 ``Pin``
     What a reader is pinned to. A repo: the 40-hex commit SHA of the snapshot read. A

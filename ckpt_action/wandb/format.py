@@ -26,7 +26,16 @@ from urllib.parse import urlsplit
 from ckpt_action import names
 from ckpt_action.checkpoint.localfiles import read_bounded
 from ckpt_action.errors import InputError, param
-from ckpt_action.handle import CHECKPOINT_RE, DEFAULT_ENDPOINT, MAX_STEP, SHA_RE, CheckpointHandle, is_step, step_of
+from ckpt_action.handle import (
+    BUCKET_PIN_RE,
+    CHECKPOINT_RE,
+    DEFAULT_ENDPOINT,
+    MAX_STEP,
+    SHA_RE,
+    CheckpointHandle,
+    is_step,
+    step_of,
+)
 from ckpt_action.settings import Settings
 
 ARTIFACT_TYPE = "model-pointer"
@@ -60,11 +69,13 @@ def default_artifact_name(repo: str, subfolder: str) -> str:
     'org--run--sft'
     >>> default_artifact_name("org/run", "stage 2/checkpoint-7")
     'org--run--stage-2--checkpoint'
+    >>> default_artifact_name("hf://buckets/org/ckpts/run-7", "checkpoint-7")  # a bucket: without its scheme
+    'buckets--org--ckpts--run-7--checkpoint'
     """
     parts = [p for p in subfolder.strip("/").split("/") if p]
     if parts and CHECKPOINT_RE.match(parts[-1]):
         parts[-1] = "checkpoint"
-    name = "--".join([*repo.split("/"), *parts])
+    name = "--".join([*repo.removeprefix("hf://").split("/"), *parts])
     name = re.sub(r"[^A-Za-z0-9._-]", "-", name)
     if len(name) > ARTIFACT_NAME_MAX:
         import hashlib
@@ -244,7 +255,10 @@ def parse_pointer(data: object, where: str = "pointer") -> CheckpointHandle:
         raise _bad(p, "expected a JSON object")
     repo = _check_repo(p, data.get("repo", data.get("repo_id")))
     revision = data.get("revision")
-    if not isinstance(revision, str) or not SHA_RE.match(revision):
+    if names.bucket(repo) is not None:  # a bucket's checkpoint is pinned by its manifest's sha256
+        if not isinstance(revision, str) or not BUCKET_PIN_RE.match(revision):
+            raise _bad(p, "revision must be a bucket checkpoint's pin sha256:<64 hex>")
+    elif not isinstance(revision, str) or not SHA_RE.match(revision):
         raise _bad(p, "revision must be a 40-hex commit SHA")
     subfolder = _check_subfolder(p, data.get("subfolder"))
     step = data.get("step")
@@ -255,5 +269,5 @@ def parse_pointer(data: object, where: str = "pointer") -> CheckpointHandle:
         step = implied
     elif implied is not None and implied != step:
         raise _bad(p, f"step {step} disagrees with subfolder {subfolder}")
-    endpoint = _endpoint_from(p, data.get("hub_url"), f"/{repo}/tree/{revision}/{subfolder}")
+    endpoint = _endpoint_from(p, data.get("hub_url"), CheckpointHandle(repo, subfolder, revision, None, "").hub_url)
     return CheckpointHandle(repo=repo, subfolder=subfolder, revision=revision, step=step, endpoint=endpoint)

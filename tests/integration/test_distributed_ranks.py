@@ -222,3 +222,50 @@ def test_a_rank_that_reports_another_step_at_finalize_means_no_commit_naming_it(
     assert "rank 1 wrote step 9, not 5" in str(error), error
     assert _pushes(local_hub) == []
     assert ckpt.latest(REPO, endpoint=local_hub.url) is None
+
+
+def test_ranks_pushing_to_a_bucket_write_one_manifest_last_after_every_rank(hub_server, xet_client, tmp_path,
+                                                                              monkeypatch):
+    """Each rank uploads its own files into the bucket; rank 0 writes the manifest once, alone,
+    after the one finalize found every rank's file listed with the Xet hash that rank uploaded."""
+    from huggingface_hub import HfApi
+
+    from tests.helpers.localhub_fixtures import TOKEN
+
+    hub = hub_server(token=TOKEN)
+    uri = "hf://buckets/local-user/ckpts/run-1"
+    dirs = _dirs(tmp_path, 3)
+    got = _on_ranks(monkeypatch, 3, lambda r: ckpt.push(dirs[r], uri, step=5, distributed=True, endpoint=hub.url,
+                                                        token=TOKEN))
+    assert all(isinstance(h, ckpt.CheckpointHandle) for h in got), got
+    assert len(set(got)) == 1 and got[0].revision.startswith("sha256:")
+    batches = entries(hub, "POST", "/api/buckets/local-user/ckpts/batch")
+    assert len(batches) == 4  # one per rank's files, then the manifest alone
+    pulled = ckpt.pull(got[0], tmp_path / "pulled", endpoint=hub.url, token=TOKEN)
+    for r in range(3):
+        assert (pulled / f"model-{r:05d}.bin").read_bytes() == (dirs[r] / f"model-{r:05d}.bin").read_bytes()
+    paths = [f.path for f in HfApi(endpoint=hub.url, token=TOKEN).list_bucket_tree("local-user/ckpts")]
+    assert paths.count("run-1/checkpoint-5/ckpt-manifest.json") == 1
+
+
+def test_a_rank_that_fails_its_bucket_upload_means_no_manifest(hub_server, xet_client, tmp_path, monkeypatch):
+    from huggingface_hub import HfApi
+
+    from ckpt_action.stores.bucket import BucketStore
+    from tests.helpers.localhub_fixtures import TOKEN
+
+    hub = hub_server(token=TOKEN)
+    real = BucketStore.upload
+
+    def upload(self, folder, files, **kwargs):
+        if threading.current_thread().name == "rank 2":
+            raise OSError("disk gone")
+        return real(self, folder, files, **kwargs)
+
+    monkeypatch.setattr(BucketStore, "upload", upload)
+    dirs = _dirs(tmp_path, 3)
+    got = _on_ranks(monkeypatch, 3, lambda r: ckpt.push(dirs[r], "hf://buckets/local-user/ckpts", step=5,
+                                                        distributed=True, endpoint=hub.url, token=TOKEN))
+    _same_error(got)
+    paths = [f.path for f in HfApi(endpoint=hub.url, token=TOKEN).list_bucket_tree("local-user/ckpts")]
+    assert paths and not any(p.endswith("ckpt-manifest.json") for p in paths), paths

@@ -319,3 +319,19 @@ def test_a_link_to_a_file_inside_the_checkpoint_is_pushed_as_push_sees_it(
     got = files_of(ckpt.pull(callback.pushed[0], tmp_path / "back", endpoint=hub.url))
     assert got == files | {"alias.safetensors": files["model.safetensors"],
                            "absolute.safetensors": files["model.safetensors"]}
+
+
+def test_the_trainer_pushes_into_a_bucket_and_a_resume_takes_the_last_complete_one(hub_server, xet_client,
+                                                                                   tmp_path: Path) -> None:
+    from tests.helpers.localhub_fixtures import TOKEN
+
+    hub = hub_server(token=TOKEN)
+    uri = "hf://buckets/local-user/ckpts/tiny"
+    out = tmp_path / "out"
+    callback = CheckpointCallback(repo=uri, endpoint=hub.url, token=TOKEN, log_to_wandb=False)
+    make_trainer(out, 4, [callback]).train()
+    assert callback.pushed and callback.pushed[-1].subfolder == "checkpoint-4"
+    assert all(h.revision.startswith("sha256:") and h.repo == uri for h in callback.pushed)
+    path = resume_from_hub(uri, tmp_path / "resumed", endpoint=hub.url, token=TOKEN)
+    assert path == str(tmp_path / "resumed" / "checkpoint-4")
+    assert files_of(Path(path)) == files_of(out / "checkpoint-4")

@@ -1,0 +1,539 @@
+"""The Storage Bucket store: ``hf://buckets/ORG/NAME[/PREFIX]`` behind :class:`~.base.Store`.
+
+A bucket is mutable and unversioned: no commit pins what a reader saw, and no write is
+transactional. What stands in for them:
+
+- **the pin** of a checkpoint is ``sha256:<64 hex>`` of its manifest's bytes as stored. A
+  reader pinned to it reads the folder only while the manifest still hashes to it, and
+  otherwise fails: "overwritten since it was pinned". Every byte a pull takes is checked
+  against the manifest's sha256 (:func:`~ckpt_action.hub.fetch.fetch_file`, through the
+  bucket's resolve route and Xet), so a file swapped under the manifest is refused too;
+- **complete or invisible**: a write uploads every file first (after taking the folder's old
+  manifest away, so no old manifest stands over new files), lists the folder afresh, holds
+  it to the manifest through the one finalize (:func:`~.finalize.finalize`: every file
+  present with its size and the Xet hash this store uploaded), and only then writes the
+  manifest, last and alone. It then lists the folder once more: a concurrent writer that
+  changed a file in between makes it take its own manifest away again and fail, so no
+  manifest is left that matches neither push. A folder without a manifest is never complete.
+
+The bucket listing gives each file's size and Xet hash, not its sha256: this store maps the
+Xet hashes of the bytes it uploaded to their sha256 (so a push can prove what it wrote and a
+re-push in the same process skips what is there), and a reader in another process checks the
+listing against the manifest by size, then every byte by sha256 as it downloads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import posixpath
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+from urllib.parse import quote
+
+from ckpt_action import names
+from ckpt_action.checkpoint.manifest import MANIFEST_NAME, FileDigest, Hasher, Manifest, RemoteFile
+from ckpt_action.checkpoint.signing import SIGNATURE_NAME
+from ckpt_action.checkpoint.snapshot import Snapshot
+from ckpt_action.errors import (
+    InputError,
+    IntegrityError,
+    LimitError,
+    NotFoundError,
+    UnreadableManifest,
+    param,
+    quoted,
+)
+from ckpt_action.handle import BUCKET_PIN_RE, step_of
+from ckpt_action.hub.fetch import fetch_file
+from ckpt_action.hub.repo import folder_problem, skip_name
+from ckpt_action.hub.transport import call, get_bounded, make_api, translate
+from ckpt_action.stores.base import LIVE, Copy, Delete, Pin, Put, Uploaded, Write, WriteOutcome
+from ckpt_action.stores.finalize import FinalizeRefused, Identity, finalize
+
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi
+
+    from ckpt_action.hub.repo import RemoteRepo
+    from ckpt_action.settings import Settings
+
+def manifest_pin(data: bytes) -> str:
+    """The pin of a checkpoint whose manifest is ``data``.
+
+    >>> manifest_pin(b"{}")[:15]
+    'sha256:44136fa3'
+    """
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True)
+class BucketSnapshot(Snapshot):
+    """A bucket folder's files and manifest: without a manifest it is never complete (a push
+    cut short, or another tool's files), whatever it holds."""
+
+    def problems(self) -> list[str]:
+        if self.manifest is None and self.files:
+            return [NO_MANIFEST]
+        return super().problems()
+
+
+NO_MANIFEST = "it has no manifest (in a bucket, a push cut short)"
+
+
+def _digest_opened(local: str, rel: str) -> FileDigest:
+    """The digest of a file the push handed over as checked (often its own open file,
+    ``/proc/self/fd/N``, which reopens that very inode: followed, not refused as a link)."""
+    with open(local, "rb", buffering=0) as fh:
+        hasher = Hasher(os.fstat(fh.fileno()).st_size)
+        while chunk := fh.read(8 * 2**20):
+            hasher.update(chunk)
+    return hasher.digest(rel)
+
+
+def overwritten(folder: str, pin: str) -> IntegrityError:
+    return IntegrityError(f"{folder}/ was overwritten since it was pinned ({pin[:19]}…): its manifest no longer"
+                          " hashes to the pin; pull it again by --latest or by its new pin")
+
+
+class BucketStore:
+    """A Storage Bucket (or a path prefix in one) as a :class:`~ckpt_action.stores.base.Store`.
+
+    >>> store = BucketStore(settings, "hf://buckets/org/ckpts/run-7")
+    >>> store.bucket_id, store.prefix
+    ('org/ckpts', 'run-7')
+    """
+
+    kind = "bucket"
+
+    def __init__(self, settings: Settings, uri: str, api: HfApi | None = None) -> None:
+        parsed = names.bucket(uri)
+        if parsed is None:
+            raise InputError(f"{param('repo')} {quoted(uri)} is not a bucket (hf://buckets/OWNER/NAME)")
+        self.settings = settings
+        self.name = self.repo = uri
+        self.bucket_id, self.prefix = parsed
+        self.api = api or make_api(settings)
+        self._sha: dict[str, str] = {}
+        """Xet hash -> sha256 of the bytes this store uploaded or verified."""
+        self._last_read: bytes | None = None
+        self._manifests: dict[str, tuple[str, Manifest]] = {}
+        """Manifests read, by pin: what a server-side copy of their files copies."""
+
+    # ------------------------------------------------------------------ plumbing
+
+    def path(self, rel: str) -> str:
+        """A path from the store's root (the prefix) as the bucket names it."""
+        return f"{self.prefix}/{rel}" if self.prefix else rel
+
+    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return call(self.settings, what, fn, *args, repo=self.name, **kwargs)
+        except Exception as exc:
+            raise self.error(exc, what) from exc
+
+    def error(self, exc: BaseException, what: str) -> Exception:
+        from huggingface_hub.errors import BucketNotFoundError
+
+        cause = exc.__cause__ if exc.__cause__ is not None else exc
+        if isinstance(exc, BucketNotFoundError) or isinstance(cause, BucketNotFoundError):
+            return NotFoundError(f"{what}: bucket {self.bucket_id} not found at {self.settings.endpoint}, or not"
+                                 f" visible to this token: check {param('repo')} and HF_TOKEN")
+        return translate(exc, what, self.settings, self.name)
+
+    def file_url(self, pin: str, path: str) -> str:
+        return f"{self.settings.endpoint}/buckets/{self.bucket_id}/resolve/{quote(self.path(path))}"
+
+    def headers(self) -> dict[str, str]:
+        headers = self.api._build_hf_headers()
+        headers["Accept-Encoding"] = "identity"
+        return headers
+
+    def identity(self, folder: str, step: int | None) -> Identity:
+        return Identity(f"{self.settings.endpoint}/{self.name}", folder, step)
+
+    def _list(self, rel: str | None, *, recursive: bool, what: str) -> list[Any]:
+        """Entries under ``rel`` (from the store's root; None: the root), every page, within
+        the listing bounds; each path checked to lie under it and made relative to the root."""
+        from huggingface_hub import BucketFile
+
+        under = self.path(rel) if rel else self.prefix
+        prefix = under + "/" if under else None
+        limit = self.settings.max_listing_entries
+
+        def read() -> list[Any]:
+            out = []
+            for entry in self.api.list_bucket_tree(self.bucket_id, prefix, recursive=recursive):
+                out.append(entry)
+                if len(out) > limit:
+                    raise LimitError(f"{what}: more than {limit} entries (CKPT_MAX_LISTING_ENTRIES)")
+            return out
+
+        entries = self._call(what, read)
+        root = self.prefix + "/" if self.prefix else ""
+        checked = []
+        for entry in entries:
+            path = str(entry.path)
+            if (prefix and not path.startswith(prefix)) or not path.startswith(root):
+                raise IntegrityError(f"the Hub listed {quoted(path)} under {prefix or '/'}: refusing a listing that"
+                                     " escapes the folder")
+            rel_path = path[len(root):]
+            if isinstance(entry, BucketFile):
+                if not names.safe_relative(rel_path) or names.file_name_problem(rel_path):
+                    raise IntegrityError(f"the Hub listed {quoted(path)} in {self.name}, which is not a usable"
+                                         " path: refusing the listing")
+                if not isinstance(entry.size, int) or entry.size < 0:
+                    raise IntegrityError(f"the Hub listed {quoted(path)} with a malformed size")
+            checked.append((rel_path, entry))
+        return checked
+
+    # ------------------------------------------------------------------ reading
+
+    def resolve(self, revision: str | None) -> Pin | None:
+        """``LIVE`` (the bucket is read now; it must exist), or the pin ``revision`` names."""
+        if revision is None:
+            self.info()
+            return LIVE
+        if revision == LIVE:
+            return LIVE
+        if BUCKET_PIN_RE.match(revision):
+            return revision
+        raise InputError(f"{param('revision')} {quoted(revision)}: a bucket has no branches, tags or commits; give"
+                         " a checkpoint's pin sha256:<64 hex>, or leave it out", param="revision")
+
+    def pin_of(self, pin: Pin, folder: str, manifest_bytes: bytes | None) -> Pin:
+        """A folder is pinned by its manifest's sha256."""
+        return manifest_pin(manifest_bytes) if manifest_bytes is not None else pin
+
+    def refs(self) -> tuple[dict[str, str], dict[str, str]]:
+        """A bucket has no branches nor tags."""
+        return {}, {}
+
+    def create_tag(self, tag: str, pin: Pin, message: str | None = None) -> None:
+        raise InputError(f"{param('tag')} {quoted(tag)}: a bucket has no tags; promote into a model repo"
+                         f" ({param('to_repo')}) to tag a release", param="tag")
+
+    def create_branch(self, branch: str, pin: Pin) -> None:
+        raise InputError(f"{param('branch')} {quoted(branch)}: a bucket has no branches; leave it out",
+                         param="branch")
+
+    def info(self) -> Any:
+        return self._call(f"reading bucket {self.bucket_id}", self.api.bucket_info, self.bucket_id)
+
+    def folders(self, pin: Pin) -> dict[str, str]:
+        """The top-level folders, one non-recursive listing; each one's id is its manifest path."""
+        from huggingface_hub import BucketFolder
+
+        out: dict[str, str] = {}
+        for rel, entry in self._list(None, recursive=False, what=f"listing {self.name}"):
+            if isinstance(entry, BucketFolder):
+                why = folder_problem(rel)
+                if why is None:
+                    out[rel] = f"{rel}/{MANIFEST_NAME}"
+                else:
+                    skip_name(rel, why)
+        return out
+
+    def _remote_file(self, entry: Any) -> RemoteFile:
+        return RemoteFile(int(entry.size), None, self._sha.get(str(entry.xet_hash)))
+
+    def files(self, pin: Pin, folder: str) -> dict[str, RemoteFile]:
+        from huggingface_hub import BucketFile
+
+        out: dict[str, RemoteFile] = {}
+        for rel, entry in self._list(folder, recursive=True, what=f"listing {folder}/"):
+            if isinstance(entry, BucketFile):
+                out[rel[len(folder) + 1:]] = self._remote_file(entry)
+        return out
+
+    def xet_hashes(self, folder: str) -> dict[str, tuple[int, str]]:
+        """The folder's files (relative) with their size and Xet hash, from one fresh listing."""
+        from huggingface_hub import BucketFile
+
+        listing = self._list(folder, recursive=True, what=f"listing {folder}/")
+        return {rel[len(folder) + 1:]: (int(e.size), str(e.xet_hash))
+                for rel, e in listing if isinstance(e, BucketFile)}
+
+    def catalog(self, pin: Pin) -> tuple[dict[str, dict[str, RemoteFile]], dict[str, str]]:
+        from huggingface_hub import BucketFile
+
+        from ckpt_action.stores.repo import _owner
+
+        entries = [(rel, e) for rel, e in self._list(None, recursive=True, what=f"listing {self.name}")
+                   if isinstance(e, BucketFile)]
+        candidates = {top for rel, _e in entries if "/" in rel and step_of(top := rel.split("/", 1)[0]) is not None}
+        candidates |= {posixpath.dirname(rel) for rel, _e in entries
+                       if posixpath.basename(rel) == MANIFEST_NAME and posixpath.dirname(rel)}
+        roots: set[str] = set()
+        for root in sorted(candidates):
+            why = folder_problem(root)
+            if why is None:
+                roots.add(root)
+            else:
+                skip_name(root, why)
+        grouped: dict[str, dict[str, RemoteFile]] = {r: {} for r in roots}
+        for rel, e in entries:
+            owner = _owner(rel, roots)
+            if owner is not None:
+                grouped[owner][rel[len(owner) + 1:]] = self._remote_file(e)
+        return grouped, {}
+
+    def existing(self, pin: Pin, paths: list[str]) -> set[str]:
+        if not paths:
+            return set()
+        found = self._call(f"reading {len(paths)} path(s)",
+                           lambda: list(self.api.get_bucket_paths_info(self.bucket_id, [self.path(p) for p in paths])))
+        wanted = {self.path(p): p for p in paths}
+        return {wanted[str(e.path)] for e in found if str(e.path) in wanted}
+
+    def folder_id(self, pin: Pin, folder: str) -> str | None:
+        return None  # a bucket has no tree ids: readers list the folder
+
+    def read_small_file(self, pin: Pin, path: str, *, missing_ok: bool = False) -> bytes | None:
+        """GET one small file through the bucket's resolve route, bounded; a manifest read at
+        a pin must hash to it."""
+        from huggingface_hub.errors import RemoteEntryNotFoundError
+
+        limit = self.settings.max_manifest_bytes
+
+        def too_big() -> UnreadableManifest:
+            return UnreadableManifest(f"{path} is larger than {limit} bytes (CKPT_MAX_MANIFEST_BYTES):"
+                                      " not a manifest, or raise the bound")
+
+        def get_or_none() -> bytes | None:
+            try:
+                return get_bounded(self.settings, self.file_url(pin, path), self.headers(), limit=limit,
+                                   too_big=too_big).content
+            except RemoteEntryNotFoundError:
+                if missing_ok:
+                    return None
+                raise
+
+        data = cast("bytes | None", self._call(f"reading {path}", get_or_none))
+        if posixpath.basename(path) == MANIFEST_NAME:
+            if data is not None and BUCKET_PIN_RE.match(pin) and manifest_pin(data) != pin:
+                raise overwritten(posixpath.dirname(path), pin)
+            self._last_read = data
+        return data
+
+    def snapshot(self, pin: Pin, folder: str, manifest_bytes: bytes | None = None,
+                 files: dict[str, RemoteFile] | None = None) -> Snapshot:
+        """The folder's files and manifest; its ``revision`` is the manifest's pin (``pin``
+        when it has none)."""
+        files = dict(files) if files is not None else self.files(pin, folder)
+        manifest, data, revision = None, None, pin
+        if MANIFEST_NAME in files:
+            data = manifest_bytes or self.read_small_file(pin, f"{folder}/{MANIFEST_NAME}")
+            assert data is not None
+            revision = manifest_pin(data)
+            if BUCKET_PIN_RE.match(pin) and revision != pin:
+                raise overwritten(folder, pin)
+            try:
+                manifest = Manifest.from_json(data)
+            except UnreadableManifest as exc:
+                raise UnreadableManifest(f"{folder}/: {exc}") from exc
+            del files[MANIFEST_NAME]
+            self._last_read = data
+            self._manifests[revision] = (folder, manifest)
+        elif BUCKET_PIN_RE.match(pin):
+            raise overwritten(folder, pin)
+        sig = files.get(SIGNATURE_NAME)
+        if manifest is not None and sig is not None and sig.lfs_sha256 is None:
+            # The one file a manifest cannot list, and a bucket lists no sha256: read it once, so
+            # what is verified and what a pull then takes are the same bytes.
+            signature = self.read_small_file(pin, f"{folder}/{SIGNATURE_NAME}")
+            assert signature is not None
+            files[SIGNATURE_NAME] = RemoteFile(len(signature), None, hashlib.sha256(signature).hexdigest())
+        return BucketSnapshot(revision, folder, files, manifest, data)
+
+    def download(self, pin: Pin, path: str, dest: Path, want: FileDigest, stop: Callable[[], None] | None = None,
+                 *, alone: bool = True) -> FileDigest:
+        """One file through the bucket's resolve route (Xet), every byte checked against
+        the pinned manifest's digest; bytes that differ mean the file was overwritten."""
+        try:
+            return fetch_file(cast("RemoteRepo", self), pin, path, dest, want, stop, alone=alone)
+        except IntegrityError as exc:
+            if BUCKET_PIN_RE.match(pin) and "does not match" in str(exc):
+                raise IntegrityError(f"{path} was overwritten since it was pinned ({pin[:19]}…): {exc}") from exc
+            raise
+
+    def usage(self) -> int | None:
+        size = getattr(self.info(), "size", None)
+        return size if isinstance(size, int) else None
+
+    # ------------------------------------------------------------------ writing
+
+    def ensure(self, branch: str | None, private: bool) -> Pin | None:
+        """``LIVE``, creating the bucket, private, if it does not exist."""
+        if branch is not None:
+            raise InputError(f"{param('branch')} {quoted(branch)}: a bucket has no branches; leave it out",
+                             param="branch")
+        try:
+            self.info()
+        except NotFoundError:
+            self._call(f"creating bucket {self.bucket_id}", self.api.create_bucket, self.bucket_id,
+                       private=private, exist_ok=True)
+        return LIVE
+
+    def _clear_manifest(self, folder: str) -> None:
+        """Take ``folder``'s manifest away (one paths-info, and a delete when there is one),
+        before any of its files is written: no old manifest over new files."""
+        path = f"{folder}/{MANIFEST_NAME}"
+        if self.existing(LIVE, [path]):
+            self._batch([Delete(path)], f"taking {path} away before writing {folder}/")
+
+    def _copies(self, ops: list[Copy]) -> list[tuple[str, str, str, str]]:
+        """Server-side copies by Xet hash (0 bytes sent): each source's hash from one
+        paths-info, its sha256 from the pinned manifest it was read under."""
+        if not ops:
+            return []
+        sources = [self.path(o.src) for o in ops]
+        found = self._call(f"reading {len(ops)} path(s) to copy",
+                           lambda: list(self.api.get_bucket_paths_info(self.bucket_id, sources)))
+        by_path = {str(e.path): e for e in found}
+        out = []
+        for op in ops:
+            entry = by_path.get(self.path(op.src))
+            if entry is None or int(entry.size) != op.file.size:
+                raise IntegrityError(f"{op.src} changed since it was pinned ({op.pin[:19]}…): nothing copied")
+            folder, manifest = self._manifests.get(op.pin, ("", None))
+            want = manifest.files.get(op.src[len(folder) + 1:]) if manifest is not None else None
+            if want is not None and want.sha256 is not None:
+                self._sha[str(entry.xet_hash)] = want.sha256
+            out.append(("bucket", self.bucket_id, str(entry.xet_hash), self.path(op.dst)))
+        return out
+
+    def _batch(self, ops: list[Put | Delete | Copy], what: str) -> dict[str, str]:
+        """One batch of adds, copies and deletes; the Xet hash of each added path."""
+        from huggingface_hub._buckets import _BucketAddFile
+
+        adds: list[Any] = []
+        copies = self._copies([op for op in ops if isinstance(op, Copy)])
+        deletes: list[str] = []
+        for op in ops:
+            if isinstance(op, Delete):
+                deletes.append(self.path(op.path))
+            elif isinstance(op, Copy):
+                continue
+            elif op.uploaded is not None:
+                continue  # sent by upload() under its final path already
+            elif op.data is not None:
+                adds.append(_BucketAddFile(source=op.data, destination=self.path(op.path)))
+            elif op.local is not None:
+                adds.append(_BucketAddFile(source=op.local, destination=self.path(op.path)))
+            else:
+                raise IntegrityError(f"{op.path}: a bucket write needs the file's bytes (uploaded by another"
+                                     " writer is not supported here)")
+        if adds or copies or deletes:
+            self._call(what, self.api.batch_bucket_files, self.bucket_id, add=adds, copy=copies, delete=deletes)
+        return {a.destination: str(a.xet_hash) for a in adds}
+
+    def upload(self, folder: str, files: Mapping[str, tuple[str, FileDigest | None]], *, branch: str = "main",
+               progress: str | None = None, what: str | None = None) -> dict[str, Uploaded]:
+        """Hash and send ``files`` under their final paths in ``folder`` (its manifest taken
+        away first); each one's digest and Xet hash."""
+        if not files:
+            return {}
+        self._clear_manifest(folder)
+        digests = {rel: given or _digest_opened(local, rel) for rel, (local, given) in sorted(files.items())}
+        sent = self._batch([Put(f"{folder}/{rel}", digests[rel], local=local) for rel, (local, _d) in
+                            sorted(files.items())], what or f"uploading {len(files)} file(s) of {folder}")
+        out = {}
+        for rel, digest in digests.items():
+            xet = sent[self.path(f"{folder}/{rel}")]
+            assert digest.sha256 is not None
+            self._sha[xet] = digest.sha256
+            out[rel] = Uploaded(digest, xet)
+        return out
+
+    def _publishing(self, folder: str) -> dict[str, FileDigest | RemoteFile]:
+        """What ``folder`` holds now (a fresh listing), each file as the one finalize
+        compares it: its sha256 where this store wrote those very bytes (by Xet hash)."""
+        out: dict[str, FileDigest | RemoteFile] = {}
+        for rel, (size, xet) in self.xet_hashes(folder).items():
+            sha = self._sha.get(xet)
+            out[rel] = FileDigest(size, sha) if sha is not None else RemoteFile(size, None, None)
+        return out
+
+    def write(self, plan: Callable[[Pin | None], Write | None], *, what: str, branch: str = "main",
+              head: Pin | None = None, max_writes: int = 1, replan_on: Callable[[BaseException], bool] | None = None,
+              on_landed: Callable[[Pin, Write], None] | None = None) -> WriteOutcome:
+        """Each write ``plan`` answers: the old manifest away, the files' batch, and for a
+        write that finalizes, the one finalize against a fresh listing, then the manifest
+        last and alone, then a listing that must still agree with it."""
+        if branch != "main":
+            raise InputError(f"{param('branch')} {quoted(branch)}: a bucket has no branches; leave it out",
+                             param="branch")
+        landed: list[Write] = []
+        pin: Pin | None = None
+        last: Write | None = None
+        for _ in range(max(1, max_writes)):
+            wanted = plan(LIVE)
+            if wanted is None:
+                if not landed and self._last_read is not None:
+                    pin = manifest_pin(self._last_read)
+                break
+            operations = self._expand(wanted.operations, what)
+            manifests = [op for op in operations
+                         if isinstance(op, Put) and posixpath.basename(op.path) == MANIFEST_NAME]
+            rest = [op for op in operations if op not in manifests]
+            touched = {posixpath.dirname(op.path) for op in manifests}
+            for folder in sorted(touched):
+                self._clear_manifest(folder)
+            for op in rest:  # sent by upload(), here or on another rank: the Xet hash its bytes have
+                if isinstance(op, Put) and isinstance(op.uploaded, str) and op.digest and op.digest.sha256:
+                    self._sha[op.uploaded] = op.digest.sha256
+            written = self._batch(rest, f"{what}: writing {len(rest)} file(s)")
+            for op in rest:
+                if isinstance(op, Put) and (xet := written.get(self.path(op.path))) is not None:
+                    sha = op.digest.sha256 if op.digest is not None else (
+                        hashlib.sha256(op.data).hexdigest() if op.data is not None else None)
+                    if sha is not None:
+                        self._sha[xet] = sha
+            if wanted.finalizes is not None:
+                pin = self._publish(wanted, manifests, what)
+            landed.append(wanted)
+            last = wanted
+            if on_landed is not None:
+                on_landed(pin or LIVE, wanted)
+            if wanted.final:
+                break
+        return WriteOutcome(pin, landed, last)
+
+    def _expand(self, operations: list[Put | Delete | Copy], what: str) -> list[Put | Delete | Copy]:
+        """A folder's delete (``name/``, prune) as its files' deletes, its manifest deleted
+        first, alone: a half-deleted folder is never complete."""
+        out: list[Put | Delete | Copy] = []
+        for op in operations:
+            if isinstance(op, Delete) and op.path.endswith("/"):
+                folder = op.path.rstrip("/")
+                self._clear_manifest(folder)
+                out += [Delete(f"{folder}/{rel}") for rel in sorted(self.xet_hashes(folder))]
+            else:
+                out.append(op)
+        return out
+
+    def _publish(self, wanted: Write, manifests: list[Put], what: str) -> Pin:
+        final = wanted.finalizes
+        assert final is not None
+        folder = final.identity.folder.rstrip("/")
+        data = next((op.data for op in manifests if op.path == f"{folder}/{MANIFEST_NAME}"), None)
+        if data is None:
+            raise FinalizeRefused(f"not publishing {folder}/: the write carries no manifest; nothing was published")
+        finalize(final.identity, data, contributors=final.contributors, publishing=self._publishing(folder),
+                 who=final.who)
+        written = self._batch([Put(f"{folder}/{MANIFEST_NAME}", data=data)], f"{what}: writing the manifest")
+        self._sha[written[self.path(f"{folder}/{MANIFEST_NAME}")]] = hashlib.sha256(data).hexdigest()
+        pin = manifest_pin(data)
+        # A writer that changed a file between the finalize and the manifest: ours goes again.
+        try:
+            finalize(final.identity, data, contributors=final.contributors, publishing=self._publishing(folder),
+                     who=final.who)
+        except FinalizeRefused as exc:
+            if self.read_small_file(LIVE, f"{folder}/{MANIFEST_NAME}", missing_ok=True) == data:
+                self._batch([Delete(f"{folder}/{MANIFEST_NAME}")], f"{what}: taking the manifest away again")
+            raise IntegrityError(f"{folder}/ changed while its manifest was written (another writer?): {exc}; the"
+                                 " manifest was taken away again") from exc
+        self._last_read = data
+        return pin

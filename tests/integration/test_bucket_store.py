@@ -1,0 +1,337 @@
+"""Every command on a Storage Bucket (``hf://buckets/ORG/NAME``), through the CLI in process
+against the local Hub: push, latest, pull by pin and by --latest, list, prune, promote."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import pytest
+from huggingface_hub import HfApi
+
+from tests.conftest import clean_env, read_tree, write_checkpoint
+from tests.helpers.localhub_fixtures import TOKEN
+
+BUCKET = "local-user/ckpts"
+URI = f"hf://buckets/{BUCKET}"
+MANIFEST = "ckpt-manifest.json"
+
+
+@pytest.fixture
+def hub(hub_server, xet_client):
+    return hub_server(token=TOKEN)
+
+
+@pytest.fixture
+def env(hub, tmp_path):
+    return clean_env(tmp_path, HF_ENDPOINT=hub.url, HF_TOKEN=TOKEN)
+
+
+@pytest.fixture
+def api(hub):
+    return HfApi(endpoint=hub.url, token=TOKEN)
+
+
+def _push(cli, env, tmp_path, step, files=None, repo=URI):
+    files = files or {"model.safetensors": os.urandom(200_000) + bytes([step]), "config.json": b'{"s": %d}' % step}
+    src = write_checkpoint(tmp_path / f"src-{step}-{len(files)}", files)
+    run = cli("push", "--repo", repo, "--local-dir", str(src), "--step", str(step), "--json", env=env)
+    assert run.code == 0, run.stderr
+    return run.json, files
+
+
+def _paths(api, prefix=None):
+    return sorted(f.path for f in api.list_bucket_tree(BUCKET, prefix, recursive=True))
+
+
+def test_push_creates_a_private_bucket_writes_the_manifest_last_and_alone_and_pins_it(cli, env, api, hub, tmp_path):
+    out, files = _push(cli, env, tmp_path, 3)
+    assert api.bucket_info(BUCKET).private is True
+    assert out["repo"] == URI and out["subfolder"] == "checkpoint-3"
+    dest = tmp_path / "m.json"
+    api.download_bucket_files(BUCKET, [(f"checkpoint-3/{MANIFEST}", dest)])
+    assert out["revision"] == "sha256:" + hashlib.sha256(dest.read_bytes()).hexdigest()
+    assert out["hub_url"] == f"{hub.url}/buckets/{BUCKET}/tree/checkpoint-3"
+    assert _paths(api) == sorted(["checkpoint-3/config.json", f"checkpoint-3/{MANIFEST}",
+                                  "checkpoint-3/model.safetensors"])
+    batches = [e for e in hub.log_entries() if e["method"] == "POST" and e["path"].endswith(f"/buckets/{BUCKET}/batch")]
+    assert len(batches) == 2  # the files, then the manifest alone
+    # latest takes it, pinned to the manifest it read; pull by that pin and by --latest
+    found = cli("latest", "--repo", URI, "--json", env=env)
+    assert found.code == 0 and found.json["revision"] == out["revision"], found.stderr
+    got = cli("pull", "--repo", URI, "--subfolder", "checkpoint-3", "--revision", out["revision"],
+              "--local-dir", str(tmp_path / "p1"), "--json", env=env)
+    assert got.code == 0, got.stderr
+    tree = read_tree(tmp_path / "p1")
+    tree.pop(MANIFEST)
+    assert tree == files
+    got = cli("pull", "--repo", URI, "--latest", "--local-dir", str(tmp_path / "p2"), "--json", env=env)
+    assert got.code == 0 and got.json["revision"] == out["revision"], got.stderr
+
+
+def test_a_torn_folder_is_never_latest_nor_pulled_and_is_listed_incomplete(cli, env, api, tmp_path):
+    good, _files = _push(cli, env, tmp_path, 1)
+    for step in (2, 3, 4):
+        _push(cli, env, tmp_path, step)
+    api.batch_bucket_files(BUCKET, delete=[f"checkpoint-4/{MANIFEST}"])  # cut short before its manifest
+    api.batch_bucket_files(BUCKET, delete=["checkpoint-3/config.json"])  # a file missing
+    api.batch_bucket_files(BUCKET, add=[(b"short", "checkpoint-2/model.safetensors")])  # a file of another size
+    api.batch_bucket_files(BUCKET, add=[(b"x", "checkpoint-5/model.safetensors")])  # never had a manifest
+    found = cli("latest", "--repo", URI, "--json", env=env)
+    assert found.code == 0, found.stderr
+    assert (found.json["subfolder"], found.json["revision"]) == ("checkpoint-1", good["revision"])
+    for step in (2, 3, 4, 5):
+        run = cli("pull", "--repo", URI, "--subfolder", f"checkpoint-{step}", "--local-dir",
+                  str(tmp_path / f"p{step}"), env=env)
+        assert run.code == 1 and "not a complete checkpoint" in run.stderr, (step, run.stderr)
+        assert not (tmp_path / f"p{step}").exists()
+    listed = cli("list", "--repo", URI, "--json", env=env)
+    assert listed.code == 0, listed.stderr
+    status = {c["subfolder"]: c["complete"] for c in listed.json["checkpoints"]}
+    assert status == {"checkpoint-1": True, "checkpoint-2": False, "checkpoint-3": False, "checkpoint-4": False,
+                      "checkpoint-5": False}
+    # under a prefix holding only folders without a manifest (a tool that wrote there, or every
+    # push cut short), none is a checkpoint: in a bucket no manifest means not complete
+    api.batch_bucket_files(BUCKET, add=[(b"w", "run-7/checkpoint-8/model.safetensors")])
+    found = cli("latest", "--repo", f"{URI}/run-7", "--json", env=env)
+    assert found.code == 0 and found.json == {"repo": f"{URI}/run-7", "found": False}
+    assert "in a bucket a folder without one is a push cut short" in found.stderr
+    listed = cli("list", "--repo", f"{URI}/run-7", "--json", env=env)
+    assert [(c["subfolder"], c["complete"]) for c in listed.json["checkpoints"]] == [("checkpoint-8", False)]
+
+
+def test_a_pull_at_a_pin_fails_once_the_folder_is_overwritten(cli, env, api, tmp_path):
+    first, _files = _push(cli, env, tmp_path, 1)
+    second, _files = _push(cli, env, tmp_path, 1)  # a re-push over the folder, other bytes
+    assert second["revision"] != first["revision"]
+    run = cli("pull", "--repo", URI, "--subfolder", "checkpoint-1", "--revision", first["revision"],
+              "--local-dir", str(tmp_path / "p"), env=env)
+    assert run.code == 1 and "overwritten since it was pinned" in run.stderr, run.stderr
+    assert not (tmp_path / "p").exists()
+    # the same bytes swapped under an unchanged manifest: refused by the bytes, not handed over
+    api.batch_bucket_files(BUCKET, add=[(b'{"s": 9}', "checkpoint-1/config.json")])  # same size, other bytes
+    run = cli("pull", "--repo", URI, "--subfolder", "checkpoint-1", "--revision", second["revision"],
+              "--local-dir", str(tmp_path / "p"), env=env)
+    assert run.code == 1 and "overwritten since it was pinned" in run.stderr, run.stderr
+    assert not (tmp_path / "p").exists()
+
+
+def test_a_re_push_takes_the_old_manifest_away_before_any_file(cli, env, hub, tmp_path):
+    _push(cli, env, tmp_path, 1)
+    start = len(hub.log_entries())
+    _push(cli, env, tmp_path, 1)
+    posts = [e for e in hub.log_entries()[start:] if e["method"] == "POST" and "/api/buckets/" in e["path"]]
+    kinds = [e["path"].rsplit("/", 1)[1] for e in posts]
+    # paths-info finds the manifest; its delete is the first batch; the files; the manifest alone
+    assert kinds[:2] == ["paths-info", "batch"] and kinds.count("batch") == 3, kinds
+
+
+def test_latest_on_a_thousand_folders_answers_in_a_bounded_number_of_requests(cli, env, api, hub, tmp_path):
+    """The bound: 1 (bucket info) + 1 per 1,000 top-level entries (the folder listing) + 2 per
+    folder examined from the highest down (its manifest, which the Hub's resolve answers with a
+    redirect to the bytes, counted too, and its files' listing); a folder with no manifest costs 1.
+    Here: the highest folder has no manifest, the next is complete: 1 + 1 + 1 + 3 = 6."""
+    _push(cli, env, tmp_path, 1)
+    files = {f.path: f for f in api.list_bucket_tree(BUCKET, "checkpoint-1/", recursive=True)}
+    copies = [("bucket", BUCKET, f.xet_hash, path.replace("checkpoint-1/", f"checkpoint-{n}/"))
+              for n in range(2, 1000) for path, f in files.items()]
+    copies += [("bucket", BUCKET, f.xet_hash, path.replace("checkpoint-1/", "checkpoint-1000/"))
+               for path, f in files.items() if not path.endswith(MANIFEST)]  # the newest was cut short
+    api.batch_bucket_files(BUCKET, copy=copies)
+    assert len(list(api.list_bucket_tree(BUCKET, recursive=False))) == 1000
+    start = len(hub.log_entries())
+    found = cli("latest", "--repo", URI, "--json", env=env)
+    assert found.code == 0 and found.json["subfolder"] == "checkpoint-999", found.stderr
+    log = hub.log_entries()[start:]
+    assert len(log) == 6, [(e["listener"], e["method"], e["path"], e["status"]) for e in log]
+    assert [e["listener"] for e in log].count("cdn") == 1
+
+
+def test_prune_deletes_whole_folders_manifest_first_and_reports_the_usage_freed(cli, env, api, hub, tmp_path):
+    for step in (1, 2, 3):
+        _push(cli, env, tmp_path, step)
+    before = api.bucket_info(BUCKET).size
+    start = len(hub.log_entries())
+    run = cli("prune", "--repo", URI, "--keep-last", "1", "--json", env=env)
+    assert run.code == 0, run.stderr
+    assert sorted(run.json["deleted"]) == ["checkpoint-1", "checkpoint-2"] and run.json["kept"] == ["checkpoint-3"]
+    assert run.json["used_storage_before"] == before
+    assert run.json["used_storage_after"] == api.bucket_info(BUCKET).size < before
+    assert run.json["freed_bytes"] == before - run.json["used_storage_after"]
+    assert _paths(api) == sorted(["checkpoint-3/config.json", f"checkpoint-3/{MANIFEST}",
+                                  "checkpoint-3/model.safetensors"])
+    batches = [e for e in hub.log_entries()[start:] if e["method"] == "POST" and e["path"].endswith("/batch")]
+    assert len(batches) == 3  # each folder's manifest alone, then the files of both
+
+
+def test_promote_within_a_bucket_copies_server_side_by_xet_hash(cli, env, api, hub, tmp_path):
+    pushed, files = _push(cli, env, tmp_path, 4)
+    start = len(hub.log_entries())
+    run = cli("promote", "--repo", URI, "--subfolder", "checkpoint-4", "--revision", pushed["revision"],
+              "--to", "release/checkpoint-4", "--json", env=env)
+    assert run.code == 0, run.stderr
+    assert run.json["source_revision"] == pushed["revision"] and run.json["revision"].startswith("sha256:")
+    log = hub.log_entries()[start:]
+    sent = sum(e.get("bytes_in", 0) for e in log if e["listener"] == "cas")
+    assert sent < 10_000, [(e["method"], e["path"], e.get("bytes_in")) for e in log if e["listener"] == "cas"]
+    got = cli("pull", "--repo", URI, "--subfolder", "release/checkpoint-4", "--revision", run.json["revision"],
+              "--local-dir", str(tmp_path / "rel"), "--json", env=env)
+    assert got.code == 0, got.stderr
+    tree = read_tree(tmp_path / "rel")
+    tree.pop(MANIFEST)
+    assert tree == files
+    # prune never deletes the source of a promoted folder
+    _push(cli, env, tmp_path, 5)
+    _push(cli, env, tmp_path, 6)
+    pruned = cli("prune", "--repo", URI, "--keep-last", "1", "--json", env=env)
+    assert pruned.code == 0 and pruned.json["deleted"] == ["checkpoint-5"], pruned.stdout + pruned.stderr
+
+
+def test_promote_from_a_bucket_into_a_model_repo_is_one_commit_pinned_and_tagged(cli, env, api, tmp_path):
+    pushed, files = _push(cli, env, tmp_path, 7)
+    api.create_repo("local-user/model", private=True)
+    run = cli("promote", "--repo", URI, "--subfolder", "checkpoint-7", "--revision", pushed["revision"],
+              "--to", "release", "--to-repo", "local-user/model", "--tag", "v1", "--json", env=env)
+    assert run.code == 0, run.stderr
+    sha = run.json["revision"]
+    assert len(sha) == 40 and run.json["repo"] == "local-user/model" and run.json["commits"] == 1
+    assert run.json["source_revision"] == pushed["revision"] and run.json["tag"] == "v1"
+    commits = api.list_repo_commits("local-user/model")
+    assert commits[0].commit_id == sha
+    refs = api.list_repo_refs("local-user/model")
+    assert [(t.name, t.target_commit) for t in refs.tags] == [("v1", sha)]
+    got = cli("pull", "--repo", "local-user/model", "--subfolder", "release", "--revision", "v1",
+              "--local-dir", str(tmp_path / "rel"), "--json", env=env)
+    assert got.code == 0 and got.json["revision"] == sha and got.json["verified_by"] == "manifest", got.stderr
+    tree = read_tree(tmp_path / "rel")
+    manifest = tree.pop(MANIFEST)
+    assert tree == files and pushed["revision"].encode() in manifest  # the manifest names the bucket pin it came from
+    # a tag or a branch within a bucket is refused before anything is written
+    before = _paths(api)
+    bad = cli("promote", "--repo", URI, "--subfolder", "checkpoint-7", "--to", "release", "--tag", "v2", env=env)
+    assert bad.code == 2 and "a bucket has no tags" in bad.stderr, bad.stderr
+    assert _paths(api) == before
+
+
+def test_a_file_changed_while_the_manifest_is_written_leaves_no_manifest(cli, env, api, monkeypatch, tmp_path):
+    """Another writer replaces a file between the finalize and the manifest: the push lists the
+    folder again, takes its manifest away and fails, so no manifest matches neither push."""
+    from ckpt_action.stores.bucket import BucketStore
+
+    real = BucketStore._batch
+
+    def batch(self, ops, what):
+        if any(getattr(op, "path", "").endswith(MANIFEST) and getattr(op, "data", None) for op in ops):
+            api.batch_bucket_files(BUCKET, add=[(b'{"other": 1}', "checkpoint-1/config.json")])
+        return real(self, ops, what)
+
+    monkeypatch.setattr(BucketStore, "_batch", batch)
+    src = write_checkpoint(tmp_path / "src", {"model.safetensors": os.urandom(50_000), "config.json": b"{}"})
+    run = cli("push", "--repo", URI, "--local-dir", str(src), "--step", "1", env=env)
+    assert run.code == 1 and "changed while its manifest was written" in run.stderr, run.stderr
+    assert f"checkpoint-1/{MANIFEST}" not in _paths(api)
+    found = cli("latest", "--repo", URI, "--json", env=env)
+    assert found.code == 0 and found.json["found"] is False
+
+
+@pytest.mark.parametrize("escape", ["../../escaped.txt", "checkpoint-1/../../../escaped.txt", "/tmp/escaped.txt",
+                                    "checkpoint-1/a\nb.txt"])
+def test_a_hostile_bucket_listing_is_refused_and_nothing_is_written(hub_server, xet_client, cli, tmp_path, escape):
+    from ckpt_action.checkpoint.manifest import Manifest, digest_bytes
+
+    hub = hub_server(token=TOKEN, faults=[{"method": "GET", "path": "/tree", "tree_escape": escape, "times": -1}])
+    env = clean_env(tmp_path, HF_ENDPOINT=hub.url, HF_TOKEN=TOKEN)
+    api = HfApi(endpoint=hub.url, token=TOKEN)
+    api.create_bucket(BUCKET, private=True)
+    data = b"weights"
+    manifest = Manifest({"w.bin": digest_bytes("w.bin", data)}, step=1).to_json()
+    api.batch_bucket_files(BUCKET, add=[(data, "checkpoint-1/w.bin")])
+    api.batch_bucket_files(BUCKET, add=[(manifest, f"checkpoint-1/{MANIFEST}")])
+    for args in (["latest", "--repo", URI], ["list", "--repo", URI],
+                 ["pull", "--repo", URI, "--subfolder", "checkpoint-1", "--local-dir", str(tmp_path / "p")]):
+        run = cli(*args, env=env)
+        assert run.code == 1 and "refusing" in run.stderr, (args, run.stderr)
+    assert not (tmp_path / "p").exists() and not (tmp_path / "escaped.txt").exists()
+
+
+def test_the_finalize_refuses_a_manifest_over_a_file_replaced_after_its_upload(cli, env, api, monkeypatch, tmp_path):
+    """The one finalize lists the folder afresh: a file another writer replaced after this push
+    uploaded it (same size, other bytes: another Xet hash) is not the file the manifest lists."""
+    from ckpt_action.stores.bucket import BucketStore
+
+    real = BucketStore._publish
+
+    def publish(self, wanted, manifests, what):
+        api.batch_bucket_files(BUCKET, add=[(b'{"x": 2}', "checkpoint-1/config.json")])  # 8 bytes, as pushed
+        return real(self, wanted, manifests, what)
+
+    monkeypatch.setattr(BucketStore, "_publish", publish)
+    src = write_checkpoint(tmp_path / "src", {"model.safetensors": os.urandom(50_000), "config.json": b'{"x": 1}'})
+    run = cli("push", "--repo", URI, "--local-dir", str(src), "--step", "1", env=env)
+    assert run.code == 1 and "config.json is not the file the manifest lists" in run.stderr, run.stderr
+    assert "nothing was published" in run.stderr and f"checkpoint-1/{MANIFEST}" not in _paths(api)
+
+
+def test_a_pointer_to_a_bucket_checkpoint_pulls_it_at_its_pin(cli, env, api, tmp_path):
+    import json
+
+    pushed, _files = _push(cli, env, tmp_path, 2)
+    pointer = tmp_path / "checkpoint.json"
+    pointer.write_text(json.dumps({k: pushed[k] for k in ("repo", "subfolder", "revision", "step", "hub_url")}))
+    got = cli("pull", "--pointer", str(pointer), "--local-dir", str(tmp_path / "p"), "--json", env=env)
+    assert got.code == 0 and got.json["revision"] == pushed["revision"], got.stderr
+    _push(cli, env, tmp_path, 2)  # overwritten: the pointer's pin no longer holds
+    again = cli("pull", "--pointer", str(pointer), "--local-dir", str(tmp_path / "q"), env=env)
+    assert again.code == 1 and "overwritten since it was pinned" in again.stderr, again.stderr
+
+
+def test_a_signed_push_into_a_bucket_verifies_on_pull_and_latest(cli, env, api, tmp_path):
+    from tests.helpers.signing_helpers import make_key
+
+    key = make_key(tmp_path)
+    src = write_checkpoint(tmp_path / "src", {"model.safetensors": os.urandom(20_000), "config.json": b"{}"})
+    run = cli("push", "--repo", URI, "--local-dir", str(src), "--step", "1", "--signing-key", str(key.private),
+              "--json", env=env)
+    assert run.code == 0, run.stderr
+    found = cli("latest", "--repo", URI, "--verify-key", str(key.public), "--json", env=env)
+    assert found.code == 0 and found.json.get("revision") == run.json["revision"], (found.stdout, found.stderr)
+    got = cli("pull", "--repo", URI, "--latest", "--verify-key", str(key.public), "--local-dir", str(tmp_path / "p"),
+              "--json", env=env)
+    assert got.code == 0 and got.json["signature_verified"] is True, got.stderr
+    other = make_key(tmp_path, "other")
+    bad = cli("pull", "--repo", URI, "--subfolder", "checkpoint-1", "--verify-key", str(other.public),
+              "--local-dir", str(tmp_path / "q"), env=env)
+    assert bad.code != 0 and not (tmp_path / "q").exists()
+
+
+def test_a_re_pull_from_a_bucket_reuses_the_dir_and_include_takes_a_part(cli, env, tmp_path):
+    pushed, files = _push(cli, env, tmp_path, 3)
+    dest = tmp_path / "p"
+    args = ["pull", "--repo", URI, "--subfolder", "checkpoint-3", "--revision", pushed["revision"], "--local-dir",
+            str(dest), "--json"]
+    first = cli(*args, env=env)
+    assert first.code == 0 and first.json["downloaded_files"] == 2, first.stderr
+    again = cli(*args, env=env)
+    assert again.code == 0 and again.json["downloaded_files"] == 0 and again.json["reused_files"] == 2, again.stderr
+    from ckpt_action.api import pulled_checkpoint
+
+    assert pulled_checkpoint(dest) == (URI, "checkpoint-3", pushed["revision"])  # what a resumed Trainer records
+    part = cli("pull", "--repo", URI, "--subfolder", "checkpoint-3", "--include", "config.json", "--local-dir",
+               str(tmp_path / "part"), "--json", env=env)
+    assert part.code == 0 and part.json["partial"] is True, part.stderr
+    got = read_tree(tmp_path / "part")
+    got.pop(MANIFEST, None)
+    assert got == {"config.json": files["config.json"]}
+
+
+def test_a_file_above_the_hash_ahead_limit_is_hashed_by_the_upload_and_pulled_verified(cli, env, tmp_path):
+    """Files over 20 MiB are hashed while they are uploaded (the push hands the store its own
+    open file, /proc/self/fd/N): the bucket's upload hashes that very file."""
+    from ckpt_action.checkpoint.manifest import GIT_OID_LIMIT
+
+    files = {"model.safetensors": os.urandom(GIT_OID_LIMIT + 1), "config.json": b"{}"}
+    pushed, _files = _push(cli, env, tmp_path, 9, files=files)
+    got = cli("pull", "--repo", URI, "--subfolder", "checkpoint-9", "--revision", pushed["revision"],
+              "--local-dir", str(tmp_path / "p"), env=env)
+    assert got.code == 0, got.stderr
+    assert (tmp_path / "p" / "model.safetensors").read_bytes() == files["model.safetensors"]
