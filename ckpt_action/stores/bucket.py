@@ -20,6 +20,9 @@ The bucket listing gives each file's size and Xet hash, not its sha256: this sto
 Xet hashes of the bytes it uploaded to their sha256 (so a push can prove what it wrote and a
 re-push in the same process skips what is there), and a reader in another process checks the
 listing against the manifest by size, then every byte by sha256 as it downloads.
+
+About 540 lines in one module on purpose: every method of the store interface for one
+store, read side by side with :mod:`.repo` and the interface's own notes on buckets.
 """
 
 from __future__ import annotations
