@@ -207,6 +207,8 @@ class CheckpointCallback(TrainerCallback):
         self._client = Client(endpoint, token, timeout=timeout, retries=retries)
         self._private = private
         self._endpoint = settings.endpoint
+        # The in-process push's patience with a rate limit, not the watch's shorter one.
+        self._rate_limit_wait = settings.max_rate_limit_wait
         self._hub = {"endpoint": endpoint, "token": token or None, "timeout": timeout, "retries": retries}
         self.uploads = uploads
         self.upload_mode: str | None = None
@@ -365,7 +367,8 @@ class CheckpointCallback(TrainerCallback):
         with self._uploader_lock:
             if self._uploader is None or self._uploader.proc.poll() is not None:
                 try:
-                    self._uploader = ProcessUploader()
+                    self._uploader = ProcessUploader(
+                        {**os.environ, "CKPT_MAX_RATE_LIMIT_WAIT": f"{self._rate_limit_wait:g}"})
                 except (OSError, ValueError) as exc:  # no fork/exec here (a sandbox, a frozen app)
                     log.warning("cannot start the upload process (%s): pushing from a thread of this process", exc)
                     self.uploads = "thread"
@@ -374,7 +377,7 @@ class CheckpointCallback(TrainerCallback):
 
     def _push_in_child(self, uploader: ProcessUploader, job: _Job, subfolder: str) -> CheckpointHandle:
         uploader.submit({"op": "push", "local_dir": str(job.staged), "repo": self.repo, "step": job.step,
-                         "private": self._private, "hub": self._hub})
+                         "private": self._private, "hub": self._hub, "quiet": True})
         answer = None
         while answer is None:
             answer = uploader.poll(timeout=1.0)

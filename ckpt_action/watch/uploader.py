@@ -61,12 +61,15 @@ def handle(request: Request) -> Answer:
     """Run one request through the public API; every failure is an answer, never raised."""
     from ckpt_action import api
     from ckpt_action.errors import CkptError, RemoteError
+    from ckpt_action.progress import no_progress_lines
 
     hub = request.get("hub") or {}
     try:
         if request["op"] == "push":
-            handle = api.push(request["local_dir"], request["repo"], step=request["step"],
-                              private=request.get("private", True), **hub)
+            # "quiet": no periodic progress lines (the Trainer callback prints one line per push).
+            with no_progress_lines() if request.get("quiet") else contextlib.nullcontext():
+                handle = api.push(request["local_dir"], request["repo"], step=request["step"],
+                                  private=request.get("private", True), **hub)
             return {"ok": True, "subfolder": handle.subfolder, "revision": handle.revision}
         if request["op"] == "prune":
             res = api.prune(request["repo"], request["keep_last"], **hub)
