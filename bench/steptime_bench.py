@@ -54,7 +54,8 @@ def _train(ctx: Context, way: str, rep: int) -> dict:
     result = ctx.work / f"steptime-{way}-{rep}.json"
     repo = f"bench/steptime-{way}-{rep}"
     train = [sys.executable, str(SCRIPT), str(out), str(result), str(steps), str(every), str(embd), str(layers),
-             "callback" if way == "callback" else "none", repo]
+             "callback" if way == "callback" else "none", str(rep * 10 + ["none", "callback", "watch"].index(way)),
+             repo]
     env = ctx.env()
     landed: dict[str, float] = {}
     hub_cpu = _hub_cpu_seconds(ctx)

@@ -2,9 +2,10 @@
 Trainer for a fixed number of steps, saving every K steps; its step times and the moment each
 save completed go to a JSON file.
 
-``python bench/steptime_train.py OUT RESULT STEPS EVERY EMBD LAYERS MODE [REPO]``; MODE is
+``python bench/steptime_train.py OUT RESULT STEPS EVERY EMBD LAYERS MODE SEED [REPO]``; MODE is
 ``none`` (no pushes; also the run under ``ckpt-action watch``) or ``callback``
-(``CheckpointCallback``, which also stamps each push as it lands).
+(``CheckpointCallback``, which also stamps each push as it lands). SEED differs from run to run,
+so no run's checkpoint bytes are already on the Hub (its LFS store is content-addressed).
 """
 
 from __future__ import annotations
@@ -35,15 +36,16 @@ class Clock(TrainerCallback):
         self.saves[f"checkpoint-{state.global_step}"] = time.time()
 
 
-def main(out: str, result: str, steps: int, every: int, embd: int, layers: int, mode: str, repo: str = "") -> None:
-    torch.manual_seed(0)
+def main(out: str, result: str, steps: int, every: int, embd: int, layers: int, mode: str, seed: int,
+         repo: str = "") -> None:
+    torch.manual_seed(seed)
     torch.set_num_threads(1)
     model = GPT2LMHeadModel(GPT2Config(n_layer=layers, n_head=4, n_embd=embd, vocab_size=2048, n_positions=32))
     data = [{"input_ids": torch.randint(0, 2048, (32,)), "labels": torch.randint(0, 2048, (32,))}
             for _ in range(steps * 2)]
     args = TrainingArguments(output_dir=out, max_steps=steps, save_steps=every, per_device_train_batch_size=2,
                              use_cpu=True, report_to="none", disable_tqdm=True, logging_steps=10**6,
-                             dataloader_num_workers=0, seed=0, save_only_model=False)
+                             dataloader_num_workers=0, seed=seed, save_only_model=False)
     clock = Clock()
     callbacks: list[TrainerCallback] = [clock]
     landed: dict[str, float] = {}
@@ -68,4 +70,4 @@ def main(out: str, result: str, steps: int, every: int, embd: int, layers: int, 
 
 if __name__ == "__main__":
     a = sys.argv[1:]
-    main(a[0], a[1], int(a[2]), int(a[3]), int(a[4]), int(a[5]), a[6], *(a[7:8]))
+    main(a[0], a[1], int(a[2]), int(a[3]), int(a[4]), int(a[5]), a[6], int(a[7]), *(a[8:9]))
