@@ -24,7 +24,8 @@ from .report import Section, benchmarks_md, machine, table
 TITLES = {1: "latest on many checkpoints", 2: "push and pull throughput", 3: "re-push of unchanged content",
           4: "promote", 5: "CLI cold start", 6: "container image", 7: "pulls that move only what they lack",
           8: "prune --free-storage", 9: "Xet and plain LFS", 10: "one checkpoint from many ranks",
-          11: "re-pull reads of kept files", 12: "Storage Buckets"}
+          11: "re-pull reads of kept files", 12: "Storage Buckets", 13: "step time while pushing",
+          14: "resume in one figure"}
 
 
 def _sections() -> dict[int, Callable[[Context], Section]]:
@@ -41,6 +42,8 @@ def _sections() -> dict[int, Callable[[Context], Section]]:
         repull_bench,
         repull_reads_bench,
         repush_bench,
+        resume_bench,
+        steptime_bench,
         transfer_bench,
         xet_bench,
     )
@@ -48,7 +51,8 @@ def _sections() -> dict[int, Callable[[Context], Section]]:
     return {1: latest_bench.run_section, 2: transfer_bench.run_section, 3: repush_bench.run_section,
             4: promote_bench.run_section, 5: coldstart_bench.run_section, 6: image_bench.run_section,
             7: repull_bench.run_section, 8: freestorage_bench.run_section, 9: xet_bench.run_section,
-            10: distributed_bench.run_section, 11: repull_reads_bench.run_section, 12: bucket_bench.run_section}
+            10: distributed_bench.run_section, 11: repull_reads_bench.run_section, 12: bucket_bench.run_section,
+            13: steptime_bench.run_section, 14: resume_bench.run_section}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,6 +23,7 @@ import contextlib
 import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -35,10 +36,11 @@ from ckpt_action import names
 from ckpt_action.client import Client, active_wandb_run, pulled_checkpoint, retention_rules, trainer_metrics
 from ckpt_action.options import Retention
 
-from ..errors import CkptError, InputError
+from ..errors import CkptError, InputError, RemoteError
 from ..handle import CheckpointHandle
 from ..progress import human, interactive, no_progress_lines
 from ..settings import Settings
+from ..watch.uploader import ProcessUploader
 from . import multinode
 from .pushqueue import Outcome, PushFailedError, PushQueue
 
@@ -129,6 +131,16 @@ class CheckpointCallback(TrainerCallback):
       sharded state, DeepSpeed per-rank files) every process pushes its node's files of
       each save in step with the others (``push(distributed=True)``): one commit holding
       every rank's files, made before training goes on.
+    - Uploads run in a child process at lower CPU and I/O priority (the uploader of
+      ``ckpt-action watch``), so hashing and sending a checkpoint never holds the
+      training's GIL; ``self.upload_mode`` says ``"process"`` once one ran there. Where
+      a process cannot be started (or with ``uploads="thread"``) they run on a thread of
+      the training process, as before.
+    - On SIGTERM (a preemption notice, a cancelled job) the running and waiting pushes
+      are given up to ``sigterm_grace`` seconds (default 25) to land before the process
+      goes on to what it did with SIGTERM before (the handler installed earlier, or the
+      default: exit). A push cut short commits nothing. ``sigterm_grace=0`` installs no
+      handler. Only in the main thread of the world's main process.
     - Transfer progress is one line per push on stderr (``pushed checkpoint-N at SHA:
       size in s``); huggingface_hub's bars show only when stderr is a terminal. In a log,
       the callback turns huggingface_hub's bars off from ``on_train_begin`` to the end of
@@ -189,8 +201,15 @@ class CheckpointCallback(TrainerCallback):
         keep_every: int | None = None,
         keep_best: str | None = None,
         card: bool = False,
+        uploads: Literal["process", "thread"] = "process",
+        sigterm_grace: float = 25.0,
     ) -> None:
         self.repo = names.repo_id(repo)
+        if uploads not in ("process", "thread"):
+            raise InputError(f"uploads must be 'process' or 'thread', not {uploads!r}")
+        if (isinstance(sigterm_grace, bool) or not isinstance(sigterm_grace, (int, float))
+                or not sigterm_grace >= 0 or sigterm_grace == float("inf")):
+            raise InputError(f"sigterm_grace must be a number of seconds >= 0, not {sigterm_grace!r}")
         if on_failure not in ("raise", "warn"):
             raise InputError(f"on_failure must be 'raise' or 'warn', not {on_failure!r}")
         if isinstance(max_waiting, bool) or not isinstance(max_waiting, int) or max_waiting < 1:
@@ -206,6 +225,17 @@ class CheckpointCallback(TrainerCallback):
             self._retention = retention
         self.card = card
         self._endpoint = settings.endpoint
+        # The in-process push's patience with a rate limit, not the watch's shorter one.
+        self._rate_limit_wait = settings.max_rate_limit_wait
+        self._hub = {"endpoint": endpoint, "token": token or None, "timeout": timeout, "retries": retries}
+        self.uploads = uploads
+        self.upload_mode: str | None = None
+        """Where the last push ran: ``"process"`` (the uploader child), ``"thread"``, or None before one."""
+        self._uploader: ProcessUploader | None = None
+        self._uploader_lock = threading.Lock()
+        self.sigterm_grace = float(sigterm_grace)
+        self._previous_sigterm: Any = None
+        self._sigterm_installed = False
         self.push_every_save = push_every_save
         self.max_waiting = max_waiting
         self.client_bars = client_bars
@@ -240,6 +270,7 @@ class CheckpointCallback(TrainerCallback):
             shutil.rmtree(_output_dir(args) / STAGING_DIR, ignore_errors=True)
         self._quiet_client_bars()
         self._record_resumed(args, state)
+        self._install_sigterm()
 
     def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                 **kwargs: Any) -> None:
@@ -293,6 +324,8 @@ class CheckpointCallback(TrainerCallback):
             with contextlib.suppress(OSError):  # only when empty: every staged copy is removed by now
                 self._staging.rmdir()
             self._staging = None
+        self._close_uploader()
+        self._uninstall_sigterm()
         self._restore_client_bars()
         if self.failures:
             error = PushFailedError.of(self.failures)
@@ -332,11 +365,18 @@ class CheckpointCallback(TrainerCallback):
         subfolder = f"{CHECKPOINT_PREFIX}-{job.step}"
         started = time.monotonic()
         size = sum(p.stat().st_size for p in job.staged.rglob("*") if p.is_file())
-        metrics = trainer_metrics(job.staged, job.step) or None  # this save's evaluation, if any
-        with no_progress_lines():  # this thread's pushes: the one line below instead
-            handle = self._client.push(job.staged, self.repo, step=job.step, subfolder=subfolder,
-                                       private=self._private, distributed=distributed, metrics=metrics,
-                                       card=self.card and not distributed).handle
+        # The card is written in the push's own commit, which the uploader child does not make:
+        # a push with it (and a push of many processes, in step) runs in this process.
+        uploader = None if distributed or self.card else self._process_uploader()
+        if uploader is not None:
+            handle = self._push_in_child(uploader, job, subfolder)  # the child records the save's evaluation
+        else:
+            self.upload_mode = "thread"
+            metrics = trainer_metrics(job.staged, job.step) or None  # this save's evaluation, if any
+            with no_progress_lines():  # this thread's pushes: the one line below instead
+                handle = self._client.push(job.staged, self.repo, step=job.step, subfolder=subfolder,
+                                           private=self._private, distributed=distributed, metrics=metrics,
+                                           card=self.card and not distributed).handle
         print(f"ckpt-action: pushed {subfolder} at {handle.revision}: {human(size)} in"
               f" {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
         if self._retention is not None and not distributed:
@@ -353,6 +393,85 @@ class CheckpointCallback(TrainerCallback):
             return
         if res.deleted:
             log.info("pruned %s (kept %s)", ", ".join(res.deleted), ", ".join(res.kept))
+
+    def _process_uploader(self) -> ProcessUploader | None:
+        """The uploader child, started on first use; None in thread mode or where a process
+        cannot be started (then this and every later push runs on the queue's thread)."""
+        if self.uploads != "process":
+            return None
+        with self._uploader_lock:
+            if self._uploader is None or self._uploader.proc.poll() is not None:
+                try:
+                    self._uploader = ProcessUploader(
+                        {**os.environ, "CKPT_MAX_RATE_LIMIT_WAIT": f"{self._rate_limit_wait:g}"})
+                except (OSError, ValueError) as exc:  # no fork/exec here (a sandbox, a frozen app)
+                    log.warning("cannot start the upload process (%s): pushing from a thread of this process", exc)
+                    self.uploads = "thread"
+                    self._uploader = None
+            return self._uploader
+
+    def _push_in_child(self, uploader: ProcessUploader, job: _Job, subfolder: str) -> CheckpointHandle:
+        uploader.submit({"op": "push", "local_dir": str(job.staged), "repo": self.repo, "step": job.step,
+                         "private": self._private, "hub": self._hub, "quiet": True})
+        answer = None
+        while answer is None:
+            answer = uploader.poll(timeout=1.0)
+        self.upload_mode = "process"
+        if not answer.get("ok"):
+            raise RemoteError(str(answer.get("error")))
+        return CheckpointHandle(self.repo, str(answer.get("subfolder") or subfolder), str(answer["revision"]),
+                                job.step, self._endpoint)
+
+    def _close_uploader(self) -> None:
+        with self._uploader_lock:
+            uploader, self._uploader = self._uploader, None
+        if uploader is not None:
+            uploader.close()
+
+    def _install_sigterm(self) -> None:
+        """Flush on SIGTERM: only where a handler can be set (the main thread)."""
+        if self._sigterm_installed or self.sigterm_grace <= 0:
+            return
+        if threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            previous = signal.signal(signal.SIGTERM, self._on_sigterm)
+        except (ValueError, OSError):  # pragma: no cover - an embedded interpreter without signals
+            return
+        self._previous_sigterm = previous
+        self._sigterm_installed = True
+
+    def _uninstall_sigterm(self) -> None:
+        if not self._sigterm_installed:
+            return
+        self._sigterm_installed = False
+        with contextlib.suppress(ValueError, OSError, TypeError):
+            if signal.getsignal(signal.SIGTERM) == self._on_sigterm:
+                signal.signal(signal.SIGTERM, self._previous_sigterm
+                              if self._previous_sigterm is not None else signal.SIG_DFL)
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        """Let the running and the waiting push land (within the grace), then do what SIGTERM
+        did before: the earlier handler, or the default (the process ends by the signal)."""
+        queue = self._queue
+        if queue is not None and not queue.idle:
+            print(f"ckpt-action: SIGTERM: letting the checkpoint pushes in progress finish (up to"
+                  f" {self.sigterm_grace:g} s)", file=sys.stderr, flush=True)
+            if queue.wait(timeout=self.sigterm_grace):
+                print("ckpt-action: SIGTERM: every saved checkpoint is pushed", file=sys.stderr, flush=True)
+            else:
+                print(f"ckpt-action: SIGTERM: pushes still running after {self.sigterm_grace:g} s are abandoned"
+                      " (a push cut short commits nothing)", file=sys.stderr, flush=True)
+                with self._uploader_lock:
+                    if self._uploader is not None:
+                        self._uploader.kill()
+        previous = self._previous_sigterm
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:  # the default (or unknown: a handler set outside Python)
+            self._uninstall_sigterm()
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
 
     def _quiet_client_bars(self) -> None:
         """huggingface_hub's upload bars write a line per refresh into a training log."""

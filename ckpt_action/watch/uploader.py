@@ -62,13 +62,16 @@ def handle(request: Request) -> Answer:
     from ckpt_action import api
     from ckpt_action.client import trainer_metrics
     from ckpt_action.errors import CkptError, RemoteError
+    from ckpt_action.progress import no_progress_lines
 
     hub = request.get("hub") or {}
     try:
         if request["op"] == "push":
             metrics = trainer_metrics(request["local_dir"], request["step"]) if request["step"] is not None else {}
-            handle = api.push(request["local_dir"], request["repo"], step=request["step"],
-                              private=request.get("private", True), metrics=metrics or None, **hub)
+            # "quiet": no periodic progress lines (the Trainer callback prints one line per push).
+            with no_progress_lines() if request.get("quiet") else contextlib.nullcontext():
+                handle = api.push(request["local_dir"], request["repo"], step=request["step"],
+                                  private=request.get("private", True), metrics=metrics or None, **hub)
             return {"ok": True, "subfolder": handle.subfolder, "revision": handle.revision}
         if request["op"] == "prune":
             res = api.prune(request["repo"], request["keep_last"], keep_every=request.get("keep_every"),

@@ -236,6 +236,19 @@ def test_example_resume_twice(hub_server, tool_cache: Path, cli) -> None:
 
 
 @NATIVE
+def test_example_watch_then_resume(hub_server, tool_cache: Path, cli) -> None:
+    """setup puts ckpt-action on PATH, `watch -- python3 train.py` pushes each checkpoint as it
+    completes (keeping the last two), and the resume job pulls the newest one."""
+    hub = hub_server(token=TOKEN)
+    log = assert_ok(run_act(WORKFLOWS / "example-watch.yml", "workflow_dispatch",
+                            *host_args(hub, tool_cache, "act/watch")))
+    assert "resuming at step 300" in log
+    listed = cli("list", "--repo", "act/watch", "--json", HF_ENDPOINT=hub.url, HF_TOKEN=TOKEN)
+    assert listed.code == 0, listed.stderr
+    assert sorted(r["subfolder"] for r in listed.json["checkpoints"]) == ["checkpoint-200", "checkpoint-300"]
+
+
+@NATIVE
 def test_example_release(hub_server, tool_cache: Path, cli, tmp_path: Path) -> None:
     hub = hub_server(token=TOKEN)
     ckpt = tmp_path / "ck"

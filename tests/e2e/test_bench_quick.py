@@ -30,7 +30,7 @@ def test_bench_quick(tmp_path: Path) -> None:
     assert doc["quick"] is True
     assert doc["failed_checks"] == []
     s = doc["sections"]
-    assert set(s) == {str(n) for n in range(1, 12)}
+    assert set(s) == {str(n) for n in range(1, 15)}
     latest = s["1"]["data"]
     assert latest["latest_requests"] == 3  # refs, top-level tree, the winner's manifest
     assert latest["latest_request_budget"] == 3
@@ -64,3 +64,10 @@ def test_bench_quick(tmp_path: Path) -> None:
     if "ranks" in ranks:  # torch installed: four ranks pushed one checkpoint
         assert ranks["commits"] == 1
         assert [r["bytes"] >= ranks["shard_bytes"] for r in ranks["ranks"]] == [True] * 4
+    steptime = s["13"]["data"]
+    if not s["13"]["skipped"]:  # needs the transformers extra
+        assert set(steptime["slowdown"]) == {"none", "callback", "watch"}
+        assert all(len(lags) == 2 for lags in steptime["save_to_pinned_seconds"].values())  # 8 steps, every 4
+    resume = s["14"]["data"]
+    assert resume["subfolder"] in ("checkpoint-500", "checkpoint-501")  # 501: section 7 pushed it first
+    assert len(resume["resume_seconds"]) == len(resume["curl_seconds"]) == resume["repetitions"]

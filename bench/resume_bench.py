@@ -1,0 +1,63 @@
+"""Section 14: the whole resume in one figure, against curl fetching the same bytes.
+
+A fresh process (``ckpt-action pull --latest``: find the newest complete checkpoint, pull it,
+verify every file against its manifest) into an empty dir, against one curl process GETting
+the same files (the manifest included) of the same subfolder to the same disk. Medians of
+alternating runs; the goal is at most 1.2x curl's time.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from .context import Context
+from .pushed_checkpoint import pushed_checkpoint
+from .report import Section, fmt_rate, fmt_s
+from .timing import PY_CLI, median, run
+
+CURL_ENV = {"PATH": "/usr/bin:/bin"}
+GOAL = 1.2
+MANIFEST = "ckpt-manifest.json"
+
+
+def run_section(ctx: Context) -> Section:
+    ck = pushed_checkpoint(ctx)
+    names = [*sorted(p.name for p in ck.local_dir.iterdir()), MANIFEST]
+    reps = 3
+    resume_s: list[float] = []
+    curl_s: list[float] = []
+    subfolder = ""
+    same = True
+    for rep in range(reps):
+        for who in (("resume", "curl") if rep % 2 == 0 else ("curl", "resume")):
+            target = ctx.work / f"resume-{who}-{rep}"
+            shutil.rmtree(target, ignore_errors=True)
+            if who == "resume":
+                done = run([*PY_CLI, "pull", "--repo", ck.repo, "--latest", "--local-dir", str(target), "--json"],
+                           ctx.env())
+                resume_s.append(done.seconds)
+                subfolder = json.loads(done.stdout)["subfolder"]
+                same = same and all((target / p.name).stat().st_size == p.stat().st_size
+                                    for p in ck.local_dir.iterdir())
+            else:
+                target.mkdir(parents=True)
+                cmd = ["curl", "-s", "-f", "-L"]
+                for name in names:
+                    cmd += [f"{ctx.url}/{ck.repo}/resolve/main/{subfolder or ck.subfolder}/{name}", "-o",
+                            str(target / name)]
+                curl_s.append(run(cmd, CURL_ENV).seconds)
+            shutil.rmtree(target, ignore_errors=True)
+    ratio = median(resume_s) / median(curl_s)
+    sec = Section(14, f"resume in one figure: latest + verified pull of a {ck.bytes / 2**30:.2f} GiB checkpoint,"
+                      " against curl")
+    sec.row("ckpt-action pull --latest (a fresh process: latest, pull, verify)",
+            f"median {fmt_s(median(resume_s))} = {fmt_rate(ck.bytes, median(resume_s))}")
+    sec.row(f"curl GET of the same {len(names)} files to the same disk",
+            f"median {fmt_s(median(curl_s))} = {fmt_rate(ck.bytes, median(curl_s))}")
+    sec.row("resume / curl", f"{ratio:.2f}x ({reps} runs each, alternating)")
+    sec.target(f"resume at most {GOAL}x curl's time", f"{ratio:.2f}x", ratio <= GOAL)
+    sec.check("the resume pulled every file of the checkpoint, whole", same, subfolder)
+    sec.data = {"bytes": ck.bytes, "subfolder": subfolder, "repetitions": reps, "resume_seconds": resume_s,
+                "curl_seconds": curl_s, "ratio": round(ratio, 3)}
+    return sec

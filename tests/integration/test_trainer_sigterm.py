@@ -1,0 +1,109 @@
+"""The Trainer callback's pushes off the training's back, and its flush on SIGTERM.
+
+A real Trainer (a GPT-2 of one layer from a config, CPU) in a process of its own, sent
+SIGTERM right after a save while an earlier push is still running: the handler lets the
+running and the waiting push land, then the process ends by the signal as before.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("transformers", reason="needs the transformers extra (requirements-transformers.lock)")
+pytest.importorskip("torch", reason="needs the transformers extra (requirements-transformers.lock)")
+
+from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+
+import ckpt_action as ckpt
+from ckpt_action.integrations import transformers as integration
+from ckpt_action.integrations.transformers import CheckpointCallback
+from ckpt_localhub import LocalHub
+from tests.helpers.localhub_fixtures import REPO_ROOT, make_hub_env
+from tests.integration.test_trainer_callback import REPO, make_trainer
+
+SLOW_COMMITS = [{"method": "POST", "path": r"/commit/", "delay_s": 3, "times": -1}]
+
+
+class TermAfterSave(TrainerCallback):
+    """Sends this process SIGTERM once step ``at`` is saved (the preemption notice)."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+    def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        if state.global_step == self.at:
+            print("SENDING-SIGTERM", flush=True)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+def sigterm_main(url: str, output_dir: str) -> None:
+    """The training process: saves at 2 and 4 (each push held 3 s at its commit), SIGTERM after 4."""
+    callback = CheckpointCallback(repo=REPO, endpoint=url, push_every_save=True)
+    trainer = make_trainer(Path(output_dir), 20, [callback, TermAfterSave(4)])
+    trainer.train()
+    print("TRAINING-ENDED", flush=True)  # never: the signal ends the process
+
+
+@pytest.mark.process("the training process itself receives SIGTERM and must end by it")
+def test_sigterm_during_training_lets_the_waiting_save_land_then_ends_by_the_signal(tmp_path: Path,
+                                                                                    hf_client: Path) -> None:
+    faults = tmp_path / "faults.json"
+    faults.write_text(json.dumps(SLOW_COMMITS))
+    with LocalHub(tmp_path / "hub", faults=faults) as hub:
+        env = make_hub_env(hub.url, tmp_path / "hf-home") | {"WANDB_MODE": "disabled"}
+        proc = subprocess.run([sys.executable, "-m", "tests.integration.test_trainer_sigterm", hub.url,
+                               str(tmp_path / "out")], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                              timeout=300)
+        log = proc.stdout + proc.stderr
+        assert "SENDING-SIGTERM" in proc.stdout, log[-3000:]
+        assert proc.returncode == -signal.SIGTERM, log[-3000:]  # the default action, chained to
+        assert "TRAINING-ENDED" not in proc.stdout
+        found = ckpt.latest(REPO, endpoint=hub.url)
+        assert found is not None and found.subfolder == "checkpoint-4", log[-3000:]
+        assert "every saved checkpoint is pushed" in proc.stderr
+
+
+def test_a_previous_sigterm_handler_is_chained_and_restored_after_training(local_hub: LocalHub,
+                                                                           tmp_path: Path) -> None:
+    calls: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: calls.append(signum))
+    try:
+        callback = CheckpointCallback(repo=REPO, endpoint=local_hub.url)
+
+        class Term(TrainerCallback):
+            def on_step_end(self, args: Any, state: TrainerState, control: TrainerControl, **kw: Any) -> None:
+                if state.global_step == 1:
+                    os.kill(os.getpid(), signal.SIGTERM)
+
+        make_trainer(tmp_path / "out", 2, [callback, Term()]).train()
+        assert calls == [signal.SIGTERM]  # the earlier handler ran, training went on
+        assert [h.subfolder for h in callback.pushed] == ["checkpoint-2"]
+        assert callback.upload_mode == "process"
+        assert signal.getsignal(signal.SIGTERM) is not callback._on_sigterm
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_where_no_process_can_start_the_pushes_run_on_a_thread(local_hub: LocalHub, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    def cannot_start(*args: Any, **kwargs: Any) -> None:
+        raise OSError("fork not allowed here")
+
+    monkeypatch.setattr(integration, "ProcessUploader", cannot_start)
+    callback = CheckpointCallback(repo=REPO, endpoint=local_hub.url)
+    make_trainer(tmp_path / "out", 2, [callback]).train()
+    assert [h.subfolder for h in callback.pushed] == ["checkpoint-2"]
+    assert callback.upload_mode == "thread"
+    assert ckpt.latest(REPO, endpoint=local_hub.url) == callback.pushed[-1]
+
+
+if __name__ == "__main__":
+    sigterm_main(sys.argv[1], sys.argv[2])
