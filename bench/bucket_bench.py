@@ -6,7 +6,11 @@ use), then copied server-side into many more folders, the newest left without it
 info, one listing page per 1,000 folders, then per folder examined its manifest (and the
 redirect to its bytes) and its files' listing; a folder without a manifest costs one.
 Then promote within the bucket (server-side copies by Xet hash) and into a model repo
-(one commit), with the bytes each sends.
+(one commit), with the bytes each sends and receives, next to doing it by hand (``hf buckets
+sync`` down, ``hf upload`` up). Throughput: push and pull of one checkpoint by ckpt-action next
+to ``hf buckets sync`` and ``hf buckets cp`` of a checkpoint of the same size, each its own
+random bytes (the CAS dedupes by content: the same bytes twice would send nothing the second
+time), each pull with an empty Xet cache.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from pathlib import Path
 from .context import Context
 from .hubproc import Requests
 from .report import Section, fmt_s
-from .timing import PY_CLI, run
+from .timing import PY_CLI, ratio, run
 
 BUCKET = "bench/ckpts"
 URI = f"hf://buckets/{BUCKET}"
@@ -31,6 +35,69 @@ def _xet_env(ctx: Context) -> dict[str, str]:
     env.pop("HF_HUB_DISABLE_XET", None)
     env["HF_XET_CACHE"] = str(Path(env["HF_HOME"]) / "xet")
     return env
+
+
+def _fresh_env(ctx: Context, name: str) -> dict[str, str]:
+    """A client environment with caches of its own (no chunk a previous step left)."""
+    env = _xet_env(ctx)
+    env["HF_HOME"] = str(ctx.work / f"home-{name}")
+    env["HF_XET_CACHE"] = str(ctx.work / f"home-{name}" / "xet")
+    return env
+
+
+def _checkpoint(root: Path, size: int) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "model.safetensors").write_bytes(os.urandom(size))
+    (root / "config.json").write_bytes(b'{"bench": true}')
+    return root
+
+
+def _mibs(size: int, seconds: float) -> str:
+    return f"{size / 2**20 / seconds:.1f} MiB/s" if seconds > 0 else "n/a"
+
+
+def _throughput(ctx: Context, sec: Section, size: int) -> None:
+    """Push and pull by ckpt-action next to ``hf buckets sync`` and ``hf buckets cp``."""
+    bucket = "bench/throughput"
+    ctx.api().create_bucket(bucket, private=True, exist_ok=True)
+    uri = f"hf://buckets/{bucket}"
+    ours_src = _checkpoint(ctx.work / "tput-ours", size)
+    sync_src = _checkpoint(ctx.work / "tput-sync", size)
+    cp_src = _checkpoint(ctx.work / "tput-cp", size)
+    times: dict[str, float] = {}
+    moved: dict[str, Requests] = {}
+
+    def measure(name: str, cmd: list[str], env: dict[str, str]) -> None:
+        ctx.hub.mark()
+        times[name] = run(cmd, env).seconds
+        moved[name] = Requests(ctx.hub.since_mark())
+
+    measure("push", [*PY_CLI, "push", "--repo", uri, "--local-dir", str(ours_src), "--step", "1", "--json"],
+            _fresh_env(ctx, "push"))
+    measure("sync up", ["hf", "buckets", "sync", str(sync_src), f"{uri}/by-sync"], _fresh_env(ctx, "sync-up"))
+    measure("cp up", ["hf", "buckets", "cp", str(cp_src / "model.safetensors"), f"{uri}/by-cp/model.safetensors"],
+            _fresh_env(ctx, "cp-up"))
+    measure("pull", [*PY_CLI, "pull", "--repo", uri, "--latest", "--local-dir", str(ctx.work / "tput-pulled"),
+                     "--json"], _fresh_env(ctx, "pull"))
+    measure("sync down", ["hf", "buckets", "sync", f"{uri}/by-sync", str(ctx.work / "tput-synced")],
+            _fresh_env(ctx, "sync-down"))
+    measure("cp down", ["hf", "buckets", "cp", f"{uri}/by-cp/model.safetensors",
+                        str(ctx.work / "tput-cp-down.safetensors")], _fresh_env(ctx, "cp-down"))
+    for label, name in (("push: ckpt-action push", "push"), ("push: hf buckets sync", "sync up"),
+                        ("push: hf buckets cp (the one big file)", "cp up"),
+                        ("pull: ckpt-action pull --latest (verified)", "pull"),
+                        ("pull: hf buckets sync", "sync down"), ("pull: hf buckets cp (the one big file)", "cp down")):
+        req = moved[name]
+        sec.row(label, f"{fmt_s(times[name])}, {_mibs(size, times[name])}, {req.bytes_in} bytes sent,"
+                f" {req.bytes_out} bytes received, {req.count} requests")
+    for what, ours, theirs in (("push", "push", "sync up"), ("pull", "pull", "sync down")):
+        r = ratio(times[ours], times[theirs])
+        sec.row(f"{what}: ckpt-action / hf buckets sync (time)", f"{r:.2f}x" if r is not None else "n/a")
+    pulled = (ctx.work / "tput-pulled" / "model.safetensors").read_bytes()
+    same = pulled == (ours_src / "model.safetensors").read_bytes()
+    sec.check("ckpt-action pull hands over the pushed bytes", same, "model.safetensors")
+    sec.data.update(push_s=times["push"], sync_up_s=times["sync up"], cp_up_s=times["cp up"], pull_s=times["pull"],
+                    sync_down_s=times["sync down"], cp_down_s=times["cp down"])
 
 
 def _cas_up(req: Requests) -> int:
@@ -54,6 +121,7 @@ def run_section(ctx: Context) -> Section:
     req = Requests(ctx.hub.since_mark())
     sec.row("push into a new bucket (process)", f"{fmt_s(pushed.seconds)}, {_cas_up(req)} bytes to the CAS,"
             f" {req.count} requests")
+    _throughput(ctx, sec, size)
 
     api = ctx.api()
     files = {f.path: f for f in api.list_bucket_tree(BUCKET, "checkpoint-1/", recursive=True)}
@@ -96,7 +164,23 @@ def run_section(ctx: Context) -> Section:
                  _xet_env(ctx))
     req = Requests(ctx.hub.since_mark())
     sec.row("promote into a model repo (one commit)", f"{fmt_s(across.seconds)}, {_cas_up(req)} bytes to the CAS,"
-            f" {req.bytes_out} bytes received, {req.commits} commit(s), {req.count} requests")
+            f" {req.bytes_in} bytes sent, {req.bytes_out} bytes received, {req.commits} commit(s),"
+            f" {req.count} requests")
     sec.check("promote into a repo is one commit", req.commits == 1, f"{req.commits}")
+    ours_in, ours_out = req.bytes_in, req.bytes_out
+    api.create_repo("bench/released-by-hand", private=True, exist_ok=True)
+    target = ctx.work / "promote-by-hand"
+    env = _fresh_env(ctx, "by-hand")
+    ctx.hub.mark()
+    down = run(["hf", "buckets", "sync", f"{URI}/{found.handle.subfolder}", str(target)], env)
+    up = run(["hf", "upload", "bench/released-by-hand", str(target), "release"], env)
+    hand = Requests(ctx.hub.since_mark())
+    sec.row("by hand: hf buckets sync down + hf upload", f"{fmt_s(down.seconds + up.seconds)} ({fmt_s(down.seconds)}"
+            f" + {fmt_s(up.seconds)}), {_cas_up(hand)} bytes to the CAS, {hand.bytes_in} bytes sent,"
+            f" {hand.bytes_out} bytes received, {hand.commits} commit(s), {hand.count} requests")
+    sec.check("promote into a repo uploads no checkpoint bytes again (Xet dedupe)", _cas_up(req) < 64 * 1024,
+              f"{_cas_up(req)}")
+    sec.data.update(promote_bytes_in=ours_in, promote_bytes_out=ours_out, by_hand_bytes_in=hand.bytes_in,
+                    by_hand_bytes_out=hand.bytes_out)
     sec.data.update(folders=folders, latest_requests=want, size=size)
     return sec

@@ -32,6 +32,7 @@ WORKFLOWS = ROOT / ".github" / "workflows"
 # runnable workflows, which act runs in tests/e2e/test_action_act.py.
 PAGES: dict[str, tuple[str, ...]] = {
     "README.md": ("example:example-resume.yml",),
+    "docs/guides/buckets.md": ("example:example-bucket.yml",),
     "docs/guides/github-action.md": ("example:example-resume.yml", "example:example-train-push.yml"),
     "docs/guides/release-pipelines.md": ("example:example-release.yml",),
     "docs/guides/signing.md": ("example:example-signed-release.yml",),

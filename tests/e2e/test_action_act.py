@@ -364,3 +364,38 @@ def test_container_runtime_builds_fallback_image(hub_server, podman_socket: str,
     left = subprocess.run([penv["CKPT_PODMAN"], "ps", "-a", "--format", "{{.Names}}"], capture_output=True,
                           text=True, env={**os.environ, **penv}, check=True).stdout
     assert "ckpt-action-" not in left
+
+
+@NATIVE
+def test_example_bucket_preempted_then_signed_release(hub_server, tool_cache: Path, cli, tmp_path: Path) -> None:
+    """Train into a bucket, a push cut by SIGKILL after its files landed, resume from the last
+    complete checkpoint, promote it into a model repo tagged and signed, deploy verified. The
+    Hub lets the first three bucket batches through (checkpoint-100's files and manifest,
+    checkpoint-200's files) and answers 503 to the rest, so the second push stays alive,
+    retrying its manifest, until the workflow kills it."""
+    batch = r"^/api/buckets/act/ckpts/batch$"
+    hub = hub_server(token=TOKEN, faults=[{"method": "POST", "path": batch, "delay_s": 0.01, "times": 3},
+                                          {"method": "POST", "path": batch, "status": 503, "times": -1}])
+    bucket = "hf://buckets/act/ckpts"
+    from huggingface_hub import HfApi
+
+    HfApi(endpoint=hub.url, token=TOKEN).create_repo("act/model", private=True)  # the release repo exists
+    proc = run_act(WORKFLOWS / "example-bucket.yml", "workflow_dispatch",
+                   *host_args(hub, tool_cache, "act/model"), "--var", f"CKPT_BUCKET={bucket}",
+                   "--input", "tag=v1")
+    log = assert_ok(proc)
+    assert "preempted: the push of checkpoint-200 was killed" in log, log[-6000:]
+    assert "resumed from step 100" in log
+    pin = re.search(r"released (sha256:[0-9a-f]{64}) as commit [0-9a-f]{40}", log)
+    assert pin, log[-6000:]
+    assert re.search(r"deploying model/ at [0-9a-f]{40}, signature verified: true", log), log[-6000:]
+    env = {"HF_ENDPOINT": hub.url, "HF_TOKEN": TOKEN}
+    listed = cli("list", "--repo", bucket, "--json", **env)
+    assert listed.code == 0, listed.stderr
+    rows = {r["subfolder"]: r for r in listed.json["checkpoints"]}
+    assert rows["checkpoint-200"]["complete"] is False and rows["checkpoint-100"]["complete"] is True
+    assert rows["checkpoint-100"]["revision"] == pin.group(1)
+    released = cli("list", "--repo", "act/model", "--revision", "v1", "--json", **env)
+    assert released.code == 0, released.stderr
+    rel = {r["subfolder"]: r for r in released.json["checkpoints"]}["release"]
+    assert rel["complete"] and rel["signed"]

@@ -64,6 +64,11 @@ def test_bench_quick(tmp_path: Path) -> None:
     if "ranks" in ranks:  # torch installed: four ranks pushed one checkpoint
         assert ranks["commits"] == 1
         assert [r["bytes"] >= ranks["shard_bytes"] for r in ranks["ranks"]] == [True] * 4
+    bucket = s["12"]["data"]
+    assert bucket["latest_requests"] == 6  # info, one page, the torn newest's manifest, manifest + redirect + listing
+    assert all(bucket[k] > 0 for k in ("push_s", "sync_up_s", "cp_up_s", "pull_s", "sync_down_s", "cp_down_s"))
+    # promote into a repo receives the checkpoint (verified as it streams) and sends only the commit
+    assert bucket["size"] <= bucket["promote_bytes_out"] and bucket["promote_bytes_in"] < 64 * 1024
     steptime = s["13"]["data"]
     if not s["13"]["skipped"]:  # needs the transformers extra
         assert set(steptime["slowdown"]) == {"none", "callback", "watch"}
