@@ -137,3 +137,44 @@ def test_a_signed_push_and_promote_show_as_signed(hub, env, cli, tmp_path):
     assert run.code == 0, run.stderr
     card = rows(readme(hub, run.json["revision"]))
     assert card["release"][4] == "yes" and card["checkpoint-2"][4] == "yes" and card["checkpoint-1"][4] == "no"
+
+
+def _summary_table(text: str) -> list[str]:
+    """The lines of the card's table in a job summary section (its header to its last row)."""
+    lines = text.splitlines()
+    first = lines.index("| checkpoint | step | pinned SHA | metrics | complete | signed | tags |")
+    end = next((i for i in range(first, len(lines)) if not lines[i].startswith("|")), len(lines))
+    return lines[first:end]
+
+
+def test_the_job_summary_shows_the_cards_table_for_list_prune_and_promote(hub, env, cli, tmp_path):
+    hostile = "x|<img/src>`[l](u)"
+    push(cli, env, tmp_path, 1, "--metric", "eval_loss=0.5", "--metric", f"{hostile}=1")
+    push(cli, env, tmp_path, 2, "--metric", "eval_loss=0.2")
+    push(cli, env, tmp_path, 3, "--metric", "eval_loss=0.4")
+    summary = tmp_path / "summary.md"
+    senv = {**env, "GITHUB_STEP_SUMMARY": str(summary)}
+
+    def section(*args):
+        summary.write_text("")
+        run = cli(*args, env=senv)
+        assert run.code == 0, run.stderr
+        return summary.read_text()
+
+    listed = _summary_table(section("list", "--repo", "o/r"))
+    got = {r[0]: r[1:] for line in listed[2:] if (r := [c.strip() for c in line.strip("|").split("|")])}
+    assert set(got) == {"checkpoint-1", "checkpoint-2", "checkpoint-3"}, listed
+    assert got["checkpoint-2"][0] == "2" and "eval&#95;loss=0.2" in got["checkpoint-2"][2]
+    assert got["checkpoint-2"][3] == "yes"
+    # The hostile name arrives as character references: it adds no cell, tag, code or link.
+    text = "\n".join(listed)
+    assert "<img" not in text and "`[" not in text and "x|<" not in text
+    assert all(len(line.strip("|").split("|")) == 7 for line in listed), listed
+
+    pruned = _summary_table(section("prune", "--repo", "o/r", "--keep-last", "1", "--keep-best", "eval_loss:min"))
+    assert [line.split("|")[1].strip() for line in pruned[2:]] == ["checkpoint-3", "checkpoint-2"], pruned
+
+    promoted = _summary_table(section("promote", "--repo", "o/r", "--best", "eval_loss:min", "--to", "release",
+                                      "--tag", "v1"))
+    rel = next(line for line in promoted if line.startswith("| release |"))
+    assert "eval&#95;loss=0.2" in rel and rel.rstrip(" |").endswith("v1"), rel
