@@ -245,6 +245,13 @@ def retention_rules(retention: Retention) -> tuple[int | None, int | None, Objec
     return keep, every, best
 
 
+def _refuse_card_on_bucket(card: bool, repo: str) -> None:
+    """``card`` for a Storage Bucket: it has no model card, so refuse it before anything is sent."""
+    if card and names.bucket(repo) is not None:
+        raise InputError(f"{param('card')}: a bucket has no model card: use {param('card')} on the model repo, e.g."
+                         f" promote {param('to_repo')} OWNER/NAME {param('card')}", param="card")
+
+
 def _tags_of() -> Any:
     """The rule naming the tags made for each folder, for a push's card (prune's rule)."""
     from ckpt_action.ops.release import tagged_folders
@@ -319,6 +326,7 @@ class Client:
         repo = names.repo_id(repo)
         subfolder, step = names.push_target(subfolder, step)
         scores = check_metrics(metrics, "metrics") if metrics is not None else None
+        _refuse_card_on_bucket(card, repo)
         if card and distributed:
             raise InputError(f"{param('card')} does not go with {param('distributed')} yet: update the card with a"
                              " prune or promote", param="card")
@@ -488,6 +496,7 @@ class Client:
         tag = names.revision(tag or None, name="tag")
         branch = names.revision(branch or None, name="branch")
         target_repo = names.repo_id(to_repo, "to_repo") if to_repo else None
+        _refuse_card_on_bucket(card, target_repo or repo)
         if target_repo and card:
             raise InputError(f"{param('card')} does not go with {param('to_repo')} yet: promote, then prune with"
                              f" {param('card')} in the other repo", param="card")
@@ -535,6 +544,7 @@ class Client:
                                  " retention: give it once", param="keep_last")
             retention = replace(retention, keep_last=keep_last)
         keep, keep_every, keep_best = retention_rules(retention)
+        _refuse_card_on_bucket(card, repo)
         settings = self.settings()
         if not dry_run:
             names.token_for_write(settings.token, settings.endpoint)
