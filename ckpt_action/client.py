@@ -497,9 +497,6 @@ class Client:
         branch = names.revision(branch or None, name="branch")
         target_repo = names.repo_id(to_repo, "to_repo") if to_repo else None
         _refuse_card_on_bucket(card, target_repo or repo)
-        if target_repo and card:
-            raise InputError(f"{param('card')} does not go with {param('to_repo')} yet: promote, then prune with"
-                             f" {param('card')} in the other repo", param="card")
         if target_repo and branch:
             raise InputError(f"{param('branch')} does not go with {param('to_repo')}: promote into the other repo's"
                              " main", param="branch")

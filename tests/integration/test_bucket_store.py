@@ -393,3 +393,24 @@ def test_card_on_a_bucket_is_refused_before_anything_is_sent(cli, env, api, hub,
         assert run.code == 2 and "--card" in last and "--to-repo" in last, (args, run.stderr)
     assert _paths(api) == before
     assert [e for e in hub.log_entries()[start:] if e["method"] != "GET"] == []
+
+
+def test_the_release_pipeline_from_a_bucket_writes_the_model_repos_card(cli, env, api, tmp_path):
+    from huggingface_hub import CommitOperationAdd
+
+    for step, loss in [(1, "0.9"), (2, "0.2"), (3, "0.5"), (4, "0.6")]:
+        _push_metric(cli, env, tmp_path, step, f"eval_loss={loss}")
+    pruned = cli("prune", "--repo", URI, "--keep-last", "2", "--keep-best", "eval_loss:min", "--json", env=env)
+    assert pruned.code == 0 and pruned.json["deleted"] == ["checkpoint-1"], pruned.stdout + pruned.stderr
+    api.create_repo("local-user/model", private=True)
+    hand = b"# Model\n\nwritten by hand\n"
+    api.create_commit("local-user/model", [CommitOperationAdd("README.md", hand)], commit_message="card")
+    run = cli("promote", "--repo", URI, "--best", "eval_loss:min", "--to-repo", "local-user/model", "--to", "release",
+              "--tag", "v1", "--card", "--json", env=env)
+    assert run.code == 0 and run.json["commits"] == 1, run.stderr
+    card = open(api.hf_hub_download("local-user/model", "README.md", revision="v1",
+                                    cache_dir=str(tmp_path / "dl")), "rb").read()
+    assert card.startswith(hand), card
+    row = next(line for line in card.decode().splitlines() if line.startswith("| release |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1:4] == ["2", "this commit", "eval&#95;loss=0.2"] and cells[6] == "v1", cells

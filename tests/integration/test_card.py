@@ -110,9 +110,6 @@ def test_card_refusals_name_the_option(hub, env, cli, tmp_path):
     src = write_checkpoint(tmp_path / "x", {"w.bin": b"w"})
     run = cli("push", "--repo", "o/r", "--local-dir", str(src), "--step", "1", "--card", "--distributed", env=env)
     assert run.code == 2 and "--card" in run.stderr.strip().splitlines()[-1]
-    run = cli("promote", "--repo", "o/r", "--subfolder", "checkpoint-1", "--to", "r", "--to-repo", "o/other",
-              "--card", env=env)
-    assert run.code == 2 and "--card" in run.stderr.strip().splitlines()[-1]
 
 
 def test_the_hubs_warning_about_a_card_reaches_the_log_as_one_escaped_line(hub, env, cli, tmp_path):
@@ -178,3 +175,40 @@ def test_the_job_summary_shows_the_cards_table_for_list_prune_and_promote(hub, e
                                       "--tag", "v1"))
     rel = next(line for line in promoted if line.startswith("| release |"))
     assert "eval&#95;loss=0.2" in rel and rel.rstrip(" |").endswith("v1"), rel
+
+
+def card_of(hub, repo, revision):
+    import urllib.request
+
+    with urllib.request.urlopen(f"{hub.url}/{repo}/resolve/{revision}/README.md") as r:
+        return r.read()
+
+
+def test_the_release_pipeline_promotes_the_best_into_another_repo_with_its_card(hub, env, cli, tmp_path):
+    """prune keep-last 2 + keep-best, then promote --best --to-repo --tag --card: the target
+    repo's card lists the release with its metrics and tag, in the promote's one commit; the
+    hand-written rest of that card is untouched."""
+    for step, loss in [(1, "0.9"), (2, "0.2"), (3, "0.5"), (4, "0.6"), (5, "0.7")]:
+        push(cli, env, tmp_path, step, "--metric", f"eval_loss={loss}")
+    pruned = cli("prune", "--repo", "o/r", "--keep-last", "2", "--keep-best", "eval_loss:min", "--json", env=env)
+    assert pruned.code == 0 and sorted(pruned.json["deleted"]) == ["checkpoint-1", "checkpoint-3"], pruned.stdout
+    from huggingface_hub import CommitOperationAdd
+
+    hf(hub).create_repo("o/model")
+    before, after = b"# The model\n\n", b"\n## License\nby hand | <i>\n"
+    hf(hub).create_commit("o/model", [CommitOperationAdd("README.md", before + START + b"\nold\n" + END + after)],
+                          commit_message="card by hand")
+    commits = len(hf(hub).list_repo_commits("o/model"))
+    run = cli("promote", "--repo", "o/r", "--best", "eval_loss:min", "--to-repo", "o/model", "--to", "release",
+              "--tag", "v1", "--card", "--json", env=env)
+    assert run.code == 0, run.stderr
+    assert run.json["source_subfolder"] == "checkpoint-2" and run.json["tag"] == "v1"
+    assert len(hf(hub).list_repo_commits("o/model")) == commits + 1, "the card is in the promote's own commit"
+    card = card_of(hub, "o/model", "v1")
+    assert card.startswith(before) and card.endswith(after), card
+    table = rows(card)
+    assert sorted(table) == ["release"], table
+    assert table["release"][:3] == ["2", "this commit", "eval&#95;loss=0.2"] and table["release"][5] == "v1"
+    got = cli("pull", "--repo", "o/model", "--subfolder", "release", "--revision", "v1",
+              "--local-dir", str(tmp_path / "rel"), "--json", env=env)
+    assert got.code == 0 and got.json["step"] == 2, got.stderr
