@@ -330,10 +330,13 @@ def prune(repo: str, retention: Retention, card: bool, dry_run: bool, free_stora
 def _card_table(hub: HubOptions, repo: str, revision: str | None,
                 tags: dict[str, list[str]] | None = None) -> Callable[[], str]:
     """Reads, when called, the checkpoints of ``repo`` at ``revision`` (the commit a prune or
-    promote made, or read) and renders the model card's table of them for the job summary."""
+    promote made, or read; a bucket, which keeps no commits, as it is now) and renders the
+    model card's table of them for the job summary."""
     from ckpt_action.ci.outputs import checkpoints_table
+    from ckpt_action.names import bucket
 
-    return lambda: checkpoints_table(hub.client().list(repo, revision=revision, warn=warn), tags)
+    at = None if bucket(repo) is not None else revision
+    return lambda: checkpoints_table(hub.client().list(repo, revision=at, warn=warn), tags)
 
 
 def _maybe_size(value: int | None) -> str:

@@ -144,8 +144,13 @@ def emit(command: str, result: dict[str, Any], hub: Destinations, human: Callabl
     if os.environ.get("GITHUB_OUTPUT"):
         write_github_output(os.environ["GITHUB_OUTPUT"], result)
     if os.environ.get("GITHUB_STEP_SUMMARY"):
-        append_summary(os.environ["GITHUB_STEP_SUMMARY"], summary_markdown(
-            command, result, checkpoints() if checkpoints is not None else ""))
+        table = ""
+        if checkpoints is not None:
+            try:
+                table = checkpoints()
+            except CkptError as e:  # the command did its work: the summary goes without the table
+                warn(f"the job summary has no table of checkpoints: {e}")
+        append_summary(os.environ["GITHUB_STEP_SUMMARY"], summary_markdown(command, result, table))
     if hub.dotenv:
         write_dotenv(hub.dotenv, result)
     if hub.as_json:

@@ -414,3 +414,17 @@ def test_the_release_pipeline_from_a_bucket_writes_the_model_repos_card(cli, env
     row = next(line for line in card.decode().splitlines() if line.startswith("| release |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[1:4] == ["2", "this commit", "eval&#95;loss=0.2"] and cells[6] == "v1", cells
+
+
+def test_the_job_summary_of_a_bucket_shows_the_cards_table(cli, env, api, tmp_path):
+    _push_metric(cli, env, tmp_path, 1, "eval_loss=0.5")
+    _push_metric(cli, env, tmp_path, 2, "eval_loss=0.4")
+    summary = tmp_path / "summary.md"
+    senv = {**env, "GITHUB_STEP_SUMMARY": str(summary)}
+    for args in (["list"], ["prune", "--keep-last", "1"], ["promote", "--best", "eval_loss:min", "--to", "release"]):
+        summary.write_text("")
+        run = cli(*args, "--repo", URI, env=senv)
+        assert run.code == 0, (args, run.stderr)
+        text = summary.read_text()
+        assert "| checkpoint | step | pinned SHA | metrics | complete | signed | tags |" in text, (args, text)
+        assert "| checkpoint-2 | 2 |" in text, (args, text)
