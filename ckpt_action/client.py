@@ -581,14 +581,22 @@ class Client:
 
     # Last: its name shadows the builtin in the class body.
     @boundary()
-    def list(self, repo: str, *, revision: str | None = None, warn: Warn | None = None) -> ListResult:
+    def list(self, repo: str, *, revision: str | None = None, warn: Warn | None = None,
+             tags: bool = False) -> ListResult:
         """Every checkpoint of ``repo`` at one SHA, newest step first, with the SHA read (see
-        :func:`ckpt_action.api.list_checkpoints`)."""
+        :func:`ckpt_action.api.list_checkpoints`). ``tags``: also the tags made for each folder
+        (the model card's tags column; a bucket has none)."""
         from ckpt_action.ops.prune import list_repo
+        from ckpt_action.ops.release import tagged_folders
+        from ckpt_action.stores.repo import as_store
 
         repo = names.repo_id(repo)
         revision = names.revision(revision)
-        return list_repo(self._remote(self.settings(), repo), revision, warn or _log_warning)
+        remote = self._remote(self.settings(), repo)
+        res = list_repo(remote, revision, warn or _log_warning)
+        if not tags or names.bucket(repo) is not None or res.revision is None:
+            return res
+        return replace(res, tags=tagged_folders(as_store(remote), [i.subfolder for i in res.checkpoints]))
 
 
 def pulled_checkpoint(local_dir: PathLike) -> tuple[str, str, str] | None:

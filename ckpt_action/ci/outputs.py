@@ -296,13 +296,16 @@ def summary_markdown(command: str, result: Mapping[str, object], checkpoints: st
 def checkpoints_table(listing: ListResult, tags: Mapping[str, Sequence[str]] | None = None) -> str:
     """The model card's table of the checkpoints ``listing`` read, for the job summary: the
     card's one renderer (:func:`ckpt_action.ops.card.table`), each value escaped for the
-    summary. ``tags``: folder -> the tags made for it."""
+    summary. Its tags column: the listing's (``list(..., tags=True)``) and ``tags`` (folder ->
+    tags this command made)."""
     from ckpt_action.ops.card import ordered, rows_at, table
 
     if listing.revision is None or not listing.checkpoints:
         return "\nNo checkpoints.\n"
     signed = {i.subfolder for i in listing.checkpoints if i.signed}
-    rows = ordered(rows_at(listing.checkpoints, listing.revision, tags or {}, signed))
+    made = {name: sorted({*(listing.tags or {}).get(name, ()), *(tags or {}).get(name, ())})
+            for name in {*(listing.tags or {}), *(tags or {})}}
+    rows = ordered(rows_at(listing.checkpoints, listing.revision, made, signed))
     return "\n" + table(rows, text=lambda value: escape(value, "markdown"))
 
 

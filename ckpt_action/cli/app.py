@@ -19,6 +19,7 @@ help text, which read best side by side.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -277,7 +278,7 @@ def list_(repo: str, revision: str | None, hub: HubOptions) -> None:
     from ckpt_action.ci.outputs import checkpoints_table, list_outputs
     from ckpt_action.progress import human
 
-    res = hub.client().list(repo, revision=revision, warn=warn)
+    res = hub.client().list(repo, revision=revision, warn=warn, tags=bool(os.environ.get("GITHUB_STEP_SUMMARY")))
     sha, infos = res.revision, res.checkpoints
 
     def table() -> None:
@@ -336,7 +337,7 @@ def _card_table(hub: HubOptions, repo: str, revision: str | None,
     from ckpt_action.names import bucket
 
     at = None if bucket(repo) is not None else revision
-    return lambda: checkpoints_table(hub.client().list(repo, revision=at, warn=warn), tags)
+    return lambda: checkpoints_table(hub.client().list(repo, revision=at, warn=warn, tags=True), tags)
 
 
 def _maybe_size(value: int | None) -> str:

@@ -212,3 +212,16 @@ def test_the_release_pipeline_promotes_the_best_into_another_repo_with_its_card(
     got = cli("pull", "--repo", "o/model", "--subfolder", "release", "--revision", "v1",
               "--local-dir", str(tmp_path / "rel"), "--json", env=env)
     assert got.code == 0 and got.json["step"] == 2, got.stderr
+
+
+def test_the_list_summary_names_the_tags_like_the_card(hub, env, cli, tmp_path):
+    push(cli, env, tmp_path, 1, "--metric", "eval_loss=0.5")
+    push(cli, env, tmp_path, 2, "--metric", "eval_loss=0.4")
+    assert cli("promote", "--repo", "o/r", "--subfolder", "checkpoint-1", "--to", "release", "--tag", "v1",
+               env=env).code == 0
+    summary = tmp_path / "summary.md"
+    assert cli("list", "--repo", "o/r", env={**env, "GITHUB_STEP_SUMMARY": str(summary)}).code == 0
+    got = {r[0]: r[1:] for line in _summary_table(summary.read_text())[2:]
+           if (r := [c.strip() for c in line.strip("|").split("|")])}
+    # The card's rule (prune's): a tag names the checkpoint it was made for, the promoted source.
+    assert got["checkpoint-1"][5] == "v1" and got["checkpoint-2"][5] == "", got
