@@ -245,6 +245,13 @@ def retention_rules(retention: Retention) -> tuple[int | None, int | None, Objec
     return keep, every, best
 
 
+def _refuse_card_on_bucket(card: bool, repo: str) -> None:
+    """``card`` for a Storage Bucket: it has no model card, so refuse it before anything is sent."""
+    if card and names.bucket(repo) is not None:
+        raise InputError(f"{param('card')}: a bucket has no model card: use {param('card')} on the model repo, e.g."
+                         f" promote {param('to_repo')} OWNER/NAME {param('card')}", param="card")
+
+
 def _tags_of() -> Any:
     """The rule naming the tags made for each folder, for a push's card (prune's rule)."""
     from ckpt_action.ops.release import tagged_folders
@@ -319,6 +326,7 @@ class Client:
         repo = names.repo_id(repo)
         subfolder, step = names.push_target(subfolder, step)
         scores = check_metrics(metrics, "metrics") if metrics is not None else None
+        _refuse_card_on_bucket(card, repo)
         if card and distributed:
             raise InputError(f"{param('card')} does not go with {param('distributed')} yet: update the card with a"
                              " prune or promote", param="card")
@@ -488,9 +496,7 @@ class Client:
         tag = names.revision(tag or None, name="tag")
         branch = names.revision(branch or None, name="branch")
         target_repo = names.repo_id(to_repo, "to_repo") if to_repo else None
-        if target_repo and card:
-            raise InputError(f"{param('card')} does not go with {param('to_repo')} yet: promote, then prune with"
-                             f" {param('card')} in the other repo", param="card")
+        _refuse_card_on_bucket(card, target_repo or repo)
         if target_repo and branch:
             raise InputError(f"{param('branch')} does not go with {param('to_repo')}: promote into the other repo's"
                              " main", param="branch")
@@ -535,6 +541,7 @@ class Client:
                                  " retention: give it once", param="keep_last")
             retention = replace(retention, keep_last=keep_last)
         keep, keep_every, keep_best = retention_rules(retention)
+        _refuse_card_on_bucket(card, repo)
         settings = self.settings()
         if not dry_run:
             names.token_for_write(settings.token, settings.endpoint)
@@ -574,14 +581,22 @@ class Client:
 
     # Last: its name shadows the builtin in the class body.
     @boundary()
-    def list(self, repo: str, *, revision: str | None = None, warn: Warn | None = None) -> ListResult:
+    def list(self, repo: str, *, revision: str | None = None, warn: Warn | None = None,
+             tags: bool = False) -> ListResult:
         """Every checkpoint of ``repo`` at one SHA, newest step first, with the SHA read (see
-        :func:`ckpt_action.api.list_checkpoints`)."""
+        :func:`ckpt_action.api.list_checkpoints`). ``tags``: also the tags made for each folder
+        (the model card's tags column; a bucket has none)."""
         from ckpt_action.ops.prune import list_repo
+        from ckpt_action.ops.release import tagged_folders
+        from ckpt_action.stores.repo import as_store
 
         repo = names.repo_id(repo)
         revision = names.revision(revision)
-        return list_repo(self._remote(self.settings(), repo), revision, warn or _log_warning)
+        remote = self._remote(self.settings(), repo)
+        res = list_repo(remote, revision, warn or _log_warning)
+        if not tags or names.bucket(repo) is not None or res.revision is None:
+            return res
+        return replace(res, tags=tagged_folders(as_store(remote), [i.subfolder for i in res.checkpoints]))
 
 
 def pulled_checkpoint(local_dir: PathLike) -> tuple[str, str, str] | None:

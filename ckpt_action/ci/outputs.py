@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -263,10 +263,11 @@ def _size(value: object) -> str:
     return human(value) if isinstance(value, int) else ""
 
 
-def summary_markdown(command: str, result: Mapping[str, object]) -> str:
-    """A job-summary section: what moved, the step, and a link to the pinned commit.
+def summary_markdown(command: str, result: Mapping[str, object], checkpoints: str = "") -> str:
+    """A job-summary section: what moved, the step, and a link to the pinned commit; then
+    ``checkpoints``, the repo's checkpoints as the model card shows them (:func:`checkpoints_table`).
 
-    Every value is escaped for Markdown: a folder name cannot add a row, a link or HTML.
+    Every value is escaped for Markdown: a folder or metric name cannot add a row, a link or HTML.
     """
     repo, sub, rev = result.get("repo"), result.get("subfolder"), result.get("revision")
     head = f"### ckpt-action {command}"
@@ -289,21 +290,26 @@ def summary_markdown(command: str, result: Mapping[str, object]) -> str:
         if result.get(key) is not None:
             rows.append((key.replace("_", " "), escape(result[key], "markdown")))
     table = "| | |\n|---|---|\n" + "".join(f"| {k} | {v} |\n" for k, v in rows)
-    return f"{head}\n\n{table}{_extra(command, result)}\n"
+    return f"{head}\n\n{table}{_extra(command, result)}{checkpoints}\n"
+
+
+def checkpoints_table(listing: ListResult, tags: Mapping[str, Sequence[str]] | None = None) -> str:
+    """The model card's table of the checkpoints ``listing`` read, for the job summary: the
+    card's one renderer (:func:`ckpt_action.ops.card.table`), each value escaped for the
+    summary. Its tags column: the listing's (``list(..., tags=True)``) and ``tags`` (folder ->
+    tags this command made)."""
+    from ckpt_action.ops.card import ordered, rows_at, table
+
+    if listing.revision is None or not listing.checkpoints:
+        return "\nNo checkpoints.\n"
+    signed = {i.subfolder for i in listing.checkpoints if i.signed}
+    made = {name: sorted({*(listing.tags or {}).get(name, ()), *(tags or {}).get(name, ())})
+            for name in {*(listing.tags or {}), *(tags or {})}}
+    rows = ordered(rows_at(listing.checkpoints, listing.revision, made, signed))
+    return "\n" + table(rows, text=lambda value: escape(value, "markdown"))
 
 
 def _extra(command: str, result: Mapping[str, object]) -> str:
-    if command == "list":
-        rows = result.get("checkpoints") or []
-        assert isinstance(rows, list)
-        if not rows:
-            return "\nNo checkpoints.\n"
-        lines = "".join(
-            f"| {_code(r['subfolder'])} | {escape('' if r['step'] is None else r['step'], 'markdown')} "
-            f"| {escape(r['status'], 'markdown')} | {escape(r['files'], 'markdown')} | {_size(r['size'])} "
-            f"| {_metrics(r.get('metrics'))} |\n"
-            for r in rows)
-        return "\n| checkpoint | step | status | files | size | metrics |\n|---|---|---|---|---|---|\n" + lines
     if command == "prune":
         deleted = result.get("deleted") or []
         assert isinstance(deleted, list)
@@ -319,14 +325,6 @@ def _extra(command: str, result: Mapping[str, object]) -> str:
             lines += f"- {freed} {_size(result['freed_bytes'])} of Hub storage\n"
         return "\n" + lines
     return ""
-
-
-def _metrics(metrics: object) -> str:
-    """A checkpoint's metrics for a table cell: ``name=value`` each, escaped (names come from the Hub)."""
-    if not isinstance(metrics, dict):
-        return ""
-    return "<br>".join(escape(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}", "markdown")
-                       for k, v in sorted(metrics.items()))
 
 
 def append_summary(path: str | os.PathLike[str], markdown: str) -> None:

@@ -19,7 +19,9 @@ help text, which read best side by side.
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -262,7 +264,8 @@ def promote(repo: str, subfolder: str | None, revision: str | None, to: str, to_
     result = promote_outputs(res)
     if wandb.project:
         result |= _log_wandb(res.handle, wandb)
-    emit("promote", result, hub)
+    tags = {res.handle.subfolder: [res.tag]} if res.tag else {}
+    emit("promote", result, hub, checkpoints=_card_table(hub, res.handle.repo, res.handle.revision, tags))
 
 
 @cli.command("list")
@@ -272,10 +275,10 @@ def promote(repo: str, subfolder: str | None, revision: str | None, to: str, to_
 @command
 def list_(repo: str, revision: str | None, hub: HubOptions) -> None:
     """Every checkpoint with its step, completeness, file count, size and the SHA it was read at."""
-    from ckpt_action.ci.outputs import list_outputs
+    from ckpt_action.ci.outputs import checkpoints_table, list_outputs
     from ckpt_action.progress import human
 
-    res = hub.client().list(repo, revision=revision, warn=warn)
+    res = hub.client().list(repo, revision=revision, warn=warn, tags=bool(os.environ.get("GITHUB_STEP_SUMMARY")))
     sha, infos = res.revision, res.checkpoints
 
     def table() -> None:
@@ -290,7 +293,7 @@ def list_(repo: str, revision: str | None, hub: HubOptions) -> None:
             scores = "".join(f"  {k}={v:.6g}" for k, v in sorted((i.metrics or {}).items()))
             echo(f"{name:<{width}}  {step:>8}  {i.status:<10}  {i.files:>5}  {human(i.size):>10}{scores}{why}")
 
-    emit("list", list_outputs(res), hub, human=table)
+    emit("list", list_outputs(res), hub, human=table, checkpoints=lambda: checkpoints_table(res))
 
 
 @cli.command()
@@ -322,7 +325,19 @@ def prune(repo: str, retention: Retention, card: bool, dry_run: bool, free_stora
             before, after = _maybe_size(res.used_storage_before), _maybe_size(res.used_storage_after)
             echo(f"{freed}: {human(res.freed_bytes or 0)} of Hub storage in {res.freed_objects} object(s)"
                  f" (used before: {before}, after: {after})", err=True)
-    emit("prune", prune_outputs(res), hub)
+    emit("prune", prune_outputs(res), hub, checkpoints=_card_table(hub, repo, res.revision))
+
+
+def _card_table(hub: HubOptions, repo: str, revision: str | None,
+                tags: dict[str, list[str]] | None = None) -> Callable[[], str]:
+    """Reads, when called, the checkpoints of ``repo`` at ``revision`` (the commit a prune or
+    promote made, or read; a bucket, which keeps no commits, as it is now) and renders the
+    model card's table of them for the job summary."""
+    from ckpt_action.ci.outputs import checkpoints_table
+    from ckpt_action.names import bucket
+
+    at = None if bucket(repo) is not None else revision
+    return lambda: checkpoints_table(hub.client().list(repo, revision=at, warn=warn, tags=True), tags)
 
 
 def _maybe_size(value: int | None) -> str:

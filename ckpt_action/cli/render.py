@@ -133,15 +133,24 @@ class Destinations(Protocol):
     def dotenv(self) -> str | None: ...
 
 
-def emit(command: str, result: dict[str, Any], hub: Destinations, human: Callable[[], None] | None = None) -> None:
+def emit(command: str, result: dict[str, Any], hub: Destinations, human: Callable[[], None] | None = None,
+         checkpoints: Callable[[], str] | None = None) -> None:
     """Write the result everywhere it is wanted: stdout, GITHUB_OUTPUT, job summary, dotenv.
 
-    ``human`` prints the terminal form when it is not a plain ``key: value`` list.
+    ``human`` prints the terminal form when it is not a plain ``key: value`` list;
+    ``checkpoints`` reads and renders the model card's table the job summary shows (called
+    only when there is a summary to write: :func:`~ckpt_action.ci.outputs.checkpoints_table`).
     """
     if os.environ.get("GITHUB_OUTPUT"):
         write_github_output(os.environ["GITHUB_OUTPUT"], result)
     if os.environ.get("GITHUB_STEP_SUMMARY"):
-        append_summary(os.environ["GITHUB_STEP_SUMMARY"], summary_markdown(command, result))
+        table = ""
+        if checkpoints is not None:
+            try:
+                table = checkpoints()
+            except CkptError as e:  # the command did its work: the summary goes without the table
+                warn(f"the job summary has no table of checkpoints: {e}")
+        append_summary(os.environ["GITHUB_STEP_SUMMARY"], summary_markdown(command, result, table))
     if hub.dotenv:
         write_dotenv(hub.dotenv, result)
     if hub.as_json:

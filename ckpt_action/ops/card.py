@@ -52,13 +52,15 @@ def cell(value: object) -> str:
     return _PLAIN.sub(lambda m: f"&#{ord(m.group())};", " ".join(str(value).split()))
 
 
-def _metrics(metrics: Mapping[str, float] | None) -> str:
-    return "<br>".join(f"{cell(k)}={cell(f'{v:.6g}')}" for k, v in sorted((metrics or {}).items()))
+def _metrics(metrics: Mapping[str, float] | None, text: Callable[[object], str] = cell) -> str:
+    return "<br>".join(f"{text(k)}={text(f'{v:.6g}')}" for k, v in sorted((metrics or {}).items()))
 
 
-def table(rows: Sequence[Row], repo_url: str = "") -> str:
+def table(rows: Sequence[Row], repo_url: str = "", text: Callable[[object], str] = cell) -> str:
     """The Markdown table: checkpoint, step, pinned SHA (a link to the folder at it), metrics,
-    complete, signed, tags; one line each, ending with a newline."""
+    complete, signed, tags; one line each, ending with a newline. The one renderer of the
+    table: the card and the GitHub job summary show it; ``text`` makes a value a cell's
+    literal text (the card's :func:`cell`; the summary passes its own escaping)."""
     out = ["| checkpoint | step | pinned SHA | metrics | complete | signed | tags |",
            "|---|---:|---|---|---|---|---|"]
     for r in rows:
@@ -68,9 +70,9 @@ def table(rows: Sequence[Row], repo_url: str = "") -> str:
             sha = f"[`{r.revision[:12]}`]({repo_url.rstrip('/')}/tree/{r.revision}/{quote(r.subfolder)})"
         else:
             sha = f"`{r.revision[:12]}`"
-        out.append(f"| {cell(r.subfolder)} | {'' if r.step is None else r.step} | {sha} | {_metrics(r.metrics)} "
-                   f"| {'yes' if r.complete else 'no'} | {'yes' if r.signed else 'no'} "
-                   f"| {', '.join(cell(t) for t in r.tags)} |")
+        out.append(f"| {text(r.subfolder)} | {'' if r.step is None else r.step} | {sha} "
+                   f"| {_metrics(r.metrics, text)} | {'yes' if r.complete else 'no'} | {'yes' if r.signed else 'no'} "
+                   f"| {', '.join(text(t) for t in r.tags)} |")
     return "\n".join(out) + "\n"
 
 
@@ -94,6 +96,11 @@ def rows_at(infos: Sequence[CheckpointInfo], revision: str, tags: Mapping[str, S
     for it; ``signed``: the folders holding a ``model.sig``."""
     return [Row(i.subfolder, i.step, revision if i.complete else None, i.metrics, i.complete,
                 i.subfolder in signed, tuple(sorted(tags.get(i.subfolder, ())))) for i in infos]
+
+
+def ordered(rows: Sequence[Row]) -> list[Row]:
+    """The rows in the table's order: newest step first, folders without a step last."""
+    return sorted(rows, key=lambda r: (r.step is None, -(r.step or 0), r.subfolder))
 
 
 TagsOf = Callable[["Store", list[str]], Mapping[str, Sequence[str]]]
@@ -124,7 +131,7 @@ def card_operation(remote: Store, head: str | None, *, drop: Sequence[str] = (),
     if tag is not None:
         rows = [Row(r.subfolder, r.step, r.revision, r.metrics, r.complete, r.signed,
                     tuple(sorted({*r.tags, tag[0]})) if r.subfolder in tag[1] else r.tags) for r in rows]
-    rows.sort(key=lambda r: (r.step is None, -(r.step or 0), r.subfolder))
+    rows = ordered(rows)
     repo_url = f"{remote.settings.endpoint.rstrip('/')}/{remote.name}"
     new = splice(current, table(rows, repo_url))
     return None if new == current else Put(CARD_NAME, data=new)

@@ -45,6 +45,8 @@ class ListResult:
     revision: str | None
     """The SHA read; None when the repo does not exist (or this token cannot see it)."""
     checkpoints: list[CheckpointInfo]
+    tags: dict[str, list[str]] | None = None
+    """With ``tags`` asked of the listing: each folder with the tags made for it (prune's rule)."""
 
 
 def missing_repo(repo: str, what: str = "checkpoint") -> str:

@@ -265,6 +265,7 @@ def push(
     metrics: dict[str, float] | None = None,
     card: bool = False,
     card_tags: TagsOf | None = None,
+    card_tag: str | None = None,
 ) -> PushResult:
     """Push ``local_dir`` to ``subfolder`` of ``remote`` (a store, or the repo the API
     hands over) and return the pin holding it complete.
@@ -273,7 +274,8 @@ def push(
     manifest) and ``model.sig``, signed from the digests just computed for the manifest.
     ``metrics`` (checked: :func:`~ckpt_action.checkpoint.metrics.check_metrics`) go into the manifest.
     ``card``: the last commit also updates the model card's table of checkpoints (:mod:`~ckpt_action.ops.card`),
-    its tags column from ``card_tags``.
+    its tags column from ``card_tags``, and ``card_tag`` (a tag the caller makes for this
+    commit: promote into another repo) in the pushed folder's row.
 
     >>> from ckpt_action.stores import RepoStore
     >>> res = push(RepoStore.open(settings, "org/run"), Path("out/sft"), "sft")
@@ -297,7 +299,7 @@ def push(
 
     planned = planner(store, subfolder, digests, local.add, step=step, source=source,
                       commit_message=commit_message, signer=signer, provenance=provenance, sent=local.sent,
-                      metrics=metrics, card=card, card_tags=card_tags)
+                      metrics=metrics, card=card, card_tags=card_tags, card_tag=card_tag)
     made: list[tuple[str, bool]] = []  # (oid, whether final) of each commit of ours that landed
     try:
         commits = uploaded = deleted = passes = 0
@@ -356,7 +358,7 @@ def planner(store: Store, subfolder: str, digests: Callable[[dict[str, RemoteFil
             commit_message: str | None, signer: LoadedSigner | None = None, provenance: Provenance | None = None,
             sent: Container[str] = (), contributors: tuple[Identity | None, ...] | None = None,
             who: str = "contributor", metrics: dict[str, float] | None = None, card: bool = False,
-            card_tags: TagsOf | None = None) -> Planned:
+            card_tags: TagsOf | None = None, card_tag: str | None = None) -> Planned:
     """The planning function the store's :meth:`~ckpt_action.stores.base.Store.write` calls at
     each head, and the batch size.
 
@@ -412,7 +414,8 @@ def planner(store: Store, subfolder: str, digests: Callable[[dict[str, RemoteFil
             ops.append(Put(manifest_path, data=marker.to_json()))
         if final and card:
             row = Row(subfolder, step, None, metrics, True, signer is not None)
-            table = card_operation(store, head, add=[row], tags_of=card_tags)
+            table = card_operation(store, head, add=[row], tags_of=card_tags,
+                                   tag=(card_tag, [subfolder]) if card_tag else None)
             ops += [table] if table is not None else []
         if first_pending is None:
             first_pending = len(pending)

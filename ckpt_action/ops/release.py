@@ -86,7 +86,8 @@ def promote(store: StoreLike, subfolder: str, revision: str | None, to: str, *, 
     snap, source = open_complete(remote, subfolder, remote.resolve(revision), "promote")
     sha, step = source.revision, source.step
     if into is not None and not same_repo:
-        return _promote_across(remote, source, into, to, tag=tag, signer=signer)
+        return _promote_across(remote, source, into, to, tag=tag, signer=signer, card=card,
+                               metrics=snap.manifest.metrics if snap.manifest else None)
 
     digests = dict(snap.manifest.files) if snap.manifest else expected_from_remote(snap.files)
     digests = {rel: d for rel, d in digests.items() if rel not in WRITTEN}
@@ -170,8 +171,12 @@ def _signed_promotion(remote: Store, snap: Snapshot, signer: LoadedSigner, to: s
 
 
 def _promote_across(remote: Store, source: CheckpointHandle, target: Store, to: str, *,
-                    tag: str | None, signer: LoadedSigner | None = None) -> PromoteResult:
-    """Into another repo: the bytes pass through this machine, verified on the way down."""
+                    tag: str | None, signer: LoadedSigner | None = None, card: bool = False,
+                    metrics: dict[str, float] | None = None) -> PromoteResult:
+    """Into another repo: the bytes pass through this machine, verified on the way down;
+    the target's manifest carries the source's ``metrics``.
+    With ``card`` the commit that writes the target also updates the target repo's model
+    card, its row naming ``tag`` (made on that commit right after)."""
     if tag is not None and (tagged := target.refs()[1].get(tag)) is not None:
         at_tag = target.snapshot(tagged, to)
         if at_tag.manifest is None or (at_tag.manifest.source or {}).get("revision") != source.revision:
@@ -185,7 +190,8 @@ def _promote_across(remote: Store, source: CheckpointHandle, target: Store, to: 
         res = push(target, pulled.local_dir, to, step=source.step, private=True,
                    commit_message=f"Promote {remote.name}/{source.subfolder} @ {source.revision[:12]}",
                    source={"repo": remote.name, "subfolder": source.subfolder, "revision": source.revision},
-                   signer=signer, promoted_from=f"{remote.name}/{source.subfolder}@{source.revision}")
+                   signer=signer, promoted_from=f"{remote.name}/{source.subfolder}@{source.revision}",
+                   metrics=metrics, card=card, card_tags=tagged_folders if card else None, card_tag=tag)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     if tag is not None:

@@ -335,3 +335,96 @@ def test_a_file_above_the_hash_ahead_limit_is_hashed_by_the_upload_and_pulled_ve
               "--local-dir", str(tmp_path / "p"), env=env)
     assert got.code == 0, got.stderr
     assert (tmp_path / "p" / "model.safetensors").read_bytes() == files["model.safetensors"]
+
+
+def _push_metric(cli, env, tmp_path, step, *metrics, repo=URI):
+    src = write_checkpoint(tmp_path / f"m-{step}", {"model.bin": bytes([step % 256]) * 64, "config.json": b"{}"})
+    args = ["push", "--repo", repo, "--local-dir", str(src), "--step", str(step), "--json"]
+    for m in metrics:
+        args += ["--metric", m]
+    run = cli(*args, env=env)
+    assert run.code == 0, run.stderr
+    return run.json
+
+
+def test_retention_on_a_bucket_keeps_the_union_and_says_why(cli, env, api, tmp_path):
+    for step, loss in [(100, "0.2"), (200, "0.9"), (300, None), (400, "0.8"), (500, "0.7"), (600, "0.6")]:
+        _push_metric(cli, env, tmp_path, step, *([f"eval_loss={loss}"] if loss else []))
+    args = ["prune", "--repo", URI, "--keep-last", "2", "--keep-every", "200", "--keep-best", "eval_loss:min",
+            "--json"]
+    dry = cli(*args, "--dry-run", env=env)
+    assert dry.code == 0, dry.stderr
+    assert sorted(dry.json["deleted"]) == ["checkpoint-300"], dry.json
+    reasons = {r["subfolder"]: r["reason"] for r in dry.json["kept_reasons"]}
+    assert "eval_loss" in reasons["checkpoint-100"] and "200" in reasons["checkpoint-400"], reasons
+    assert _paths(api, "checkpoint-300"), "a dry run deletes nothing"
+    run = cli(*args, env=env)
+    assert run.code == 0 and run.json["deleted"] == ["checkpoint-300"], run.stdout + run.stderr
+    assert not _paths(api, "checkpoint-300") and _paths(api, "checkpoint-100")
+    none = cli("prune", "--repo", URI, "--keep-best", "bleu:max", env=env)
+    assert none.code == 2 and "--keep-best" in none.stderr, none.stderr
+    assert _paths(api, "checkpoint-200"), "nothing deleted on a metric no checkpoint has"
+
+
+def test_latest_and_promote_best_on_a_bucket(cli, env, api, tmp_path):
+    _push_metric(cli, env, tmp_path, 1, "eval_loss=0.9")
+    chosen = _push_metric(cli, env, tmp_path, 2, "eval_loss=0.2")
+    _push_metric(cli, env, tmp_path, 3)
+    best = cli("latest", "--repo", URI, "--best", "eval_loss:min", "--json", env=env)
+    assert best.code == 0, best.stderr
+    assert best.json["subfolder"] == "checkpoint-2" and best.json["revision"] == chosen["revision"]
+    assert best.json["best_metric"] == "eval_loss" and best.json["best_value"] == 0.2
+    run = cli("promote", "--repo", URI, "--best", "eval_loss:min", "--to", "release", "--json", env=env)
+    assert run.code == 0, run.stderr
+    assert run.json["source_subfolder"] == "checkpoint-2" and run.json["best_value"] == 0.2
+    listed = {r["subfolder"]: r for r in cli("list", "--repo", URI, "--json", env=env).json["checkpoints"]}
+    assert listed["release"]["metrics"] == {"eval_loss": 0.2}
+
+
+def test_card_on_a_bucket_is_refused_before_anything_is_sent(cli, env, api, hub, tmp_path):
+    _push_metric(cli, env, tmp_path, 1, "eval_loss=0.5")
+    _push_metric(cli, env, tmp_path, 2, "eval_loss=0.4")
+    before, start = _paths(api), len(hub.log_entries())
+    src = write_checkpoint(tmp_path / "c", {"w.bin": b"w"})
+    for args in (["push", "--local-dir", str(src), "--step", "3"], ["prune", "--keep-last", "1"],
+                 ["promote", "--subfolder", "checkpoint-2", "--to", "release"]):
+        run = cli(*args, "--repo", URI, "--card", env=env)
+        last = run.stderr.strip().splitlines()[-1]
+        assert run.code == 2 and "--card" in last and "--to-repo" in last, (args, run.stderr)
+    assert _paths(api) == before
+    assert [e for e in hub.log_entries()[start:] if e["method"] != "GET"] == []
+
+
+def test_the_release_pipeline_from_a_bucket_writes_the_model_repos_card(cli, env, api, tmp_path):
+    from huggingface_hub import CommitOperationAdd
+
+    for step, loss in [(1, "0.9"), (2, "0.2"), (3, "0.5"), (4, "0.6")]:
+        _push_metric(cli, env, tmp_path, step, f"eval_loss={loss}")
+    pruned = cli("prune", "--repo", URI, "--keep-last", "2", "--keep-best", "eval_loss:min", "--json", env=env)
+    assert pruned.code == 0 and pruned.json["deleted"] == ["checkpoint-1"], pruned.stdout + pruned.stderr
+    api.create_repo("local-user/model", private=True)
+    hand = b"# Model\n\nwritten by hand\n"
+    api.create_commit("local-user/model", [CommitOperationAdd("README.md", hand)], commit_message="card")
+    run = cli("promote", "--repo", URI, "--best", "eval_loss:min", "--to-repo", "local-user/model", "--to", "release",
+              "--tag", "v1", "--card", "--json", env=env)
+    assert run.code == 0 and run.json["commits"] == 1, run.stderr
+    card = open(api.hf_hub_download("local-user/model", "README.md", revision="v1",
+                                    cache_dir=str(tmp_path / "dl")), "rb").read()
+    assert card.startswith(hand), card
+    row = next(line for line in card.decode().splitlines() if line.startswith("| release |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1:4] == ["2", "this commit", "eval&#95;loss=0.2"] and cells[6] == "v1", cells
+
+
+def test_the_job_summary_of_a_bucket_shows_the_cards_table(cli, env, api, tmp_path):
+    _push_metric(cli, env, tmp_path, 1, "eval_loss=0.5")
+    _push_metric(cli, env, tmp_path, 2, "eval_loss=0.4")
+    summary = tmp_path / "summary.md"
+    senv = {**env, "GITHUB_STEP_SUMMARY": str(summary)}
+    for args in (["list"], ["prune", "--keep-last", "1"], ["promote", "--best", "eval_loss:min", "--to", "release"]):
+        summary.write_text("")
+        run = cli(*args, "--repo", URI, env=senv)
+        assert run.code == 0, (args, run.stderr)
+        text = summary.read_text()
+        assert "| checkpoint | step | pinned SHA | metrics | complete | signed | tags |" in text, (args, text)
+        assert "| checkpoint-2 | 2 |" in text, (args, text)

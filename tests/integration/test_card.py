@@ -110,9 +110,6 @@ def test_card_refusals_name_the_option(hub, env, cli, tmp_path):
     src = write_checkpoint(tmp_path / "x", {"w.bin": b"w"})
     run = cli("push", "--repo", "o/r", "--local-dir", str(src), "--step", "1", "--card", "--distributed", env=env)
     assert run.code == 2 and "--card" in run.stderr.strip().splitlines()[-1]
-    run = cli("promote", "--repo", "o/r", "--subfolder", "checkpoint-1", "--to", "r", "--to-repo", "o/other",
-              "--card", env=env)
-    assert run.code == 2 and "--card" in run.stderr.strip().splitlines()[-1]
 
 
 def test_the_hubs_warning_about_a_card_reaches_the_log_as_one_escaped_line(hub, env, cli, tmp_path):
@@ -137,3 +134,94 @@ def test_a_signed_push_and_promote_show_as_signed(hub, env, cli, tmp_path):
     assert run.code == 0, run.stderr
     card = rows(readme(hub, run.json["revision"]))
     assert card["release"][4] == "yes" and card["checkpoint-2"][4] == "yes" and card["checkpoint-1"][4] == "no"
+
+
+def _summary_table(text: str) -> list[str]:
+    """The lines of the card's table in a job summary section (its header to its last row)."""
+    lines = text.splitlines()
+    first = lines.index("| checkpoint | step | pinned SHA | metrics | complete | signed | tags |")
+    end = next((i for i in range(first, len(lines)) if not lines[i].startswith("|")), len(lines))
+    return lines[first:end]
+
+
+def test_the_job_summary_shows_the_cards_table_for_list_prune_and_promote(hub, env, cli, tmp_path):
+    hostile = "x|<img/src>`[l](u)"
+    push(cli, env, tmp_path, 1, "--metric", "eval_loss=0.5", "--metric", f"{hostile}=1")
+    push(cli, env, tmp_path, 2, "--metric", "eval_loss=0.2")
+    push(cli, env, tmp_path, 3, "--metric", "eval_loss=0.4")
+    summary = tmp_path / "summary.md"
+    senv = {**env, "GITHUB_STEP_SUMMARY": str(summary)}
+
+    def section(*args):
+        summary.write_text("")
+        run = cli(*args, env=senv)
+        assert run.code == 0, run.stderr
+        return summary.read_text()
+
+    listed = _summary_table(section("list", "--repo", "o/r"))
+    got = {r[0]: r[1:] for line in listed[2:] if (r := [c.strip() for c in line.strip("|").split("|")])}
+    assert set(got) == {"checkpoint-1", "checkpoint-2", "checkpoint-3"}, listed
+    assert got["checkpoint-2"][0] == "2" and "eval&#95;loss=0.2" in got["checkpoint-2"][2]
+    assert got["checkpoint-2"][3] == "yes"
+    # The hostile name arrives as character references: it adds no cell, tag, code or link.
+    text = "\n".join(listed)
+    assert "<img" not in text and "`[" not in text and "x|<" not in text
+    assert all(len(line.strip("|").split("|")) == 7 for line in listed), listed
+
+    pruned = _summary_table(section("prune", "--repo", "o/r", "--keep-last", "1", "--keep-best", "eval_loss:min"))
+    assert [line.split("|")[1].strip() for line in pruned[2:]] == ["checkpoint-3", "checkpoint-2"], pruned
+
+    promoted = _summary_table(section("promote", "--repo", "o/r", "--best", "eval_loss:min", "--to", "release",
+                                      "--tag", "v1"))
+    rel = next(line for line in promoted if line.startswith("| release |"))
+    assert "eval&#95;loss=0.2" in rel and rel.rstrip(" |").endswith("v1"), rel
+
+
+def card_of(hub, repo, revision):
+    import urllib.request
+
+    with urllib.request.urlopen(f"{hub.url}/{repo}/resolve/{revision}/README.md") as r:
+        return r.read()
+
+
+def test_the_release_pipeline_promotes_the_best_into_another_repo_with_its_card(hub, env, cli, tmp_path):
+    """prune keep-last 2 + keep-best, then promote --best --to-repo --tag --card: the target
+    repo's card lists the release with its metrics and tag, in the promote's one commit; the
+    hand-written rest of that card is untouched."""
+    for step, loss in [(1, "0.9"), (2, "0.2"), (3, "0.5"), (4, "0.6"), (5, "0.7")]:
+        push(cli, env, tmp_path, step, "--metric", f"eval_loss={loss}")
+    pruned = cli("prune", "--repo", "o/r", "--keep-last", "2", "--keep-best", "eval_loss:min", "--json", env=env)
+    assert pruned.code == 0 and sorted(pruned.json["deleted"]) == ["checkpoint-1", "checkpoint-3"], pruned.stdout
+    from huggingface_hub import CommitOperationAdd
+
+    hf(hub).create_repo("o/model")
+    before, after = b"# The model\n\n", b"\n## License\nby hand | <i>\n"
+    hf(hub).create_commit("o/model", [CommitOperationAdd("README.md", before + START + b"\nold\n" + END + after)],
+                          commit_message="card by hand")
+    commits = len(hf(hub).list_repo_commits("o/model"))
+    run = cli("promote", "--repo", "o/r", "--best", "eval_loss:min", "--to-repo", "o/model", "--to", "release",
+              "--tag", "v1", "--card", "--json", env=env)
+    assert run.code == 0, run.stderr
+    assert run.json["source_subfolder"] == "checkpoint-2" and run.json["tag"] == "v1"
+    assert len(hf(hub).list_repo_commits("o/model")) == commits + 1, "the card is in the promote's own commit"
+    card = card_of(hub, "o/model", "v1")
+    assert card.startswith(before) and card.endswith(after), card
+    table = rows(card)
+    assert sorted(table) == ["release"], table
+    assert table["release"][:3] == ["2", "this commit", "eval&#95;loss=0.2"] and table["release"][5] == "v1"
+    got = cli("pull", "--repo", "o/model", "--subfolder", "release", "--revision", "v1",
+              "--local-dir", str(tmp_path / "rel"), "--json", env=env)
+    assert got.code == 0 and got.json["step"] == 2, got.stderr
+
+
+def test_the_list_summary_names_the_tags_like_the_card(hub, env, cli, tmp_path):
+    push(cli, env, tmp_path, 1, "--metric", "eval_loss=0.5")
+    push(cli, env, tmp_path, 2, "--metric", "eval_loss=0.4")
+    assert cli("promote", "--repo", "o/r", "--subfolder", "checkpoint-1", "--to", "release", "--tag", "v1",
+               env=env).code == 0
+    summary = tmp_path / "summary.md"
+    assert cli("list", "--repo", "o/r", env={**env, "GITHUB_STEP_SUMMARY": str(summary)}).code == 0
+    got = {r[0]: r[1:] for line in _summary_table(summary.read_text())[2:]
+           if (r := [c.strip() for c in line.strip("|").split("|")])}
+    # The card's rule (prune's): a tag names the checkpoint it was made for, the promoted source.
+    assert got["checkpoint-1"][5] == "v1" and got["checkpoint-2"][5] == "", got

@@ -286,3 +286,26 @@ def test_keep_best_with_free_storage_frees_only_what_it_prunes(hub, env, cli, tm
     best = cli("pull", "--repo", "o/r", "--subfolder", "checkpoint-1", "--local-dir", str(tmp_path / "best"), env=env)
     assert best.code == 0, best.stderr
     assert (tmp_path / "best" / "model.safetensors").read_bytes() == bytes([1]) * big
+
+
+def test_a_prune_planned_before_latest_best_returned_leaves_its_pin_pullable(hub, env, cli, tmp_path):
+    """The release guide's answer: the prune is planned (its commit about to be sent) before
+    latest --best answers; it deletes the chosen folder from the head, never from the SHA the
+    job holds."""
+    from tests.helpers.chaos_helpers import env_for
+    from tests.helpers.commit_proxy import COMMIT, CommitProxy
+
+    for step, loss in [(1, "0.9"), (2, "0.1"), (3, "0.5")]:
+        push(cli, env, tmp_path, step, f"eval_loss={loss}")
+    chosen = {}
+    with CommitProxy(hub.url) as proxy:
+        proxy.before("POST", COMMIT, lambda: chosen.update(
+            cli("latest", "--repo", "o/r", "--best", "eval_loss:min", "--json", env=env).json))
+        pruned = cli("prune", "--repo", "o/r", "--keep-last", "1", "--json", env=env_for(proxy, tmp_path))
+        statuses = [c.status for c in proxy.commits()]
+    assert pruned.code == 0 and statuses == [200], pruned.stderr
+    assert chosen["subfolder"] == "checkpoint-2" and "checkpoint-2" in pruned.json["deleted"]
+    run = cli("pull", "--repo", "o/r", "--subfolder", "checkpoint-2", "--revision", chosen["revision"],
+              "--local-dir", str(tmp_path / "job"), "--json", env=env)
+    assert run.code == 0, run.stderr
+    assert (tmp_path / "job" / "model.bin").read_bytes() == bytes([2]) * 64

@@ -162,7 +162,11 @@ def test_list_shows_complete_partial_and_foreign(hub, env, cli, tmp_path):
     summary = tmp_path / "summary.md"
     env2 = dict(env, GITHUB_STEP_SUMMARY=str(summary))
     assert cli("list", "--repo", "o/r", env=env2).code == 0
-    assert "| <code>checkpoint-100</code> | 100 | complete | 2 |" in summary.read_text()
+    # The model card's table: complete yes/no, pinned to the SHA read.
+    lines = summary.read_text().splitlines()
+    assert any(x.startswith(f"| checkpoint-100 | 100 | `{run.json['revision'][:12]}` |") and "| yes |" in x
+               for x in lines), lines
+    assert any(x.startswith("| checkpoint-400 | 400 |") and "| no |" in x for x in lines), lines
 
 
 def test_prune_keeps_exactly_what_it_promised_in_one_commit(hub, env, cli, tmp_path):

@@ -104,14 +104,16 @@ def test_from_trainer_state_takes_the_eval_metrics_of_that_step():
 
 def test_metric_names_are_escaped_in_the_job_summary_and_the_log():
     from ckpt_action.ci.escaping import escape
-    from ckpt_action.ci.outputs import summary_markdown
+    from ckpt_action.ci.outputs import checkpoints_table, summary_markdown
+    from ckpt_action.ops.discover import CheckpointInfo
+    from ckpt_action.ops.prune import ListResult
 
     evil = "a|b<img src=x>`x`[l](http://e)"
-    row = {"subfolder": "checkpoint-1", "step": 1, "status": "complete", "files": 1, "size": 1,
-           "metrics": {evil: 0.5}}
-    md = summary_markdown("list", {"repo": "o/r", "revision": "a" * 40, "checkpoints": [row], "count": 1})
+    info = CheckpointInfo("checkpoint-1", 1, True, "complete", 1, 1, "a" * 40, metrics={evil: 0.5})
+    md = summary_markdown("list", {"repo": "o/r", "revision": "a" * 40, "count": 1},
+                          checkpoints_table(ListResult("o/r", "a" * 40, [info])))
     table_row = next(line for line in md.splitlines() if "checkpoint-1" in line)
-    assert table_row.count("|") == 7, "six cells: a metric name cannot add one"
+    assert table_row.count("|") == 8, "the card's seven cells: a metric name cannot add one"
     assert "<img" not in md and "`x`" not in md and "](" not in md
     assert "0.5" in table_row
     assert not escape("::warning::x=1").startswith("::")
