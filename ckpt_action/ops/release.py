@@ -17,6 +17,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from ckpt_action.checkpoint.manifest import MANIFEST_NAME, Manifest, expected_from_remote, matches_remote
 from ckpt_action.checkpoint.metrics import Objective
@@ -283,11 +284,11 @@ def _unreadable_manifests(remote: Store, sha: str, names: list[str]) -> dict[str
     return {name: why for name, why in found.items() if why is not None}
 
 
-def _promoted_sources(remote: Store, sha: str, folders: list[str]) -> set[str]:
-    """Checkpoint folders that promoted folders at sha were copied from: the ``source`` of
-    every manifest outside the top-level ``checkpoint-N`` folders, at any depth (a promote
-    target may be ``release/v1``)."""
-    out = set()
+def _promotions(remote: Store, sha: str, folders: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    """Each promoted folder at sha (a top-level folder outside the ``checkpoint-N`` ones
+    holding a manifest at any depth: a promote target may be ``release/v1``) with the
+    ``source`` its manifest names (empty when it names none)."""
+    out: list[tuple[str, dict[str, Any]]] = []
     for name in folders:
         if step_of(name) is not None:
             continue
@@ -305,10 +306,18 @@ def _promoted_sources(remote: Store, sha: str, folders: list[str]) -> set[str]:
             except UnreadableManifest as exc:
                 log.warning("%s/: %s: the checkpoint it was promoted from, if any, is not protected", folder, exc)
                 continue
-            src = manifest.source or {}
-            if src.get("repo") == remote.name and src.get("subfolder"):
-                out.add(src["subfolder"])
+            out.append((name, dict(manifest.source or {})))
     return out
+
+
+def _sources(remote: Store, promotions: list[tuple[str, dict[str, Any]]]) -> set[str]:
+    return {src["subfolder"] for _, src in promotions if src.get("repo") == remote.name and src.get("subfolder")}
+
+
+def _promoted_sources(remote: Store, sha: str, folders: list[str]) -> set[str]:
+    """Checkpoint folders that promoted folders at sha were copied from: the ``source`` of
+    every manifest outside the top-level ``checkpoint-N`` folders."""
+    return _sources(remote, _promotions(remote, sha, folders))
 
 
 def _tagged_checkpoints(remote: Store, sha: str) -> set[str]:
@@ -323,10 +332,19 @@ def _tagged_checkpoints(remote: Store, sha: str) -> set[str]:
 
 
 def tagged_folders(remote: Store, folders: list[str]) -> dict[str, list[str]]:
-    """Each of ``folders`` with the tags made for it (prune's rule: :func:`_tagged_checkpoints`)."""
+    """Each of ``folders`` with the tags made for it: the checkpoint (prune's rule,
+    :func:`_tagged_checkpoints`) and the promoted folders at the tag."""
     out: dict[str, list[str]] = {}
     for tag, tagged in sorted(remote.refs()[1].items()):
-        for name in _tagged_checkpoints(remote, tagged):
+        names = list(remote.folders(tagged))
+        promotions = _promotions(remote, tagged, names)
+        made_for = _sources(remote, promotions)
+        if not made_for:
+            steps = [(s, n) for n in names if (s := step_of(n)) is not None]
+            made_for = {max(steps)[1]} if steps else set()
+        # The card names the folders a promote wrote too (a release row keeps its tag), which
+        # prune's rule does not need: prune never deletes a folder outside checkpoint-N.
+        for name in sorted(made_for | {name for name, src in promotions if src}):
             if name in folders:
                 out.setdefault(name, []).append(tag)
     return out

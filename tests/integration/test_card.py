@@ -223,5 +223,7 @@ def test_the_list_summary_names_the_tags_like_the_card(hub, env, cli, tmp_path):
     assert cli("list", "--repo", "o/r", env={**env, "GITHUB_STEP_SUMMARY": str(summary)}).code == 0
     got = {r[0]: r[1:] for line in _summary_table(summary.read_text())[2:]
            if (r := [c.strip() for c in line.strip("|").split("|")])}
-    # The card's rule (prune's): a tag names the checkpoint it was made for, the promoted source.
+    # A tag names the checkpoint it was made for (the promoted source: prune's rule) and the
+    # folder the promote wrote, so a later card keeps the release row's tag.
     assert got["checkpoint-1"][5] == "v1" and got["checkpoint-2"][5] == "", got
+    assert got["release"][5] == "v1", got
