@@ -2,7 +2,9 @@
 
 A training run pushes three checkpoints, a fourth push dies half-way (as a preempted
 job would leave it), and a re-launched job asks for the latest complete checkpoint,
-pulls it at its pinned SHA and checks it byte for byte.
+pulls it at its pinned SHA and checks it byte for byte. Then the two homes together: the
+checkpoint goes into a Storage Bucket (pinned by its manifest's sha256), and a release
+promotes it from there into the model repo, one commit, tagged.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from ckpt_action.progress import client_bars_off, no_progress_lines
 from ckpt_action.settings import Settings
 
 REPO = "demo/tiny-llm"
+BUCKET = "hf://buckets/demo/ckpts/run-1"
 
 
 def make_checkpoint(root: Path, step: int, seed: int = 0) -> Path:
@@ -96,6 +99,14 @@ def _run(LocalHub: Any, keep: Path | None, echo: Callable[[str], None]) -> dict[
             if not same:
                 raise AssertionError("the pulled checkpoint differs from what was pushed")
             echo("verify -> pulled bytes are identical to the pushed checkpoint-300")
+
+            # Training saves often into a bucket (no commit quota; prune frees storage at once);
+            # a release goes into the model repo, pinned by a commit SHA.
+            into = client.push(run / found.handle.subfolder, BUCKET, step=found.handle.step)
+            echo(f"push   {found.handle.subfolder} -> {BUCKET} pinned {into.handle.revision}")
+            released = client.promote(into.handle, "release", to_repo=REPO, tag="v1")
+            echo(f"promote {BUCKET}/{found.handle.subfolder} -> {REPO}/release at {released.handle.revision},"
+                 " tag v1 (one commit; the bytes are already in the Hub's storage)")
             outputs = got.handle.to_dict() | {"local_dir": str(got.local_dir), "found": True}
             echo("outputs: " + json.dumps(outputs))
             if keep is None:

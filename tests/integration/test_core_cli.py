@@ -337,6 +337,10 @@ def test_demo_runs(cli, tmp_path):
     assert pushed and found and pushed.group(1) != found.group(1)
     assert "interrupted push of checkpoint-400 moved the head" in run.stdout
     assert "--keep" in run.stdout
+    # The two homes together: train into a bucket (a content pin), promote into the model repo (a SHA).
+    bucket = re.search(r"push   checkpoint-300 +-> hf://buckets/demo/ckpts/run-1 pinned sha256:([0-9a-f]{64})", run.stdout)
+    promoted = re.search(r"promote .* -> demo/tiny-llm/release at ([0-9a-f]{40}), tag v1", run.stdout)
+    assert bucket and promoted, run.stdout
 
 
 def test_top_level_help_names_the_demo_the_token_and_the_endpoint(cli):
