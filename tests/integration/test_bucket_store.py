@@ -254,6 +254,32 @@ def test_a_hostile_bucket_listing_is_refused_and_nothing_is_written(hub_server, 
     assert not (tmp_path / "p").exists() and not (tmp_path / "escaped.txt").exists()
 
 
+@pytest.mark.parametrize("name", ["../escaped.txt", "../../escaped.txt", "/tmp/escaped.txt", "a/../../escaped.txt"])
+def test_a_bucket_manifest_naming_a_file_outside_its_folder_is_refused_and_nothing_is_written(
+        cli, env, api, tmp_path, name):
+    """The bucket twin of the repo's hostile manifest: a manifest (written by anyone who can
+    write the bucket) that lists a path leaving its folder is data to refuse, never a path to
+    write: latest does not take the folder, a pull of it fails, nothing appears outside."""
+    import json
+
+    from ckpt_action.checkpoint.manifest import Manifest, digest_bytes
+
+    api.create_bucket(BUCKET, private=True)
+    data = b"weights"
+    doc = json.loads(Manifest({"w.bin": digest_bytes("w.bin", data)}, step=1).to_json())
+    doc["files"] = {name: doc["files"]["w.bin"]}
+    api.batch_bucket_files(BUCKET, add=[(data, "checkpoint-1/w.bin")])
+    api.batch_bucket_files(BUCKET, add=[(json.dumps(doc).encode(), f"checkpoint-1/{MANIFEST}")])
+    found = cli("latest", "--repo", URI, "--json", env=env)
+    assert found.code == 0 and found.json["found"] is False, (found.stdout, found.stderr)
+    assert "unusable path" in found.stderr, found.stderr  # refused as data, not merely found missing
+    dest = tmp_path / "deep" / "p"
+    run = cli("pull", "--repo", URI, "--subfolder", "checkpoint-1", "--local-dir", str(dest), env=env)
+    assert run.code == 1 and "unusable path" in run.stderr, run.stderr
+    assert not dest.exists() and not (tmp_path / "deep" / "escaped.txt").exists()
+    assert not (tmp_path / "escaped.txt").exists() and not os.path.exists("/tmp/escaped.txt")
+
+
 def test_the_finalize_refuses_a_manifest_over_a_file_replaced_after_its_upload(cli, env, api, monkeypatch, tmp_path):
     """The one finalize lists the folder afresh: a file another writer replaced after this push
     uploaded it (same size, other bytes: another Xet hash) is not the file the manifest lists."""

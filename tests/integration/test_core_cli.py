@@ -338,7 +338,8 @@ def test_demo_runs(cli, tmp_path):
     assert "interrupted push of checkpoint-400 moved the head" in run.stdout
     assert "--keep" in run.stdout
     # The two homes together: train into a bucket (a content pin), promote into the model repo (a SHA).
-    bucket = re.search(r"push   checkpoint-300 +-> hf://buckets/demo/ckpts/run-1 pinned sha256:([0-9a-f]{64})", run.stdout)
+    bucket = re.search(r"push   checkpoint-300 +-> hf://buckets/demo/ckpts/run-1 pinned sha256:([0-9a-f]{64})",
+                       run.stdout)
     promoted = re.search(r"promote .* -> demo/tiny-llm/release at ([0-9a-f]{40}), tag v1", run.stdout)
     assert bucket and promoted, run.stdout
 
