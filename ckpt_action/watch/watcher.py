@@ -417,6 +417,9 @@ class Watcher:
     def _finished(self, ckpts: list[Checkpoint]) -> bool:
         if not self._stopping() or self._inflight is not None:
             return False
+        # The round's scan may predate the stop: a save begun just before the signal would be
+        # missed (neither pushed nor reported) were the loop to end on it. Look again.
+        ckpts = self.scanner.scan(writer_gone=self._writer_gone)
         waiting = self._waiting(ckpts)
         if waiting and self._budget(self.clock()) > 0:
             return False

@@ -32,3 +32,15 @@ def test_an_unexpected_error_in_the_loop_is_in_the_report(tmp_path, monkeypatch)
     report = watcher.start().stop(grace=1)
     assert "RuntimeError: disk on fire" in report.failed["watch"]
     assert report.exit_code() == 1
+
+
+def test_a_save_begun_after_the_rounds_scan_is_not_missed_by_the_stop(tmp_path):
+    """The loop's round scans, then learns it is stopping: a checkpoint written in between is
+    looked at again before the loop ends (it was neither pushed nor reported when the loop
+    ended on the round's own, older scan)."""
+    watcher = Watcher(tmp_path, "me/run", uploader="thread", poll=0.01, settle=4)
+    stale = watcher.scanner.scan(writer_gone=False)  # the round's scan: nothing yet
+    (tmp_path / "checkpoint-6").mkdir()
+    (tmp_path / "checkpoint-6" / "w.bin").write_bytes(b"new")  # written just before the signal
+    watcher._stop.set()
+    assert watcher._finished(stale) is False  # a save in progress: the stop waits for it
