@@ -86,15 +86,10 @@ def latest(remote: StoreLike, revision: str | None = None, verifier: Verifier | 
     'checkpoint-300'
     """
     store = as_store(remote)
-    try:
-        sha = store.resolve(revision)
-    except NotFoundError:
-        if revision is not None:
-            raise
-        return LatestResult(None, None, [], repo_missing=True)
-    if sha is None:
-        return LatestResult(None, None, [])
-    folders = store.folders(sha)
+    head = _head(store, revision)
+    if isinstance(head, LatestResult):
+        return head
+    sha, folders = head
     candidates = sorted(((s, name) for name in folders if (s := step_of(name)) is not None), reverse=True)
     skipped: list[tuple[str, str]] = []
     # whether a checkpoint-N here has a manifest: asked once, when it matters (a bucket: a folder
@@ -155,13 +150,10 @@ def read_candidates(remote: StoreLike, sha: str, names: list[str]) -> dict[str, 
         return dict(zip(names, pool.map(one, names), strict=True))
 
 
-def latest_best(remote: StoreLike, objective: Objective, revision: str | None = None,
-                verifier: Verifier | None = None) -> LatestResult:
-    """The complete ``checkpoint-N`` best by ``objective`` at the head of ``revision``: like
-    :func:`latest`, with the candidates ordered by the metric (ties: the highest step)
-    instead of by step. A folder without the metric, or whose manifest's metrics are
-    malformed (passed over with why), is never chosen; none with it is "none"."""
-    store = as_store(remote)
+
+def _head(store: Store, revision: str | None) -> tuple[str, dict[str, str]] | LatestResult:
+    """The pin latest reads at and its top-level folders; or the answer when there is nothing
+    to read (a missing repo, unless a revision was named: then its error; an empty one)."""
     try:
         sha = store.resolve(revision)
     except NotFoundError:
@@ -170,7 +162,19 @@ def latest_best(remote: StoreLike, objective: Objective, revision: str | None = 
         return LatestResult(None, None, [], repo_missing=True)
     if sha is None:
         return LatestResult(None, None, [])
-    folders = store.folders(sha)
+    return sha, store.folders(sha)
+
+def latest_best(remote: StoreLike, objective: Objective, revision: str | None = None,
+                verifier: Verifier | None = None) -> LatestResult:
+    """The complete ``checkpoint-N`` best by ``objective`` at the head of ``revision``: like
+    :func:`latest`, with the candidates ordered by the metric (ties: the highest step)
+    instead of by step. A folder without the metric, or whose manifest's metrics are
+    malformed (passed over with why), is never chosen; none with it is "none"."""
+    store = as_store(remote)
+    head = _head(store, revision)
+    if isinstance(head, LatestResult):
+        return head
+    sha, folders = head
     found = read_candidates(store, sha, sorted(name for name in folders if step_of(name) is not None))
     skipped = [(c.name, c.metrics_problem) for c in found.values()
                if c.metrics_problem is not None and c.metrics_problem != "its push has not finished"]
