@@ -10,6 +10,7 @@ returns is checked: commit ids are 40 hex, folder names follow the rules of
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -179,24 +180,8 @@ class RemoteRepo:
     def read_small_file(self, sha: str, path: str, *, missing_ok: bool = False) -> bytes | None:
         """GET one small file at sha (a manifest), bounded in time and in size
         (``max_manifest_bytes``: past it, the manifest is unreadable); None if absent and missing_ok."""
-        from huggingface_hub.errors import RemoteEntryNotFoundError
-
-        limit = self.settings.max_manifest_bytes
-
-        def too_big() -> UnreadableManifest:
-            return UnreadableManifest(f"{path} is larger than {limit} bytes (CKPT_MAX_MANIFEST_BYTES):"
-                                      " not a manifest, or raise the bound")
-
-        def get_or_none() -> bytes | None:
-            try:
-                return get_bounded(self.settings, self.file_url(sha, path), self.headers(), limit=limit,
-                                   too_big=too_big).content
-            except RemoteEntryNotFoundError:
-                if missing_ok:
-                    return None
-                raise
-
-        return self._call(f"reading {path}", get_or_none)  # type: ignore[no-any-return,unused-ignore]
+        read = small_file_reader(self.settings, self.file_url(sha, path), self.headers(), path, missing_ok=missing_ok)
+        return self._call(f"reading {path}", read)  # type: ignore[no-any-return,unused-ignore]
 
     def snapshot(self, sha: str, subfolder: str, manifest_bytes: bytes | None = None,
                  files: dict[str, RemoteFile] | None = None) -> Snapshot:
@@ -273,3 +258,27 @@ class RemoteRepo:
 
     def error(self, exc: BaseException, what: str) -> Exception:
         return translate(exc, what, self.settings, self.repo)
+
+
+def small_file_reader(settings: Settings, url: str, headers: dict[str, str], path: str, *,
+                      missing_ok: bool) -> Callable[[], bytes | None]:
+    """One GET of a small file (a manifest), bounded by ``max_manifest_bytes`` (past it, the
+    manifest is unreadable); None if absent and ``missing_ok``. Every store's reads of a
+    manifest go through it, each under its own retries."""
+    from huggingface_hub.errors import RemoteEntryNotFoundError
+
+    limit = settings.max_manifest_bytes
+
+    def too_big() -> UnreadableManifest:
+        return UnreadableManifest(f"{path} is larger than {limit} bytes (CKPT_MAX_MANIFEST_BYTES):"
+                                  " not a manifest, or raise the bound")
+
+    def get_or_none() -> bytes | None:
+        try:
+            return get_bounded(settings, url, headers, limit=limit, too_big=too_big).content
+        except RemoteEntryNotFoundError:
+            if missing_ok:
+                return None
+            raise
+
+    return get_or_none

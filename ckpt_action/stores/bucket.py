@@ -51,8 +51,8 @@ from ckpt_action.errors import (
 )
 from ckpt_action.handle import BUCKET_PIN_RE, step_of
 from ckpt_action.hub.fetch import fetch_file
-from ckpt_action.hub.repo import folder_problem, skip_name
-from ckpt_action.hub.transport import call, get_bounded, make_api, translate
+from ckpt_action.hub.repo import folder_problem, skip_name, small_file_reader
+from ckpt_action.hub.transport import call, make_api, translate
 from ckpt_action.stores.base import LIVE, Copy, Delete, Pin, Put, Uploaded, Write, WriteOutcome
 from ckpt_action.stores.finalize import FinalizeRefused, Identity, finalize
 
@@ -296,24 +296,8 @@ class BucketStore:
     def read_small_file(self, pin: Pin, path: str, *, missing_ok: bool = False) -> bytes | None:
         """GET one small file through the bucket's resolve route, bounded; a manifest read at
         a pin must hash to it."""
-        from huggingface_hub.errors import RemoteEntryNotFoundError
-
-        limit = self.settings.max_manifest_bytes
-
-        def too_big() -> UnreadableManifest:
-            return UnreadableManifest(f"{path} is larger than {limit} bytes (CKPT_MAX_MANIFEST_BYTES):"
-                                      " not a manifest, or raise the bound")
-
-        def get_or_none() -> bytes | None:
-            try:
-                return get_bounded(self.settings, self.file_url(pin, path), self.headers(), limit=limit,
-                                   too_big=too_big).content
-            except RemoteEntryNotFoundError:
-                if missing_ok:
-                    return None
-                raise
-
-        data = cast("bytes | None", self._call(f"reading {path}", get_or_none))
+        read = small_file_reader(self.settings, self.file_url(pin, path), self.headers(), path, missing_ok=missing_ok)
+        data = cast("bytes | None", self._call(f"reading {path}", read))
         if posixpath.basename(path) == MANIFEST_NAME:
             if data is not None and BUCKET_PIN_RE.match(pin) and manifest_pin(data) != pin:
                 raise overwritten(posixpath.dirname(path), pin)
