@@ -49,11 +49,12 @@ from ckpt_action.errors import (
     param,
     quoted,
 )
-from ckpt_action.handle import BUCKET_PIN_RE, step_of
+from ckpt_action.handle import BUCKET_PIN_RE
 from ckpt_action.hub.fetch import fetch_file
 from ckpt_action.hub.repo import folder_problem, skip_name, small_file_reader
 from ckpt_action.hub.transport import call, make_api, translate
 from ckpt_action.stores.base import LIVE, Copy, Delete, Pin, Put, Uploaded, Write, WriteOutcome
+from ckpt_action.stores.catalog import group_checkpoints
 from ckpt_action.stores.finalize import FinalizeRefused, Identity, finalize
 
 if TYPE_CHECKING:
@@ -261,26 +262,9 @@ class BucketStore:
     def catalog(self, pin: Pin) -> tuple[dict[str, dict[str, RemoteFile]], dict[str, str]]:
         from huggingface_hub import BucketFile
 
-        from ckpt_action.stores.repo import _owner
-
-        entries = [(rel, e) for rel, e in self._list(None, recursive=True, what=f"listing {self.name}")
-                   if isinstance(e, BucketFile)]
-        candidates = {top for rel, _e in entries if "/" in rel and step_of(top := rel.split("/", 1)[0]) is not None}
-        candidates |= {posixpath.dirname(rel) for rel, _e in entries
-                       if posixpath.basename(rel) == MANIFEST_NAME and posixpath.dirname(rel)}
-        roots: set[str] = set()
-        for root in sorted(candidates):
-            why = folder_problem(root)
-            if why is None:
-                roots.add(root)
-            else:
-                skip_name(root, why)
-        grouped: dict[str, dict[str, RemoteFile]] = {r: {} for r in roots}
-        for rel, e in entries:
-            owner = _owner(rel, roots)
-            if owner is not None:
-                grouped[owner][rel[len(owner) + 1:]] = self._remote_file(e)
-        return grouped, {}
+        return group_checkpoints((rel, self._remote_file(e)) for rel, e in
+                                 self._list(None, recursive=True, what=f"listing {self.name}")
+                                 if isinstance(e, BucketFile)), {}
 
     def existing(self, pin: Pin, paths: list[str]) -> set[str]:
         if not paths:

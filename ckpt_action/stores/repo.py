@@ -10,7 +10,6 @@ that publishes a complete manifest.
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from pathlib import Path
@@ -18,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from ckpt_action.checkpoint.manifest import MANIFEST_NAME, FileDigest, RemoteFile, digest_bytes, predict_lfs
 from ckpt_action.errors import quoted
-from ckpt_action.handle import step_of
 from ckpt_action.hub.commits import CommitPlan, commit
 from ckpt_action.hub.fetch import fetch_file
 from ckpt_action.hub.listing import Entry, path_problem
@@ -26,6 +24,7 @@ from ckpt_action.hub.repo import RemoteRepo, Snapshot, folder_problem, skip_name
 from ckpt_action.hub.transport import call
 from ckpt_action.progress import Ticker, bytes_read_since_now
 from ckpt_action.stores.base import Copy, Delete, Pin, Put, Store, Uploaded, Write, WriteOutcome
+from ckpt_action.stores.catalog import group_checkpoints, owner_of
 from ckpt_action.stores.finalize import Identity, finalize
 
 if TYPE_CHECKING:
@@ -85,25 +84,11 @@ class RepoStore:
         it cannot be described. A folder name that is not usable is skipped with a warning."""
         listing = self.remote.list_tree(pin, recursive=True)
         unusable = _unusable_paths(listing.unusable)
-        files = [e for e in listing.entries if not e.folder]
-        candidates = {p for e in files if (p := e.path.split("/", 1)[0]) and step_of(p) is not None and "/" in e.path}
-        candidates |= {posixpath.dirname(e.path) for e in files if posixpath.basename(e.path) == MANIFEST_NAME
-                       and posixpath.dirname(e.path)}
-        roots: set[str] = set()
-        for root in sorted(candidates):
-            why = folder_problem(root)
-            if why is None:
-                roots.add(root)
-            else:
-                skip_name(root, why)
-        grouped: dict[str, dict[str, RemoteFile]] = {r: {} for r in roots}
-        for e in files:
-            owner = _owner(e.path, roots)
-            if owner is not None:
-                grouped[owner][e.path[len(owner) + 1:]] = RemoteFile(e.size, e.oid, e.lfs_sha256)
+        grouped = group_checkpoints((e.path, RemoteFile(e.size, e.oid, e.lfs_sha256))
+                                    for e in listing.entries if not e.folder)
         tainted: dict[str, str] = {}
         for path, why in unusable:
-            if (owner := _owner(path, roots)) is not None:
+            if (owner := owner_of(path, grouped)) is not None:
                 tainted.setdefault(owner, f"the Hub listed {quoted(path)} in it, which {why}")
         return grouped, tainted
 
@@ -315,11 +300,6 @@ def _unusable_paths(unusable: list[tuple[Entry, str]]) -> list[tuple[str, str]]:
             skip_name(top, top_why)
             skipped.add(top)
     return inside
-
-
-def _owner(path: str, roots: set[str]) -> str | None:
-    """The checkpoint folder a listed path belongs to: the deepest root above it."""
-    return max((r for r in roots if path.startswith(r + "/")), key=len, default=None)
 
 
 def as_store(remote: Store | RemoteRepo) -> Store:
