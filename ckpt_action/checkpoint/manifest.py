@@ -1,8 +1,9 @@
 """The checkpoint manifest: what a complete checkpoint holds, written last.
 
 A manifest lives at ``<subfolder>/ckpt-manifest.json``. It lists every file of the
-checkpoint (path relative to the subfolder, size, sha256, and for small files the git
-blob id the Hub reports for regular files), the step, the time and the tool version.
+checkpoint (path relative to the subfolder, size, sha256, for small files the git blob id
+the Hub reports for regular files, and in a Storage Bucket the Xet hash the bucket listing
+reports), the step, the time and the tool version.
 Its presence with ``complete: true`` and files that match it is what makes a
 checkpoint complete; a multi-commit push writes ``complete: false`` first.
 """
@@ -57,6 +58,13 @@ class FileDigest:
     lfs: bool | None = None
     """Predicted at push time (see :func:`predict_lfs`); lets latest check a folder's tree
     id from the manifest alone."""
+    xet: str | None = field(default=None, compare=False)
+    """The file's Xet hash as its upload into a Storage Bucket answered it (64 hex), which
+    the bucket listing reports for each file: a reader in another process, who cannot learn
+    a file's sha256 from the listing, compares it with the listing's (a file overwritten
+    with other bytes of the same size has another one). Not part of equality: the same
+    bytes hashed again locally have no Xet hash yet. None: a repo's file, or a manifest
+    written before it was recorded."""
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"size": self.size, "sha256": self.sha256}
@@ -64,6 +72,8 @@ class FileDigest:
             out["git_oid"] = self.git_oid
         if self.lfs is not None:
             out["lfs"] = self.lfs
+        if self.xet is not None:
+            out["xet"] = self.xet
         return out
 
 
@@ -74,6 +84,8 @@ class RemoteFile:
     size: int
     git_oid: str | None
     lfs_sha256: str | None
+    xet: str | None = None
+    """Its Xet hash, as a bucket listing reports it (a repo's listing: None)."""
 
 
 class Hasher:
@@ -271,6 +283,8 @@ class Manifest:
                 problems.append(f"{path} is missing")
             elif got.size != want.size:
                 problems.append(f"{path} has {got.size} bytes, manifest says {want.size}")
+            elif xet_differs(want, got):
+                problems.append(overwritten_file(path, got, want))
             elif got.lfs_sha256 is not None and got.lfs_sha256 != want.sha256:
                 problems.append(f"{path} has sha256 {got.lfs_sha256[:12]}…, manifest says {want.sha256}")
             elif got.lfs_sha256 is None and want.git_oid and got.git_oid and got.git_oid != want.git_oid:
@@ -280,6 +294,16 @@ class Manifest:
         return problems
 
 
+def xet_differs(want: FileDigest, got: RemoteFile) -> bool:
+    """Both sides name the file's Xet hash, and not the same one: other bytes."""
+    return want.xet is not None and got.xet is not None and got.xet != want.xet
+
+
+def overwritten_file(path: str, got: RemoteFile, want: FileDigest) -> str:
+    """Why a file whose Xet hash is not the manifest's is not the checkpoint's."""
+    assert got.xet is not None and want.xet is not None
+    return (f"{path} was overwritten after the manifest was written (Xet hash {got.xet[:12]}…, manifest says"
+            f" {want.xet[:12]}…)")
 
 
 def parse_files(raw: object) -> dict[str, FileDigest]:
@@ -305,15 +329,18 @@ def _digest(path: str, entry: object) -> FileDigest:
     if not isinstance(entry, dict):
         raise ValueError(f"the entry of {quoted(path)} is not an object")
     size, sha256, git_oid, lfs = entry.get("size"), entry.get("sha256"), entry.get("git_oid"), entry.get("lfs")
+    xet = entry.get("xet")
     if not is_whole(size):
         raise ValueError(f"the size of {quoted(path)} is not a whole number >= 0")
     if sha256 is not None and not (isinstance(sha256, str) and SHA256_RE.match(sha256)):
         raise ValueError(f"the sha256 of {quoted(path)} is not 64 lowercase hex")
     if git_oid is not None and not (isinstance(git_oid, str) and SHA_RE.match(git_oid)):
         raise ValueError(f"the git_oid of {quoted(path)} is not 40 lowercase hex")
+    if xet is not None and not (isinstance(xet, str) and SHA256_RE.match(xet)):
+        raise ValueError(f"the xet of {quoted(path)} is not 64 lowercase hex")
     if sha256 is None and git_oid is None:
         raise ValueError(f"{quoted(path)} has neither sha256 nor git_oid: nothing to verify it by")
-    return FileDigest(size, sha256, git_oid, lfs if isinstance(lfs, bool) else None)
+    return FileDigest(size, sha256, git_oid, lfs if isinstance(lfs, bool) else None, xet)
 
 
 def _source(source: object) -> dict[str, str] | None:
@@ -380,7 +407,7 @@ def folder_tree_oid(files: Mapping[str, FileDigest], manifest_bytes: bytes) -> s
 
 def matches_remote(want: FileDigest, got: RemoteFile | None) -> bool:
     """True when the remote file certainly holds these bytes (so it need not be uploaded)."""
-    if got is None or got.size != want.size:
+    if got is None or got.size != want.size or xet_differs(want, got):
         return False
     if got.lfs_sha256 is not None:
         return got.lfs_sha256 == want.sha256

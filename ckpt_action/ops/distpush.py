@@ -32,6 +32,7 @@ Any failure before the claim means no commit, and every rank raises the same
 from __future__ import annotations
 
 import base64
+from dataclasses import replace
 from pathlib import Path
 
 from ckpt_action.checkpoint.manifest import GIT_OID_LIMIT, FileDigest, digest_bytes, parse_files
@@ -266,6 +267,8 @@ def push_distributed(remote: StoreLike, local_dir: Path, subfolder: str, session
         reported, files = _shipped(session, r, part, owned[r], store.kind == "bucket")
         contributors.append(reported)
         for rel, data in files.items():
+            if isinstance(data, str):  # a bucket: the manifest records the Xet hash the rank uploaded
+                merged[rel] = replace(merged[rel], xet=data)
             ops[rel] = _operation(subfolder, rel, merged[rel], data)
     session.claim_commit()
 

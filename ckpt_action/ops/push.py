@@ -26,7 +26,7 @@ import stat
 import time
 from collections import Counter
 from collections.abc import Callable, Container
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ckpt_action.checkpoint.localfiles import open_regular
@@ -152,13 +152,30 @@ class LocalDir:
     def settle(self, store: Store, subfolder: str, have: dict[str, RemoteFile], branch: str) -> None:
         """Give every file a digest, uploading the big ones ``have`` (the folder on the Hub)
         cannot already hold. The stat of each was taken before this read, so a file that
-        changes during it is caught after the commit like any other."""
-        if not self.unhashed:
+        changes during it is caught after the commit like any other.
+
+        In a bucket every file, small ones too, is uploaded here, before the manifest is
+        planned, so that the manifest records each one's Xet hash (the bucket listing's
+        only content digest a reader can compare); a file ``have`` holds already, the same
+        bytes as far as this store knows, takes the listing's."""
+        bucket = store.kind == "bucket"
+        if not self.unhashed and not bucket:
             return
         size = {rel: self.stamps[rel][0][0] for rel in self.unhashed}
         same = [rel for rel in sorted(self.unhashed) if (got := have.get(rel)) is not None and got.size == size[rel]]
         self._hash_now(same)
-        sources = {rel: (self._local(rel), None) for rel in sorted(self.unhashed - set(same))}
+        send = self.unhashed - set(same)
+        if bucket:
+            for rel in sorted(set(self.digests) - set(self.sent) - send):
+                digest, got = replace(self.digests[rel], xet=None), have.get(rel)
+                if got is not None and got.xet is not None and matches_remote(digest, got):
+                    self.digests[rel] = replace(digest, xet=got.xet)
+                else:
+                    send.add(rel)
+        if not send:
+            self.unhashed.clear()
+            return
+        sources = {rel: (self._local(rel), self.digests.get(rel)) for rel in sorted(send)}
         uploaded = store.upload(subfolder, sources, branch=branch, progress=f"{self.label}: uploading",
                                 what=f"uploading {subfolder}")
         for rel, up in uploaded.items():  # the digest: what the upload read (hf_xet hashes while it chunks)

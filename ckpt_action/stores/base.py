@@ -35,9 +35,11 @@ the same methods (:class:`~ckpt_action.stores.bucket.BucketStore`); this is how 
 ``files(pin, folder)`` / ``snapshot(pin, folder)`` (and :func:`open_complete`, written once over them)
     The folder's files (size, and sha256 where the store knows it), bounded; a bucket
     lists the folder's paths (``list_bucket_tree``, recursive under the folder, paginated
-    within the listing bounds); its snapshot's ``revision`` is the manifest's digest, and
-    ``open_complete`` at a ``sha256:`` pin refuses a folder whose manifest no longer hashes
-    to it (exit 1: overwritten since it was pinned), before any byte is handed over.
+    within the listing bounds) with each file's Xet hash, which the manifest's must match;
+    its snapshot's ``revision`` is the manifest's digest, and ``open_complete`` at a
+    ``sha256:`` pin refuses a folder whose manifest no longer hashes to it, or a file of
+    which has another Xet hash than the manifest records (exit 1: overwritten since it was
+    pinned), before any byte is handed over.
 ``existing(pin, paths)`` / ``folder_id(pin, folder)``
     Which of these files exist, in one request (a bucket: ``get_bucket_paths_info``); the
     folder's content id when the store has one (a repo: the git tree id, which push's proof
@@ -54,7 +56,9 @@ the same methods (:class:`~ckpt_action.stores.bucket.BucketStore`); this is how 
 ``upload(folder, files)``
     Send files without publishing them (a repo: LFS/Xet preupload; a bucket: the Xet upload
     of ``batch_bucket_files`` adds, each file under its final path, the folder's manifest
-    removed first on a re-push so that no old manifest stands over new files).
+    removed first on a re-push so that no old manifest stands over new files; each file's
+    digest comes back with the Xet hash the manifest records). A push into a bucket uploads
+    every file this way, small ones too, before it plans the manifest.
 ``write(plan)``
     Apply a plan's :class:`Put`/:class:`Delete`/:class:`Copy` operations. A repo: one commit
     per plan, pinned to its parent (412 on a race), re-planned on conflict

@@ -16,10 +16,15 @@ transactional. What stands in for them:
   changed a file in between makes it take its own manifest away again and fail, so no
   manifest is left that matches neither push. A folder without a manifest is never complete.
 
-The bucket listing gives each file's size and Xet hash, not its sha256: this store maps the
-Xet hashes of the bytes it uploaded to their sha256 (so a push can prove what it wrote and a
-re-push in the same process skips what is there), and a reader in another process checks the
-listing against the manifest by size, then every byte by sha256 as it downloads.
+The bucket listing gives each file's size and Xet hash, not its sha256. So the manifest
+records each file's Xet hash as its upload answered it (every file is uploaded before the
+manifest is planned), and a reader in any process holds the listing to the manifest by size
+and Xet hash: a file overwritten after the manifest was written, even with other bytes of the
+same size, makes the folder incomplete (latest passes over it, list says why, a pull at its
+pin fails: overwritten since it was pinned); then every byte by sha256 as it downloads. A
+manifest without Xet hashes (written before they were recorded) is held by size alone, then
+by sha256. This store also maps the Xet hashes of the bytes it uploaded to their sha256, so a
+push can prove what it wrote and a re-push in the same process skips what is there.
 
 About 540 lines in one module on purpose: every method of the store interface for one
 store, read side by side with :mod:`.repo` and the interface's own notes on buckets.
@@ -31,13 +36,21 @@ import hashlib
 import os
 import posixpath
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote
 
 from ckpt_action import names
-from ckpt_action.checkpoint.manifest import MANIFEST_NAME, FileDigest, Hasher, Manifest, RemoteFile
+from ckpt_action.checkpoint.manifest import (
+    MANIFEST_NAME,
+    FileDigest,
+    Hasher,
+    Manifest,
+    RemoteFile,
+    overwritten_file,
+    xet_differs,
+)
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME
 from ckpt_action.checkpoint.snapshot import Snapshot
 from ckpt_action.errors import (
@@ -49,7 +62,7 @@ from ckpt_action.errors import (
     param,
     quoted,
 )
-from ckpt_action.handle import BUCKET_PIN_RE
+from ckpt_action.handle import BUCKET_PIN_RE, SHA256_RE
 from ckpt_action.hub.fetch import fetch_file
 from ckpt_action.hub.repo import folder_problem, skip_name, small_file_reader
 from ckpt_action.hub.transport import call, make_api, translate
@@ -96,7 +109,12 @@ def _digest_opened(local: str, rel: str) -> FileDigest:
     return hasher.digest(rel)
 
 
-def overwritten(folder: str, pin: str) -> IntegrityError:
+def overwritten(folder: str, pin: str, why: str | None = None) -> IntegrityError:
+    """A folder read at ``pin`` that no longer holds it: its manifest changed (no ``why``), or
+    ``why``, a file the manifest names was replaced under it."""
+    if why is not None:
+        return IntegrityError(f"{folder}/ was overwritten since it was pinned ({pin[:19]}…): {why}; nothing was"
+                              " pulled: pull it again by --latest")
     return IntegrityError(f"{folder}/ was overwritten since it was pinned ({pin[:19]}…): its manifest no longer"
                           " hashes to the pin; pull it again by --latest or by its new pin")
 
@@ -189,6 +207,9 @@ class BucketStore:
                                          " path: refusing the listing")
                 if not isinstance(entry.size, int) or entry.size < 0:
                     raise IntegrityError(f"the Hub listed {quoted(path)} with a malformed size")
+                if entry.xet_hash is not None and not (isinstance(entry.xet_hash, str)
+                                                       and SHA256_RE.match(entry.xet_hash)):
+                    raise IntegrityError(f"the Hub listed {quoted(path)} with a malformed Xet hash")
             checked.append((rel_path, entry))
         return checked
 
@@ -240,7 +261,10 @@ class BucketStore:
         return out
 
     def _remote_file(self, entry: Any) -> RemoteFile:
-        return RemoteFile(int(entry.size), None, self._sha.get(str(entry.xet_hash)))
+        """A listed file: its size, its Xet hash (compared with the manifest's), and its
+        sha256 where this store uploaded or verified those very bytes."""
+        xet = entry.xet_hash if isinstance(entry.xet_hash, str) else None
+        return RemoteFile(int(entry.size), None, self._sha.get(xet) if xet else None, xet)
 
     def files(self, pin: Pin, folder: str) -> dict[str, RemoteFile]:
         from huggingface_hub import BucketFile
@@ -305,6 +329,10 @@ class BucketStore:
             except UnreadableManifest as exc:
                 raise UnreadableManifest(f"{folder}/: {exc}") from exc
             del files[MANIFEST_NAME]
+            if BUCKET_PIN_RE.match(pin):
+                for rel, want in sorted(manifest.files.items()):
+                    if (got := files.get(rel)) is not None and xet_differs(want, got):
+                        raise overwritten(folder, pin, overwritten_file(rel, got, want))
             self._last_read = data
             self._manifests[revision] = (folder, manifest)
         elif BUCKET_PIN_RE.match(pin):
@@ -366,10 +394,11 @@ class BucketStore:
         out = []
         for op in ops:
             entry = by_path.get(self.path(op.src))
-            if entry is None or int(entry.size) != op.file.size:
-                raise IntegrityError(f"{op.src} changed since it was pinned ({op.pin[:19]}…): nothing copied")
             folder, manifest = self._manifests.get(op.pin, ("", None))
             want = manifest.files.get(op.src[len(folder) + 1:]) if manifest is not None else None
+            known = want.xet if want is not None and want.xet else op.file.xet  # the manifest's, else the listing's
+            if entry is None or int(entry.size) != op.file.size or (known is not None and entry.xet_hash != known):
+                raise IntegrityError(f"{op.src} changed since it was pinned ({op.pin[:19]}…): nothing copied")
             if want is not None and want.sha256 is not None:
                 self._sha[str(entry.xet_hash)] = want.sha256
             out.append(("bucket", self.bucket_id, str(entry.xet_hash), self.path(op.dst)))
@@ -415,7 +444,7 @@ class BucketStore:
             xet = sent[self.path(f"{folder}/{rel}")]
             assert digest.sha256 is not None
             self._sha[xet] = digest.sha256
-            out[rel] = Uploaded(digest, xet)
+            out[rel] = Uploaded(replace(digest, xet=xet), xet)  # the manifest records it
         return out
 
     def _publishing(self, folder: str) -> dict[str, FileDigest | RemoteFile]:
@@ -424,7 +453,7 @@ class BucketStore:
         out: dict[str, FileDigest | RemoteFile] = {}
         for rel, (size, xet) in self.xet_hashes(folder).items():
             sha = self._sha.get(xet)
-            out[rel] = FileDigest(size, sha) if sha is not None else RemoteFile(size, None, None)
+            out[rel] = FileDigest(size, sha, xet=xet) if sha is not None else RemoteFile(size, None, None, xet)
         return out
 
     def write(self, plan: Callable[[Pin | None], Write | None], *, what: str, branch: str = "main",

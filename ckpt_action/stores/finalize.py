@@ -12,7 +12,8 @@ refuses, and nothing is published, unless
 (a) the identity (store, folder, step) is the one every contributor reported, and the
     one the manifest itself states (its step); and
 (b) every file the manifest lists is in what is about to be published, with the listed
-    size and digest (sha256 where both sides know it, else the git blob id).
+    size and digest (sha256 where both sides know it, else the git blob id; and the Xet
+    hash where both name one).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class Identity:
 def _same(want: FileDigest, got: FileDigest | RemoteFile | None) -> bool:
     if isinstance(got, RemoteFile) or got is None:
         return matches_remote(want, got)
-    if got.size != want.size:
+    if got.size != want.size or (want.xet is not None and got.xet is not None and got.xet != want.xet):
         return False
     if want.sha256 is not None and got.sha256 is not None:
         return want.sha256 == got.sha256

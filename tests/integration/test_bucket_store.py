@@ -4,6 +4,7 @@ against the local Hub: push, latest, pull by pin and by --latest, list, prune, p
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 
 import pytest
@@ -114,6 +115,59 @@ def test_a_pull_at_a_pin_fails_once_the_folder_is_overwritten(cli, env, api, tmp
               "--local-dir", str(tmp_path / "p"), env=env)
     assert run.code == 1 and "overwritten since it was pinned" in run.stderr, run.stderr
     assert not (tmp_path / "p").exists()
+
+
+def test_a_file_overwritten_with_other_bytes_of_the_same_size_is_seen_in_the_listing_by_its_xet_hash(
+        cli, env, api, tmp_path):
+    """The listing gives sizes and Xet hashes, the manifest names both: a file overwritten
+    after the manifest was written, same size, other bytes, makes the folder incomplete for
+    latest, list and a pull by its pin, in a process that never saw the push."""
+    first, _files = _push(cli, env, tmp_path, 1)
+    second, files = _push(cli, env, tmp_path, 2)
+    dest = tmp_path / "m2.json"
+    api.download_bucket_files(BUCKET, [(f"checkpoint-2/{MANIFEST}", dest)])
+    listed = {f.path: f.xet_hash for f in api.list_bucket_tree(BUCKET, "checkpoint-2/", recursive=True)}
+    recorded = json.loads(dest.read_bytes())["files"]
+    assert {rel: entry["xet"] for rel, entry in recorded.items()} == {
+        rel: listed[f"checkpoint-2/{rel}"] for rel in files}  # every file, small ones too
+    other = os.urandom(len(files["model.safetensors"]))
+    api.batch_bucket_files(BUCKET, add=[(other, "checkpoint-2/model.safetensors")])
+    found = cli("latest", "--repo", URI, "--json", env=env)
+    assert found.code == 0, found.stderr
+    assert (found.json["subfolder"], found.json["revision"]) == ("checkpoint-1", first["revision"])
+    listing = cli("list", "--repo", URI, "--json", env=env)
+    assert listing.code == 0, listing.stderr
+    row = {c["subfolder"]: c for c in listing.json["checkpoints"]}["checkpoint-2"]
+    assert row["complete"] is False and row["problem"].startswith("model.safetensors was overwritten"), row
+    run = cli("pull", "--repo", URI, "--subfolder", "checkpoint-2", "--revision", second["revision"],
+              "--local-dir", str(tmp_path / "p"), env=env)
+    assert run.code == 1 and "overwritten since it was pinned" in run.stderr, run.stderr
+    assert "model.safetensors" in run.stderr and not (tmp_path / "p").exists()
+    got = cli("pull", "--repo", URI, "--latest", "--local-dir", str(tmp_path / "q"), "--json", env=env)
+    assert got.code == 0 and got.json["subfolder"] == "checkpoint-1", got.stderr
+
+
+def test_every_file_is_written_before_the_manifest_which_is_written_alone(cli, env, api, hub, tmp_path):
+    """From the bucket's change feed (one event per batch that changed it): the manifest is the
+    one change of the push's last batch, after every file, small ones too, and a signed push's
+    signature and statement."""
+    import httpx
+
+    from tests.helpers.signing_helpers import make_key
+
+    key = make_key(tmp_path)
+    files = {"model.safetensors": os.urandom(100_000), "config.json": b"{}", "sub/tok.txt": b"t"}
+    src = write_checkpoint(tmp_path / "src", files)
+    run = cli("push", "--repo", URI, "--local-dir", str(src), "--step", "4", "--signing-key", str(key.private),
+              env=env)
+    assert run.code == 0, run.stderr
+    feed = httpx.get(f"{hub.url}/api/buckets/{BUCKET}/events", params={"since": "1970-01-01T00:00:00Z"},
+                     headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
+    batches = [[(c["path"], c["op"]) for c in json.loads(block.split("data: ", 1)[1])["changes"]]
+               for block in feed.text.split("\n\n") if block.startswith("event: changes")]
+    assert batches[-1] == [(f"checkpoint-4/{MANIFEST}", "add")], batches
+    before = {path for batch in batches[:-1] for path, _op in batch}
+    assert before == {f"checkpoint-4/{rel}" for rel in [*files, "model.sig", "ckpt-provenance.json"]}, batches
 
 
 def test_a_re_push_takes_the_old_manifest_away_before_any_file(cli, env, hub, tmp_path):

@@ -244,8 +244,13 @@ def test_ranks_pushing_to_a_bucket_write_one_manifest_last_after_every_rank(hub_
     pulled = ckpt.pull(got[0], tmp_path / "pulled", endpoint=hub.url, token=TOKEN)
     for r in range(3):
         assert (pulled / f"model-{r:05d}.bin").read_bytes() == (dirs[r] / f"model-{r:05d}.bin").read_bytes()
-    paths = [f.path for f in HfApi(endpoint=hub.url, token=TOKEN).list_bucket_tree("local-user/ckpts")]
-    assert paths.count("run-1/checkpoint-5/ckpt-manifest.json") == 1
+    listed = {f.path: f.xet_hash for f in HfApi(endpoint=hub.url, token=TOKEN).list_bucket_tree("local-user/ckpts",
+                                                                                              recursive=True)}
+    assert list(listed).count("run-1/checkpoint-5/ckpt-manifest.json") == 1
+    # the manifest records the Xet hash each rank's upload answered, as the listing reports it
+    files = json.loads((pulled / "ckpt-manifest.json").read_bytes())["files"]
+    assert {rel: entry.get("xet") for rel, entry in files.items()} == {
+        rel: listed[f"run-1/checkpoint-5/{rel}"] for rel in files}
 
 
 def test_a_rank_that_fails_its_bucket_upload_means_no_manifest(hub_server, xet_client, tmp_path, monkeypatch):

@@ -49,3 +49,29 @@ def test_manifest_round_trips_and_rejects_garbage():
             Manifest.from_json(bad)
 
 
+
+
+def test_a_files_xet_hash_is_recorded_and_checked_as_data_from_outside():
+    """A bucket's manifest names each file's Xet hash, which readers compare with the
+    listing's; an older manifest without it stays readable, and a malformed one is refused
+    as any other field a hostile server could serve."""
+    import json
+
+    from ckpt_action.checkpoint.manifest import RemoteFile
+    from ckpt_action.errors import UnreadableManifest
+
+    xet = "ab" * 32
+    m = Manifest(files={"w.bin": FileDigest(5, "0" * 64, xet=xet), "old.bin": FileDigest(3, "1" * 64)}, step=1)
+    doc = json.loads(m.to_json())
+    assert doc["files"]["w.bin"]["xet"] == xet and "xet" not in doc["files"]["old.bin"]
+    back = Manifest.from_json(m.to_json())
+    assert back.files["w.bin"].xet == xet and back.files["old.bin"].xet is None
+    # the listing's Xet hash is compared when both sides have one, with the size
+    other = "cd" * 32
+    assert back.mismatches({"w.bin": RemoteFile(5, None, None, xet), "old.bin": RemoteFile(3, None, None, other)}) == []
+    (problem,) = back.mismatches({"w.bin": RemoteFile(5, None, None, other), "old.bin": RemoteFile(3, None, None)})
+    assert problem.startswith("w.bin was overwritten") and "Xet hash" in problem
+    for bad in ("AB" * 32, "ab" * 31, "ab" * 33, 7, "", "ab" * 31 + "zz"):
+        doc["files"]["w.bin"]["xet"] = bad
+        with pytest.raises(UnreadableManifest, match=r"the xet of 'w\.bin' is not 64 lowercase hex"):
+            Manifest.from_json(json.dumps(doc).encode())
