@@ -113,8 +113,8 @@ def overwritten(folder: str, pin: str, why: str | None = None) -> IntegrityError
     """A folder read at ``pin`` that no longer holds it: its manifest changed (no ``why``), or
     ``why``, a file the manifest names was replaced under it."""
     if why is not None:
-        return IntegrityError(f"{folder}/ was overwritten since it was pinned ({pin[:19]}…): {why}; nothing was"
-                              " pulled: pull it again by --latest")
+        return IntegrityError(f"{folder}/ was overwritten since it was pinned ({pin[:19]}…): {why}; pull it again"
+                              " by --latest")
     return IntegrityError(f"{folder}/ was overwritten since it was pinned ({pin[:19]}…): its manifest no longer"
                           " hashes to the pin; pull it again by --latest or by its new pin")
 
