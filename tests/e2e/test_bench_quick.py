@@ -76,3 +76,6 @@ def test_bench_quick(tmp_path: Path) -> None:
     resume = s["14"]["data"]
     assert resume["subfolder"] in ("checkpoint-500", "checkpoint-501")  # 501: section 7 pushed it first
     assert len(resume["resume_seconds"]) == len(resume["curl_seconds"]) == resume["repetitions"]
+    from_bucket = resume["bucket"]  # the same resume from a bucket holding only that checkpoint
+    assert from_bucket["subfolder"] == "checkpoint-500"
+    assert len(from_bucket["resume_seconds"]) == len(from_bucket["curl_seconds"]) == resume["repetitions"]
