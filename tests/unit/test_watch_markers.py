@@ -97,6 +97,20 @@ def dcp_save(root: Path, step: int) -> Iterator[None]:
     yield
 
 
+def dcp_rank_local_save(root: Path, step: int) -> Iterator[None]:
+    """The same with ``use_collectives=False``: no coordinator; each rank writes its data, then
+    its own __<rank>.metadata.tmp renamed to __<rank>.metadata (ranks run side by side)."""
+    d = root / f"step_{step}"
+    d.mkdir(parents=True)
+    yield
+    for rank in (0, 1):
+        yield from write_torn(d / f"__{rank}_0.distcp", b"t" * 800)
+    for rank in (0, 1):
+        yield from write_torn(d / f"__{rank}.metadata.tmp", b"meta" * 10)
+        os.rename(d / f"__{rank}.metadata.tmp", d / f"__{rank}.metadata")
+        yield
+
+
 def orbax_rename_save(root: Path, step: int) -> Iterator[None]:
     """Orbax AtomicRenameTemporaryPath: save into STEP.orbax-checkpoint-tmp-N (with
     _CHECKPOINT_METADATA holding the init time), add the commit time, rename to STEP."""
@@ -128,6 +142,7 @@ CASES: dict[str, tuple[Callable[[Path, int], Iterator[None]], str]] = {
     "accelerate": (accelerate_save, markers.DEFAULT_PATTERNS["accelerate"]),
     "lightning": (lightning_save, markers.DEFAULT_PATTERNS["lightning"]),
     "dcp": (dcp_save, r"step_(\d+)"),
+    "dcp-rank-local": (dcp_rank_local_save, r"step_(\d+)"),
     "orbax-rename": (orbax_rename_save, markers.DEFAULT_PATTERNS["orbax"]),
     "orbax-commit-file": (orbax_commit_file_save, markers.DEFAULT_PATTERNS["orbax"]),
 }
