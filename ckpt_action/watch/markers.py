@@ -10,24 +10,31 @@
   of every process, then ``custom_checkpoint_<i>.pkl`` of registered objects. No file is
   renamed into place: complete when ``random_states_0.pkl`` is a whole ``torch.save`` zip
   (its central directory, written last, reads) and the folder then stays quiet.
-- ``lightning`` (``ModelCheckpoint`` -> ``TorchCheckpointIO`` -> ``_atomic_save``): one file
-  per checkpoint (``epoch=E-step=S.ckpt``), written in an fsspec transaction (a temporary
-  file moved into place on commit; a copy across filesystems). Complete: the file under its
-  name is a whole ``torch.save`` zip.
+- ``lightning`` (``ModelCheckpoint`` -> ``TorchCheckpointIO`` -> ``_atomic_save``, 2.x): one
+  file per checkpoint (``epoch=E-step=S.ckpt``): ``torch.save`` into memory, then an fsspec
+  transaction writes a temporary file (in the system's temp dir) and moves it into place on
+  commit (``shutil.move``: a rename, or a copy across filesystems). Complete: the file under
+  its name is a whole ``torch.save`` zip.
 - ``dcp`` (``torch.distributed.checkpoint.FileSystemWriter.finish``, torch 2.x): every rank's
   ``__<rank>_<n>.distcp`` data files, then the coordinator (once every rank's writes are
   gathered) writes ``.metadata.tmp``, fsyncs it, removes an older ``.metadata`` and renames the
   tmp file to ``.metadata``. Complete: ``.metadata`` is there. Saved with
   ``use_collectives=False`` there is no coordinator: each rank renames its own
   ``__<rank>.metadata.tmp`` to ``__<rank>.metadata`` (the loader reads rank 0's); complete
-  when ``__0.metadata`` is there and so is the metadata of every rank whose data files are.
-- ``orbax`` (``AtomicRenameTemporaryPath`` / ``CommitFileTemporaryPath``): saves into
+  when ``__0.metadata`` is there and so is the metadata of every rank whose data files are
+  (a rank that has not begun writing cannot be seen: the folder's quiet period covers it).
+- ``orbax`` (``AtomicRenameTemporaryPath`` / ``CommitFileTemporaryPath``, 0.12): saves into
   ``<step>.orbax-checkpoint-tmp*`` and renames it to ``<step>``, or (where rename is not
-  atomic) writes ``commit_success.txt`` last; ``_CHECKPOINT_METADATA`` gains
-  ``commit_timestamp_nsecs`` when it is finalized. Complete: under its final name, with
-  ``commit_success.txt``, or with its metadata's commit time, or (no metadata at all) by
-  the rename alone.
+  atomic) saves under ``<step>``; either way ``finalize`` adds ``commit_timestamp_nsecs`` to
+  ``_CHECKPOINT_METADATA``, then writes ``commit_success.txt`` (before the rename, in the tmp
+  dir, in the first mode; last in the second; older releases wrote it in the second only).
+  Complete: under its final name, with ``commit_success.txt``, or with its metadata's
+  commit time, or (no metadata at all) by the rename alone.
 - ``plain``: no marker; complete after a quiet period (``--settle``).
+
+Each rule is held to the real library in tests/integration/test_watch_*.py (the Trainer,
+accelerate, DCP, Lightning, Orbax) and to a replay of its write order in
+tests/unit/test_watch_markers.py.
 
 Which framework a dir holds is told from what its checkpoints hold (:func:`detect`), or
 named (``--format``). Once a dir's checkpoints carry a framework's marker, a folder
