@@ -10,20 +10,31 @@
   of every process, then ``custom_checkpoint_<i>.pkl`` of registered objects. No file is
   renamed into place: complete when ``random_states_0.pkl`` is a whole ``torch.save`` zip
   (its central directory, written last, reads) and the folder then stays quiet.
-- ``lightning`` (``ModelCheckpoint`` -> ``TorchCheckpointIO`` -> ``_atomic_save``): one file
-  per checkpoint (``epoch=E-step=S.ckpt``), written in an fsspec transaction (a temporary
-  file moved into place on commit; a copy across filesystems). Complete: the file under its
-  name is a whole ``torch.save`` zip.
-- ``dcp`` (``torch.distributed.checkpoint.FileSystemWriter.finish``): the ``.distcp`` data
-  files, then the coordinator writes ``.metadata.tmp`` and renames it to ``.metadata``.
-  Complete: ``.metadata`` is there.
-- ``orbax`` (``AtomicRenameTemporaryPath`` / ``CommitFileTemporaryPath``): saves into
+- ``lightning`` (``ModelCheckpoint`` -> ``TorchCheckpointIO`` -> ``_atomic_save``, 2.x): one
+  file per checkpoint (``epoch=E-step=S.ckpt``): ``torch.save`` into memory, then an fsspec
+  transaction writes a temporary file (in the system's temp dir) and moves it into place on
+  commit (``shutil.move``: a rename, or a copy across filesystems). Complete: the file under
+  its name is a whole ``torch.save`` zip.
+- ``dcp`` (``torch.distributed.checkpoint.FileSystemWriter.finish``, torch 2.x): every rank's
+  ``__<rank>_<n>.distcp`` data files, then the coordinator (once every rank's writes are
+  gathered) writes ``.metadata.tmp``, fsyncs it, removes an older ``.metadata`` and renames the
+  tmp file to ``.metadata``. Complete: ``.metadata`` is there. Saved with
+  ``use_collectives=False`` there is no coordinator: each rank renames its own
+  ``__<rank>.metadata.tmp`` to ``__<rank>.metadata`` (the loader reads rank 0's); complete
+  when ``__0.metadata`` is there and so is the metadata of every rank whose data files are
+  (a rank that has not begun writing cannot be seen: the folder's quiet period covers it).
+- ``orbax`` (``AtomicRenameTemporaryPath`` / ``CommitFileTemporaryPath``, 0.12): saves into
   ``<step>.orbax-checkpoint-tmp*`` and renames it to ``<step>``, or (where rename is not
-  atomic) writes ``commit_success.txt`` last; ``_CHECKPOINT_METADATA`` gains
-  ``commit_timestamp_nsecs`` when it is finalized. Complete: under its final name, with
-  ``commit_success.txt``, or with its metadata's commit time, or (no metadata at all) by
-  the rename alone.
+  atomic) saves under ``<step>``; either way ``finalize`` adds ``commit_timestamp_nsecs`` to
+  ``_CHECKPOINT_METADATA``, then writes ``commit_success.txt`` (before the rename, in the tmp
+  dir, in the first mode; last in the second; older releases wrote it in the second only).
+  Complete: under its final name, with ``commit_success.txt``, or with its metadata's
+  commit time, or (no metadata at all) by the rename alone.
 - ``plain``: no marker; complete after a quiet period (``--settle``).
+
+Each rule is held to the real library in tests/integration/test_watch_*.py (the Trainer,
+accelerate, DCP, Lightning, Orbax) and to a replay of its write order in
+tests/unit/test_watch_markers.py.
 
 Which framework a dir holds is told from what its checkpoints hold (:func:`detect`), or
 named (``--format``). Once a dir's checkpoints carry a framework's marker, a folder
@@ -125,6 +136,28 @@ def _commit_success(path: Path) -> bool:
     return "commit was successful to " in text and text.endswith(path.parent.name)
 
 
+_DCP_DATA = re.compile(r"__(\d+)_\d+\.distcp")
+_DCP_RANK_METADATA = re.compile(r"__(\d+)\.metadata")
+
+
+def _dcp_finished(path: Path) -> tuple[bool, str]:
+    """DCP's ``.metadata``, or with rank-local metadata (``use_collectives=False``) that of
+    rank 0 and of every rank with data files in the folder."""
+    if (path / ".metadata").is_file():
+        return True, ""
+    try:
+        names = os.listdir(path)
+    except OSError:
+        names = []
+    ranks = {m.group(1) for m in map(_DCP_RANK_METADATA.fullmatch, names) if m}
+    if "0" in ranks:
+        writing = {m.group(1) for m in map(_DCP_DATA.fullmatch, names) if m} - ranks
+        if not writing:
+            return True, ""
+        return False, f"no __{min(writing, key=int)}.metadata yet (that rank renames it into place last)"
+    return False, "no .metadata yet (torch.distributed.checkpoint renames it into place last)"
+
+
 def has_marker(fmt: str, path: Path, *, commit_files: bool = False) -> tuple[bool, str]:
     """Whether ``path`` (a checkpoint folder, or file for ``lightning``) carries ``fmt``'s
     save-finished marker, and if not, what is missing (for the log).
@@ -145,9 +178,7 @@ def has_marker(fmt: str, path: Path, *, commit_files: bool = False) -> tuple[boo
             return False, "not a whole checkpoint file yet"
         return True, ""
     if fmt == "dcp":
-        if not (path / ".metadata").is_file():
-            return False, "no .metadata yet (torch.distributed.checkpoint renames it into place last)"
-        return True, ""
+        return _dcp_finished(path)
     if fmt == "orbax":
         if ORBAX_TMP.fullmatch(path.name):
             return False, "still under its temporary name"

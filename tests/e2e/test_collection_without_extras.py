@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-EXTRAS = ("torch", "transformers", "accelerate")
+EXTRAS = ("torch", "transformers", "accelerate", "lightning", "orbax", "jax")
 WITHOUT_EXTRAS = (f"import sys\nfor name in {EXTRAS!r}:\n    sys.modules[name] = None\n"
                   "import pytest\nsys.exit(pytest.main(sys.argv[1:]))\n")
 
@@ -31,6 +31,9 @@ def test_the_whole_suite_collects_without_the_extras_and_says_what_skips(tmp_pat
                           ("ckpt_action/integrations/transformers.py", "[transformers]"),
                           ("tests/helpers/dist_dcp_script.py", "[distributed]"),
                           ("tests/helpers/dist_push_script.py", "[distributed]"),
-                          ("tests/helpers/dist_trainer_script.py", "[transformers]")]:
+                          ("tests/helpers/dist_trainer_script.py", "[transformers]"),
+                          ("tests/integration/test_watch_dcp.py", "requirements-transformers.lock"),
+                          ("tests/integration/test_watch_lightning.py", "requirements-frameworks.lock"),
+                          ("tests/integration/test_watch_orbax.py", "requirements-frameworks.lock")]:
         skips = [line for line in out.splitlines() if line.startswith("SKIPPED") and module in line]
         assert skips and extra in skips[0], f"{module}: no skip naming {extra} in\n{out[-3000:]}"

@@ -1,7 +1,7 @@
 """`Watcher` around the real transformers Trainer and accelerate's `save_state` (CPU, a tiny model
 from a config): every save pushed, and a save that dies half-way (an exception in the middle of
-the framework's own save code) never pushed however long it stays quiet. Lightning, DCP and Orbax
-are replays of their write order (tests/unit/test_watch_markers.py).
+the framework's own save code) never pushed however long it stays quiet. torch DCP, Lightning and
+Orbax run for real beside this file (test_watch_dcp.py, test_watch_lightning.py, test_watch_orbax.py).
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from tests.integration.test_trainer_callback import make_trainer
 REPO = "me/watched-framework"
 
 
-def hub_files(url: str, subfolder: str, dest: Path) -> dict[str, bytes]:
-    handle = ckpt.latest(REPO, endpoint=url)
+def hub_files(url: str, subfolder: str, dest: Path, *, repo: str = REPO) -> dict[str, bytes]:
+    handle = ckpt.latest(repo, endpoint=url)
     assert handle is not None
-    found = [c for c in ckpt.list_checkpoints(REPO, endpoint=url) if c.subfolder == subfolder]
+    found = [c for c in ckpt.list_checkpoints(repo, endpoint=url) if c.subfolder == subfolder]
     assert found and found[0].status == "complete"
-    path = Path(ckpt.pull(REPO, dest, subfolder=subfolder, endpoint=url))
+    path = Path(ckpt.pull(repo, dest, subfolder=subfolder, endpoint=url))
     return {p.relative_to(path).as_posix(): p.read_bytes() for p in path.rglob("*")
             if p.is_file() and p.name not in ("ckpt-manifest.json", ".ckpt-pull.json")}
 

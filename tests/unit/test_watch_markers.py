@@ -4,8 +4,12 @@ Each test replays one framework's write order, as read in its source (the module
 ``ckpt_action.watch.markers`` cites where): files appear one by one, some written in two halves
 (a torn file), and after every event the scanner looks with the clock moved far past any quiet
 period. A folder is never ready before its framework's last write, and a save that stops half-way
-(a crash) stays incomplete however long it stays quiet. The real Trainer and accelerate run in
-tests/integration/test_watch_frameworks.py; Lightning, DCP and Orbax are replays here.
+(a crash) stays incomplete however long it stays quiet. These are the fast checks; each is
+backed by a test that runs the real library under a Watcher against a local Hub: the Trainer and
+accelerate in tests/integration/test_watch_frameworks.py, DCP in test_watch_dcp.py (the transformers
+extra), Lightning in test_watch_lightning.py and Orbax in test_watch_orbax.py (both need
+requirements-frameworks.lock), and each framework once more as a whole `ckpt-action watch -- python
+script.py` process in tests/e2e/test_watch_frameworks_e2e.py.
 """
 
 from __future__ import annotations
@@ -80,13 +84,14 @@ def accelerate_save(root: Path, step: int) -> Iterator[None]:
 
 def lightning_save(root: Path, step: int) -> Iterator[None]:
     """Lightning's _atomic_save across filesystems: fsspec's transaction writes a temporary file
-    elsewhere, then moves it into place, which is a copy: the final name appears torn."""
+    elsewhere, then moves it into place, which is a copy: the final name appears torn.
+    Real: tests/integration/test_watch_lightning.py."""
     yield from write_torn(root / f"epoch=0-step={step}.ckpt", torch_zip(b"y" * 5000))
 
 
 def dcp_save(root: Path, step: int) -> Iterator[None]:
     """torch.distributed.checkpoint FileSystemWriter: each rank's .distcp, then the coordinator
-    writes .metadata.tmp and renames it to .metadata."""
+    writes .metadata.tmp and renames it to .metadata. Real: tests/integration/test_watch_dcp.py."""
     d = root / f"step_{step}"
     d.mkdir(parents=True)
     yield
@@ -97,9 +102,25 @@ def dcp_save(root: Path, step: int) -> Iterator[None]:
     yield
 
 
+def dcp_rank_local_save(root: Path, step: int) -> Iterator[None]:
+    """The same with ``use_collectives=False``: no coordinator; each rank writes its data, then
+    its own __<rank>.metadata.tmp renamed to __<rank>.metadata (ranks run side by side).
+    Real: tests/integration/test_watch_dcp.py."""
+    d = root / f"step_{step}"
+    d.mkdir(parents=True)
+    yield
+    for rank in (0, 1):
+        yield from write_torn(d / f"__{rank}_0.distcp", b"t" * 800)
+    for rank in (0, 1):
+        yield from write_torn(d / f"__{rank}.metadata.tmp", b"meta" * 10)
+        os.rename(d / f"__{rank}.metadata.tmp", d / f"__{rank}.metadata")
+        yield
+
+
 def orbax_rename_save(root: Path, step: int) -> Iterator[None]:
     """Orbax AtomicRenameTemporaryPath: save into STEP.orbax-checkpoint-tmp-N (with
-    _CHECKPOINT_METADATA holding the init time), add the commit time, rename to STEP."""
+    _CHECKPOINT_METADATA holding the init time), add the commit time, write commit_success.txt
+    in the tmp dir (0.12), rename to STEP. Real: tests/integration/test_watch_orbax.py."""
     tmp = root / f"{step}.orbax-checkpoint-tmp-1234"
     tmp.mkdir(parents=True)
     (tmp / "_CHECKPOINT_METADATA").write_text(json.dumps({"init_timestamp_nsecs": 1}))
@@ -107,12 +128,15 @@ def orbax_rename_save(root: Path, step: int) -> Iterator[None]:
     yield from write_torn(tmp / "default" / "_METADATA", b"m" * 300)
     (tmp / "_CHECKPOINT_METADATA").write_text(json.dumps({"init_timestamp_nsecs": 1, "commit_timestamp_nsecs": 2}))
     yield
+    final = root / str(step)
+    yield from write_torn(tmp / "commit_success.txt", f"Checkpoint commit was successful to {final}".encode())
     os.rename(tmp, root / str(step))
     yield
 
 
 def orbax_commit_file_save(root: Path, step: int) -> Iterator[None]:
-    """Orbax CommitFileTemporaryPath: write under the final name, then commit_success.txt."""
+    """Orbax CommitFileTemporaryPath: write under the final name, then commit_success.txt.
+    Real: tests/integration/test_watch_orbax.py."""
     d = root / str(step)
     d.mkdir(parents=True)
     (d / "_CHECKPOINT_METADATA").write_text(json.dumps({"init_timestamp_nsecs": 1}))
@@ -128,6 +152,7 @@ CASES: dict[str, tuple[Callable[[Path, int], Iterator[None]], str]] = {
     "accelerate": (accelerate_save, markers.DEFAULT_PATTERNS["accelerate"]),
     "lightning": (lightning_save, markers.DEFAULT_PATTERNS["lightning"]),
     "dcp": (dcp_save, r"step_(\d+)"),
+    "dcp-rank-local": (dcp_rank_local_save, r"step_(\d+)"),
     "orbax-rename": (orbax_rename_save, markers.DEFAULT_PATTERNS["orbax"]),
     "orbax-commit-file": (orbax_commit_file_save, markers.DEFAULT_PATTERNS["orbax"]),
 }
