@@ -512,11 +512,11 @@ class Client:
         if goal is None:
             assert sub is not None
             return promote(remote, sub, rev, to, tag=tag, branch=branch, target=target, signer=sign, card=card)
-        from ckpt_action.ops.choose import latest, no_checkpoint
+        from ckpt_action.ops.choose import latest
 
-        found = latest(remote, rev, warn or _log_warning, best=goal)
-        if found.handle is None:
-            raise no_checkpoint(repo, f" recording {goal.metric} to promote")
+        found = latest(remote, rev, warn or _log_warning, best=goal, require=True,
+                       purpose=f" recording {goal.metric} to promote")
+        assert found.handle is not None
         res = promote(remote, found.handle.subfolder, found.handle.revision, to, tag=tag, branch=branch,
                       target=target, signer=sign, card=card)
         return replace(res, chosen_by=found.chosen_by)

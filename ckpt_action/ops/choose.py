@@ -23,32 +23,37 @@ if TYPE_CHECKING:
 Warn = Callable[[str], None]
 
 
-def no_checkpoint(repo: str, purpose: str = "", found: LatestResult | None = None) -> NoCheckpointError:
+def no_checkpoint(repo: str, purpose: str = "", found: LatestResult | None = None,
+                  why: str | None = None) -> NoCheckpointError:
     """The error for a repo holding no complete checkpoint (exit 3); ``found``, what latest
-    answered, rides along for a door that reports it before failing."""
-    exc = NoCheckpointError(f"no complete checkpoint-N in {repo}{purpose}")
+    answered, rides along for a door that reports it before failing; ``why``: the repo is
+    missing, said in the same line."""
+    exc = NoCheckpointError(f"no complete checkpoint-N in {repo}{purpose}" + (f": {why}" if why else ""))
     exc.found = found  # type: ignore[attr-defined]
     return exc
 
 
 def latest(store: StoreLike, revision: str | None, warn: Warn, verifier: Verifier | None = None, *,
-           require: bool = False, best: Objective | None = None) -> LatestResult:
+           require: bool = False, best: Objective | None = None, purpose: str = "") -> LatestResult:
     """The highest complete checkpoint (with ``best``: the best by that metric), its
     warnings said (a missing repo, each folder passed over); ``require``: none raises
-    :func:`no_checkpoint`, the one place it is checked."""
+    :func:`no_checkpoint` (``purpose`` ends its first clause), the one place it is checked.
+    With ``require`` a missing repo is no warning (its advice is to require) but the
+    error's reason."""
     from ckpt_action.ops.discover import latest as find
     from ckpt_action.ops.discover import latest_best
     from ckpt_action.stores import as_store
 
     remote = as_store(store)
     res = find(remote, revision, verifier) if best is None else latest_best(remote, best, revision, verifier)
-    missing = res.missing_warning(_name(remote), token=bool(remote.settings.token), require=param_on("require"))
+    token = bool(remote.settings.token)
+    missing = None if require else res.missing_warning(_name(remote), token=token, require=param_on("require"))
     if missing:
         warn(missing)
     for name, why in res.skipped:
         warn(f"skipped {name}: {why}")
     if require and res.handle is None:
-        raise no_checkpoint(_name(remote), found=res)
+        raise no_checkpoint(_name(remote), purpose, found=res, why=res.missing_reason(_name(remote), token=token))
     return res
 
 
@@ -65,9 +70,8 @@ def for_pull(remote: StoreLike, subfolder: str | None, revision: str | None, sha
         chosen = dataclasses.replace(chosen, signature=None, verifier=None)
     if subfolder is not None:
         return subfolder, sha, chosen
-    res = latest(remote, revision, warn, verifier)
-    if res.handle is None:
-        raise no_checkpoint(_name(remote), " to pull", found=res)
+    res = latest(remote, revision, warn, verifier, require=True, purpose=" to pull")
+    assert res.handle is not None
     handle: CheckpointHandle = res.handle
     return handle.subfolder, handle.revision, res.chosen
 

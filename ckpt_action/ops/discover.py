@@ -61,11 +61,19 @@ class LatestResult:
         The Hub answers 404 alike for a repo that does not exist and for a private one the
         token cannot see, so both causes are named.
         """
+        missing = self.missing_reason(repo, token=token)
+        if missing is None:
+            return None
+        return f"{missing}: no checkpoint, so a resume job will start over from scratch; pass {require} where a" \
+               " first run is not expected"
+
+    def missing_reason(self, repo: str, *, token: bool) -> str | None:
+        """Why there is no checkpoint when the Hub says the repo is not there (None when it
+        is): for the error where none is an error (``require``, ``pull --latest``)."""
         if not self.repo_missing:
             return None
         why = "no token is set, so a private repo looks missing" if not token else "or this token cannot see it"
-        return (f"{repo} does not exist ({why}): no checkpoint, so a resume job will start over from scratch;"
-                f" pass {require} where a first run is not expected")
+        return f"{repo} does not exist ({why})"
 
 
 def latest(remote: StoreLike, revision: str | None = None, verifier: Verifier | None = None) -> LatestResult:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import pytest
+
 import ckpt_action as ckpt
 from tests.conftest import clean_env
 from tests.helpers.gha import parse_github_output, workflow_commands
@@ -39,3 +41,27 @@ def test_in_python_it_names_require_true(hub_server, tmp_path: Path, caplog) -> 
     with caplog.at_level(logging.WARNING, logger="ckpt_action"):
         assert ckpt.latest("o/missing", endpoint=hub.url, token="hf_some_token") is None
     assert any("start over" in r.getMessage() and "require=True" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("args", [
+    ("latest", "--repo", "o/missing", "--require"),
+    ("pull", "--repo", "o/missing", "--latest", "--local-dir", "resume"),
+    ("promote", "--repo", "o/missing", "--best", "eval_loss:min", "--to", "release"),
+], ids=["latest-require", "pull-latest", "promote-best"])
+def test_where_no_checkpoint_is_an_error_a_missing_repo_is_that_one_error_line_saying_why(hub_server, cli, tmp_path,
+                                                                                        args):
+    hub = hub_server()
+    run = cli(*args, env=clean_env(tmp_path, HF_ENDPOINT=hub.url))
+    assert run.code == 3, run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: no complete checkpoint-N in o/missing"), run.stderr
+    assert "o/missing does not exist (no token is set" in lines[0], run.stderr
+    assert "start over" not in run.stderr and "--require" not in run.stderr  # no advice to pass what was passed
+
+
+def test_in_python_require_true_raises_saying_why_and_warns_nothing(hub_server, caplog) -> None:
+    hub = hub_server()
+    with caplog.at_level(logging.WARNING, logger="ckpt_action"), \
+            pytest.raises(ckpt.NoCheckpointError, match=r"o/missing does not exist \(or this token cannot see it\)"):
+        ckpt.latest("o/missing", endpoint=hub.url, token="hf_some_token", require=True)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
