@@ -24,7 +24,14 @@ from ckpt_action.checkpoint.metrics import Objective
 from ckpt_action.checkpoint.provenance import PROVENANCE_NAME, Provenance
 from ckpt_action.checkpoint.sealing import WRITTEN, Sealed, model_name, seal, with_provenance
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME, LoadedSigner, SignatureError
-from ckpt_action.errors import ConflictError, InputError, IntegrityError, UnreadableManifest, param
+from ckpt_action.errors import (
+    ConflictError,
+    InputError,
+    IntegrityError,
+    NotFoundError,
+    UnreadableManifest,
+    param,
+)
 from ckpt_action.handle import CheckpointHandle, step_of
 from ckpt_action.ops.card import Row, card_operation
 from ckpt_action.ops.discover import latest, read_candidates
@@ -171,6 +178,14 @@ def _signed_promotion(remote: Store, snap: Snapshot, signer: LoadedSigner, to: s
     return wanted, seal(signer, wanted, data, model_name(remote.name, to))
 
 
+def _target_tags(target: Store) -> dict[str, str]:
+    """The target repo's tags; none where it does not exist yet (the push creates it, private)."""
+    try:
+        return target.refs()[1]
+    except NotFoundError:
+        return {}
+
+
 def _promote_across(remote: Store, source: CheckpointHandle, target: Store, to: str, *,
                     tag: str | None, signer: LoadedSigner | None = None, card: bool = False,
                     metrics: dict[str, float] | None = None) -> PromoteResult:
@@ -178,7 +193,7 @@ def _promote_across(remote: Store, source: CheckpointHandle, target: Store, to: 
     the target's manifest carries the source's ``metrics``.
     With ``card`` the commit that writes the target also updates the target repo's model
     card, its row naming ``tag`` (made on that commit right after)."""
-    if tag is not None and (tagged := target.refs()[1].get(tag)) is not None:
+    if tag is not None and (tagged := _target_tags(target).get(tag)) is not None:
         at_tag = target.snapshot(tagged, to)
         if at_tag.manifest is None or (at_tag.manifest.source or {}).get("revision") != source.revision:
             raise ConflictError(f"tag {tag} already exists in {target.name} at {tagged[:12]}: choose another"

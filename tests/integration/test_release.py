@@ -126,6 +126,24 @@ def test_promote_into_another_repo_streams_with_verification(hub, env, cli, tmp_
     assert got == files and manifest["source"]["repo"] == "o/private-train"
 
 
+def test_promote_with_a_tag_into_a_repo_that_does_not_exist_yet_creates_it_private_and_tags(hub, env, cli, tmp_path):
+    """As without --tag (and as push does): the bucket guide's release step, into a new model repo."""
+    _out, files = push(cli, env, tmp_path, 8, repo="o/train", files={"model.safetensors": b"w" * 1000})
+    run = cli("promote", "--repo", "o/train", "--subfolder", "checkpoint-8", "--to", "release",
+              "--to-repo", "o/new-release", "--tag", "v1", "--json", env=env)
+    assert run.code == 0, run.stderr
+    assert run.json["repo"] == "o/new-release" and run.json["tag"] == "v1"
+    tags = {t.name: t.target_commit for t in api(hub).list_repo_refs("o/new-release").tags}
+    assert tags == {"v1": run.json["revision"]}
+    assert api(hub).repo_info("o/new-release").private is True
+    dest = tmp_path / "d"
+    assert cli("pull", "--repo", "o/new-release", "--subfolder", "release", "--revision", "v1",
+               "--local-dir", str(dest), env=env).code == 0
+    got = read_tree(dest)
+    got.pop("ckpt-manifest.json")
+    assert got == files
+
+
 def test_promote_refuses_an_incomplete_checkpoint(hub, env, cli, tmp_path):
     api(hub).create_repo("o/r")
     api(hub).upload_file(path_or_fileobj=b'{"format": "ckpt-action/manifest/v1", "complete": false, "files": {}}',
