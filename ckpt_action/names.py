@@ -131,6 +131,9 @@ def repo_id(value: str | None, name: str = "repo") -> str:
         return _bucket_uri(value, name)
     if not value:
         raise InputError(f"{_ref(name)} is required: give the Hub model repo as OWNER/NAME", param=name)
+    if value.lower().startswith("hf:") or "://" in value:  # a bucket URI mistyped (hf://bucket/..., hf:/buckets/...)
+        raise InputError(f"{_ref(name)} {value!r} is neither a bucket nor a repo id: a bucket is"
+                         " hf://buckets/OWNER/NAME[/PREFIX], a model repo plain OWNER/NAME", param=name)
     if not _REPO_RE.fullmatch(value) or "--" in value or ".." in value or value.endswith(".git"):
         raise InputError(
             f"{_ref(name)} {value!r} is not a valid repo id: use OWNER/NAME with letters, digits, '-', '_' or '.'"

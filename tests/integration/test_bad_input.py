@@ -28,6 +28,13 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
     ("repo-dot-git", ["latest", "--repo", "org/run.git"], {}, [".git"]),
     ("repo-empty", ["latest", "--repo", ""], {}, ["--repo"]),
     ("repo-too-long", ["latest", "--repo", "o/" + "x" * 97], {}, ["--repo"]),
+    # a bucket URI mistyped: the error shows the bucket form, not only the repo id's
+    ("bucket-singular", ["push", "--repo", "hf://bucket/org/ckpts", "--local-dir", "{good}", "--step", "1"], {},
+     ["--repo", "hf://buckets/OWNER/NAME"]),
+    ("bucket-no-kind", ["latest", "--repo", "hf://org/ckpts"], {}, ["--repo", "hf://buckets/OWNER/NAME"]),
+    ("bucket-one-slash", ["pull", "--repo", "hf:/buckets/org/x", "--latest", "--local-dir", "{new}"], {},
+     ["--repo", "hf://buckets/OWNER/NAME"]),
+    ("bucket-no-name", ["latest", "--repo", "hf://buckets/org"], {}, ["--repo", "hf://buckets/OWNER/NAME"]),
     # subfolders
     ("sub-dotdot", ["push", "--repo", "o/r", "--local-dir", "{good}", "--subfolder", "../up"], {}, ["'..'"]),
     ("sub-inner-dotdot", ["push", "--repo", "o/r", "--local-dir", "{good}", "--subfolder", "a/../b"], {}, ["'..'"]),
