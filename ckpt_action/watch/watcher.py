@@ -7,7 +7,8 @@ files did not change while they were hashed and uploaded; if they did, the check
 pushed again once it is complete and quiet. A push records the evaluation metrics the
 Trainer logged at that step (``trainer_state.json``'s ``log_history``), as the callback's do.
 With ``keep_last``, ``keep_every`` or ``keep_best`` (prune's rules, a union) it prunes on the
-Hub after pushes (prune never deletes what a tag or a promotion holds).
+Hub after pushes, the last one too when the training has exited by itself (prune never
+deletes what a tag or a promotion holds; a grace period is for pushes, not prunes).
 
 **The commit quota.** The Hub takes at most ``commits_per_hour`` commits per repo an hour
 (128). When more checkpoints are ready than the hour has commits left, or once the Hub
@@ -333,11 +334,16 @@ class Watcher:
                     self.log(f"commit quota: skipping {older.name}, pushing the newer {waiting[-1].name}")
                 waiting = waiting[-1:]
             self._push(waiting[-1] if self._stop.is_set() else waiting[0])
-        elif self._prune_due and budget > 1 and self.retention is not None and not self._stopping():
+        elif self._prune_wanted(budget):
             self._prune_due = False
             self._inflight = ("prune", None, None, None)
-            assert self._uploader is not None
+            assert self._uploader is not None and self.retention is not None
             self._uploader.submit({"op": "prune", "repo": self.repo, **self.retention.keywords(), "hub": self.hub})
+
+    def _prune_wanted(self, budget: int) -> bool:
+        """A prune is due after a push: while training runs, or after it exited by itself (no
+        deadline then); never in a grace period, which is for pushes."""
+        return self._prune_due and budget > 1 and self.retention is not None and not self._stop.is_set()
 
     def _push(self, ckpt: Checkpoint) -> None:
         staging = None
@@ -421,7 +427,8 @@ class Watcher:
         # missed (neither pushed nor reported) were the loop to end on it. Look again.
         ckpts = self.scanner.scan(writer_gone=self._writer_gone)
         waiting = self._waiting(ckpts)
-        if waiting and self._budget(self.clock()) > 0:
+        budget = self._budget(self.clock())
+        if (waiting and budget > 0) or self._prune_wanted(budget):
             return False
         if self._in_progress(ckpts):
             return False

@@ -8,6 +8,7 @@ tests/e2e/test_watch_command.py runs the command with its upload process and a t
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -193,6 +194,19 @@ def test_keep_last_prunes_the_hub_as_pushes_land(local_hub, tmp_path):
         report = w.stop(grace=5)
     assert on_hub(local_hub.url) == ["checkpoint-2", "checkpoint-3"]
     assert report.pruned == ["checkpoint-1"]
+
+
+def test_keep_last_prunes_after_the_last_push_too_when_the_training_has_exited(local_hub, tmp_path):
+    """The training saved its last checkpoints and exited (the usual end, and the watch guide's
+    example): what it left is pushed, then pruned to keep_last, not left one (or more) over."""
+    out = tmp_path / "out"
+    for step in (1, 2, 3):
+        trainer_like(out, step)
+    w = watcher(out, local_hub.url, keep_last=2)
+    report = w.run([sys.executable, "-c", "pass"])  # gone before the first push lands
+    assert report.command_status == 0 and [n for n, _s, _r in report.pushed] == [f"checkpoint-{s}" for s in (1, 2, 3)]
+    assert report.pruned == ["checkpoint-1"]
+    assert on_hub(local_hub.url) == ["checkpoint-2", "checkpoint-3"]
 
 
 def with_eval(root: Path, step: int, eval_loss: float) -> Path:
