@@ -103,8 +103,14 @@ def compile_pattern(pattern: str | None, fmt: str) -> re.Pattern[str]:
         raise InputError(f"{param('pattern')} is not a regular expression ({exc})", param="pattern") from None
     if compiled.groups != 1:
         raise InputError(f"{param('pattern')} needs exactly one capture group, for the step (e.g. "
-                         rf"'step_(\d+)'); {text!r} has {compiled.groups}", param="pattern")
+                         rf"'step_(\d+)'); {_as_typed(text)} has {compiled.groups}", param="pattern")
     return compiled
+
+
+def _as_typed(text: str) -> str:
+    """A pattern in a message as the user typed it (a repr would double each backslash), in
+    quotes; one with a control or non-ASCII character as a repr."""
+    return f"'{text}'" if text.isascii() and text.isprintable() and len(text) <= 80 else repr(text)
 
 
 def _seconds(value: float, name: str, *, minimum: float = 0.0) -> float:

@@ -178,7 +178,7 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
      {"HF_TOKEN": "hf_SeCrEt1234xyz"}, ["--endpoint", "http://127.0.0.1:7", "configured endpoint"]),
     # watch: refused before the upload process, the training command or any request starts
     ("watch-pattern-no-group", ["watch", "--repo", "o/r", "--local-dir", "{new}", "--pattern", r"step_\d+"], {},
-     ["--pattern", "exactly one capture group"]),
+     ["--pattern", "exactly one capture group", r"'step_\d+' has 0"]),  # the pattern as typed, not as a repr
     ("watch-pattern-two-groups", ["watch", "--repo", "o/r", "--local-dir", "{new}", "--pattern", r"(s)_(\d+)"], {},
      ["--pattern", "exactly one capture group"]),
     ("watch-pattern-bad-regex", ["watch", "--repo", "o/r", "--local-dir", "{new}", "--pattern", "step_(\\d+"], {},
