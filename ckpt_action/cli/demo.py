@@ -108,7 +108,7 @@ def _run(LocalHub: Any, keep: Path | None, echo: Callable[[str], None]) -> dict[
             echo(f"promote {BUCKET}/{found.handle.subfolder} -> {REPO}/release at {released.handle.revision},"
                  " tag v1 (one commit; the bytes are already in the Hub's storage)")
             outputs = got.handle.to_dict() | {"local_dir": str(got.local_dir), "found": True}
-            echo("outputs: " + json.dumps(outputs))
+            echo("outputs of latest and pull (what a CI step reads): " + json.dumps(outputs))
             if keep is None:
                 echo("(the demo's files are removed now; `ckpt-action demo --keep DIR` keeps the local Hub's data,"
                      " the pushed and the pulled checkpoints in DIR)")

@@ -342,6 +342,10 @@ def test_demo_runs(cli, tmp_path):
                        run.stdout)
     promoted = re.search(r"promote .* -> demo/tiny-llm/release at ([0-9a-f]{40}), tag v1", run.stdout)
     assert bucket and promoted, run.stdout
+    # The outputs line comes after the bucket and the promote: it says whose outputs it prints.
+    line = next(x for x in run.stdout.splitlines() if x.startswith("outputs"))
+    assert line.startswith("outputs of latest and pull (what a CI step reads): {"), line
+    assert json.loads(line.split(": ", 1)[1])["revision"] == found.group(1)
 
 
 def test_top_level_help_names_the_demo_the_token_and_the_endpoint(cli):
