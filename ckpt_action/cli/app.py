@@ -320,10 +320,11 @@ def prune(repo: str, retention: Retention, card: bool, dry_run: bool, free_stora
             echo(f"{verb}: {name}", err=True)
         for name, why in res.kept.items():
             echo(f"kept: {name} ({why})", err=True)
-        if free_storage:
+        if res.free_storage:  # --free-storage, or a bucket, whose prune frees at once
             freed = "would free" if dry_run else "freed"
             before, after = _maybe_size(res.used_storage_before), _maybe_size(res.used_storage_after)
-            echo(f"{freed}: {human(res.freed_bytes or 0)} of Hub storage in {res.freed_objects} object(s)"
+            objects = "" if res.freed_objects is None else f" in {res.freed_objects} object(s)"
+            echo(f"{freed}: {human(res.freed_bytes or 0)} of Hub storage{objects}"
                  f" (used before: {before}, after: {after})", err=True)
     emit("prune", prune_outputs(res), hub, checkpoints=_card_table(hub, repo, res.revision))
 

@@ -218,6 +218,19 @@ def test_prune_deletes_whole_folders_manifest_first_and_reports_the_usage_freed(
     assert len(batches) == 3  # each folder's manifest alone, then the files of both
 
 
+@pytest.mark.parametrize("flags", [[], ["--free-storage"]], ids=["plain", "free-storage"])
+def test_prune_on_a_bucket_says_in_text_what_it_freed_with_or_without_free_storage(cli, env, tmp_path, flags):
+    """A bucket's prune frees at once: the text says so as the outputs do (no object count: a
+    bucket frees by path, never 'None object(s)')."""
+    for step in (1, 2):
+        _push(cli, env, tmp_path, step)
+    run = cli("prune", "--repo", URI, "--keep-last", "1", *flags, env=env)
+    assert run.code == 0, run.stderr
+    freed = [line for line in run.stderr.splitlines() if line.startswith("freed: ")]
+    assert len(freed) == 1 and "of Hub storage (used before: " in freed[0], run.stderr
+    assert "None" not in run.stderr and "object(s)" not in freed[0]
+
+
 def test_promote_within_a_bucket_copies_server_side_by_xet_hash(cli, env, api, hub, tmp_path):
     pushed, files = _push(cli, env, tmp_path, 4)
     start = len(hub.log_entries())
