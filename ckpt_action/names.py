@@ -219,6 +219,9 @@ def revision(value: str | None, name: str = "revision") -> str | None:
         return None
     if SHA_RE.fullmatch(value) or BUCKET_PIN_RE.fullmatch(value):
         return value
+    if value.lower().startswith("sha256:"):
+        raise InputError(f"{_ref(name)} {quoted(value)} is not a bucket checkpoint's pin: give it whole,"
+                         " sha256:<64 hex> (the revision latest or push answered)", param=name)
     if not _REF_RE.fullmatch(value) or ".." in value or value.startswith("/") or value.endswith("/"):
         what = "a commit SHA, branch or tag name" if name == "revision" else "a valid branch or tag name"
         raise InputError(f"{_ref(name)} {value!r} is not {what}", param=name)

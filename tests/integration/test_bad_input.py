@@ -34,6 +34,8 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
     ("bucket-no-kind", ["latest", "--repo", "hf://org/ckpts"], {}, ["--repo", "hf://buckets/OWNER/NAME"]),
     ("bucket-one-slash", ["pull", "--repo", "hf:/buckets/org/x", "--latest", "--local-dir", "{new}"], {},
      ["--repo", "hf://buckets/OWNER/NAME"]),
+    ("bucket-pin-cut", ["pull", "--repo", "hf://buckets/o/b", "--subfolder", "checkpoint-1", "--revision",
+                        "sha256:d1a1152329fa", "--local-dir", "{new}"], {}, ["--revision", "sha256:<64 hex>"]),
     ("bucket-no-name", ["latest", "--repo", "hf://buckets/org"], {}, ["--repo", "hf://buckets/OWNER/NAME"]),
     # subfolders
     ("sub-dotdot", ["push", "--repo", "o/r", "--local-dir", "{good}", "--subfolder", "../up"], {}, ["'..'"]),
