@@ -72,7 +72,8 @@ class LatestResult:
         is): for the error where none is an error (``require``, ``pull --latest``)."""
         if not self.repo_missing:
             return None
-        why = "no token is set, so a private repo looks missing" if not token else "or this token cannot see it"
+        kind = "bucket" if repo.startswith("hf://buckets/") else "repo"
+        why = f"no token is set, so a private {kind} looks missing" if not token else "or this token cannot see it"
         return f"{repo} does not exist ({why})"
 
 

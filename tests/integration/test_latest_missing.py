@@ -65,3 +65,10 @@ def test_in_python_require_true_raises_saying_why_and_warns_nothing(hub_server, 
             pytest.raises(ckpt.NoCheckpointError, match=r"o/missing does not exist \(or this token cannot see it\)"):
         ckpt.latest("o/missing", endpoint=hub.url, token="hf_some_token", require=True)
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_a_missing_bucket_is_called_a_bucket(hub_server, cli, tmp_path):
+    hub = hub_server()
+    run = cli("latest", "--repo", "hf://buckets/o/missing", "--require", env=clean_env(tmp_path, HF_ENDPOINT=hub.url))
+    assert run.code == 3 and "hf://buckets/o/missing does not exist (no token is set, so a private bucket looks"\
+        " missing)" in run.stderr, run.stderr
