@@ -60,7 +60,8 @@ MANIFEST_FIELDS = (
     ("created_at", "when the manifest was written, UTC"),
     ("tool", "`ckpt-action` and the version that wrote it"),
     ("files", "every file of the checkpoint by its path inside the folder (the manifest itself and `model.sig` "
-              "aside; a signed push lists `ckpt-provenance.json`, which the signature covers through it): `size`, `sha256`, and for a file of at most {git_oid_mib} MiB "
+              "aside; a signed push lists `ckpt-provenance.json`, which the signature covers through it): "
+              "`size`, `sha256`, and for a file of at most {git_oid_mib} MiB "
               "its git blob id `git_oid`; `lfs` says whether the Hub stores it through LFS (predicted at push time); "
               "in a Storage Bucket, `xet`, the file's Xet hash (64 lowercase hex) as its upload answered it, which "
               "`latest`, `list` and `pull` hold the bucket listing's to (an older manifest without it is held by "
