@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import json
 import os
@@ -18,6 +19,19 @@ pytest_plugins = ["tests.helpers.localhub_fixtures", "tests.helpers.xet_fixtures
 
 ROOT = Path(__file__).resolve().parent.parent
 ENTRYPOINT = ROOT / "entrypoint.py"
+
+# The tests' backoff: CKPT_RETRY_DELAY and CKPT_RETRY_MAX_DELAY of every run clean_env makes,
+# and the one setting the client libraries' own retries follow in tests too (hf_xet's
+# HF_XET_CLIENT_RETRY_BASE_DELAY, derived per run; huggingface_hub's http_backoff in this
+# process: _client_backoff_scaled). Same attempts, the same doubling, scaled-down waits.
+RETRY_DELAY = 0.05
+RETRY_MAX_DELAY = 0.5
+
+
+def xet_retry_delay(ckpt_retry_delay: str | float) -> str:
+    """hf_xet's first backoff delay for a run whose CKPT_RETRY_DELAY is ``ckpt_retry_delay``
+    (its default, 3 s, made a reset or a 503 on a CAS route cost seconds a cell)."""
+    return f"{max(1, round(float(ckpt_retry_delay) * 1000))}ms"
 
 
 @dataclass
@@ -37,13 +51,42 @@ def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
            if not k.startswith(("HF_", "HUGGINGFACE_", "WANDB_", "GITHUB_", "CKPT_", "RUNNER_"))}
     env.update({
         "HF_HOME": str(tmp_path / "hf-home"),
-        "CKPT_RETRY_DELAY": "0.05",
-        "CKPT_RETRY_MAX_DELAY": "0.5",
+        "CKPT_RETRY_DELAY": str(RETRY_DELAY),
+        "CKPT_RETRY_MAX_DELAY": str(RETRY_MAX_DELAY),
         "CKPT_TIMEOUT": "20",
         "PYTHONUNBUFFERED": "1",
     })
     env.update(extra)
+    env.setdefault("HF_XET_CLIENT_RETRY_BASE_DELAY", xet_retry_delay(env["CKPT_RETRY_DELAY"]))
     return env
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Every test module is imported now (torch, transformers, the client libraries): their
+    objects live as long as the run, so the collector need not walk them again. Each
+    ``gc.collect()`` (accelerate calls two a Trainer run, pytest five at the end) otherwise
+    walks that whole heap: about 0.4 s apiece once torch is in."""
+    gc.collect()
+    gc.freeze()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _client_backoff_scaled() -> Iterator[None]:
+    """huggingface_hub retries a few calls itself (preupload, the LFS batch and PUTs) with
+    http_backoff: 1 s doubling to 8 s, 23 s of sleeps before a persistent fault fails. In
+    this process it backs off from the tests' RETRY_DELAY, capped at RETRY_MAX_DELAY: the same
+    six attempts, waits scaled down. (A child process keeps the library's own waits.)"""
+    from huggingface_hub.utils import _http
+
+    backoffs = [getattr(f, "__wrapped__", f) for f in (_http.http_backoff, _http.http_stream_backoff)]
+    saved = [dict(f.__kwdefaults__ or {}) for f in backoffs]
+    for f in backoffs:
+        assert f.__kwdefaults__ and {"base_wait_time", "max_wait_time"} <= set(f.__kwdefaults__), \
+            "huggingface_hub's http_backoff changed: scale its waits some other way"
+        f.__kwdefaults__.update(base_wait_time=RETRY_DELAY, max_wait_time=RETRY_MAX_DELAY)
+    yield
+    for f, before in zip(backoffs, saved, strict=True):
+        f.__kwdefaults__.update(before)
 
 
 def _child_cli(tmp_path: Path) -> Callable[..., Run]:

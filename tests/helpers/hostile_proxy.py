@@ -53,7 +53,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
 
-from tests.helpers.proxying import ForwardingHandler, start
+from tests.helpers.proxying import POLL_S, ForwardingHandler, start
 
 __all__ = ["HeaderSink", "HostileProxy", "hostile_fixture", "sink_fixture"]
 
@@ -268,7 +268,7 @@ class HeaderSink:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, args=(POLL_S,), daemon=True).start()
 
     def stop(self) -> None:
         self.server.shutdown()

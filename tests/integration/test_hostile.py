@@ -32,11 +32,18 @@ def _pull(cli, hub, tmp_path, *extra, subfolder="checkpoint-1"):
                *extra, env=env)
 
 
+def _strays(tmp_path):
+    """Any "escaped*" beside an ancestor of this test's dir. Every escape the cases try is
+    "../" steps then a name (or an absolute /tmp name: the test's last check), so from a path
+    under ``tmp_path`` it lands either under ``tmp_path`` (its listing) or directly in one of
+    its ancestors: those are looked at, not every other test's files beside them (a walk of
+    the session's whole temp dir grew with the suite, to seconds a test)."""
+    return sorted(str(p) for parent in tmp_path.parents for p in parent.glob("escaped*"))
+
+
 def _snapshot(tmp_path):
     """This test's whole dir (target's parent, HF_HOME, cwd), and any stray "escaped*" further up."""
-    root = tmp_path.parent.parent  # the session's base temp dir, above every worker's dirs
-    strays = sorted(str(p) for p in root.rglob("escaped*"))
-    return listing(tmp_path / "work"), listing(tmp_path / "hf-home"), listing(tmp_path), strays
+    return listing(tmp_path / "work"), listing(tmp_path / "hf-home"), listing(tmp_path), _strays(tmp_path)
 
 
 CASES = {

@@ -13,6 +13,7 @@ import pytest
 import ckpt_action as ckpt
 from ckpt_localhub import LocalHub
 from tests.conftest import write_checkpoint
+from tests.helpers.proxying import POLL_S
 
 
 class _Sink(BaseHTTPRequestHandler):
@@ -34,7 +35,7 @@ class _Sink(BaseHTTPRequestHandler):
 def other_hub():
     seen: list[dict[str, str]] = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), type("Sink", (_Sink,), {"seen": seen}))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(POLL_S,), daemon=True).start()
     server.seen = seen  # type: ignore[attr-defined]
     server.url = f"http://127.0.0.1:{server.server_address[1]}"  # type: ignore[attr-defined]
     yield server

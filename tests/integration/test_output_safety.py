@@ -18,6 +18,7 @@ from ckpt_action.ci.outputs import OUTPUTS, step_outputs
 from tests.conftest import write_checkpoint
 from tests.helpers.chaos_helpers import env_for
 from tests.helpers.gha import parse_github_output, unescape_data, workflow_commands
+from tests.helpers.proxying import POLL_S
 
 HOSTILE = "ck\n::add-mask::leak ##[set-output name=x]y |<img src=x>`"
 
@@ -60,7 +61,7 @@ def sink():
     seen: list[dict[str, str]] = []
     handler = type("Sink", (_Sink,), {"seen": seen})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(POLL_S,), daemon=True)
     thread.start()
     server.seen = seen  # type: ignore[attr-defined]
     server.url = f"http://127.0.0.1:{server.server_address[1]}"  # type: ignore[attr-defined]

@@ -11,6 +11,7 @@ import pytest
 
 from ckpt_action.hub import download
 from tests.helpers.chaos_helpers import ckpt
+from tests.helpers.proxying import POLL_S
 from tests.helpers.pull_helpers import Puller, pulled
 
 TOKEN = "Bearer test-token-not-real"
@@ -48,7 +49,7 @@ class _Server:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        threading.Thread(target=self.httpd.serve_forever, args=(POLL_S,), daemon=True).start()
 
     def close(self) -> None:
         self.httpd.shutdown()

@@ -36,6 +36,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from ckpt_action.checkpoint.signing import GITHUB_ISSUER, SIGNATURE_NAME, SignatureError, SigningConfig
 from ckpt_action.checkpoint.verifying import VerifyConfig, repo_only
 from ckpt_action.errors import InputError
+from tests.helpers.proxying import POLL_S
 from tests.helpers.signing_helpers import dir_digests
 
 RECORDED = Path(__file__).parents[1] / "data" / "keyless"
@@ -182,7 +183,7 @@ def stand_ins() -> Iterator[tuple[str, list, str]]:
     seen: list = []
     handler = type("Stand", (_Stand,), {"seen": seen, "ca": (ca_cert, ca_key), "id_token": id_token})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(POLL_S,), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}", seen, id_token

@@ -1,8 +1,9 @@
 """The transformers Trainer callback: a real Trainer on a tiny model pushes to the local Hub.
 
 A GPT-2 of one layer, built from a config (nothing downloaded), trains a few steps on
-CPU. Its saves go through :class:`CheckpointCallback` and the real push; a second
-process resumes from the Hub with :func:`resume_from_hub` and carries on from that step.
+CPU. Its saves go through :class:`CheckpointCallback` and the real push; a second job
+(another output dir and HF_HOME) resumes from the Hub with :func:`resume_from_hub` and
+carries on from that step.
 Needs the ``transformers`` extra (``.ci/run`` installs it); skipped without it.
 """
 
@@ -70,23 +71,23 @@ def make_trainer(output_dir: Path, max_steps: int, callbacks: list[TrainerCallba
     return Trainer(model=model, args=args, train_dataset=data, callbacks=callbacks)
 
 
-def resume_main(url: str, output_dir: str) -> None:
-    """The second process: resume from the Hub, train to step 8, print what happened."""
+def resume_job(url: str, output_dir: str) -> dict[str, Any]:
+    """The second job: resume from the Hub, train to step 8, say what happened."""
     path = resume_from_hub(REPO, output_dir, endpoint=url)
     counter = StepCounter()
     callback = CheckpointCallback(repo=REPO, endpoint=url)
     trainer = make_trainer(Path(output_dir), 8, [callback, counter])
     trainer.train(resume_from_checkpoint=path)
-    print(json.dumps({"resumed_from": path, "global_step": trainer.state.global_step, "steps_run": counter.steps,
-                      "pushed": [h.subfolder for h in callback.pushed]}))
+    return {"resumed_from": path, "global_step": trainer.state.global_step, "steps_run": counter.steps,
+            "pushed": [h.subfolder for h in callback.pushed]}
 
 
 def files_of(root: Path) -> dict[str, bytes]:
     return {k: v for k, v in read_tree(root).items() if k != MANIFEST}
 
 
-def test_trainer_pushes_every_save_and_a_second_process_resumes_from_the_hub(
-        local_hub: LocalHub, wandb_offline: Path, tmp_path: Path) -> None:
+def test_trainer_pushes_every_save_and_a_second_job_resumes_from_the_hub(
+        local_hub: LocalHub, wandb_offline: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import wandb
 
     out = tmp_path / "out"
@@ -118,13 +119,13 @@ def test_trainer_pushes_every_save_and_a_second_process_resumes_from_the_hub(
     assert {a.name for a in pointers} == {"org--tiny--checkpoint"}
     assert sorted(pointers[-1].aliases) == ["latest", "step-6"]
 
-    # A fresh machine: nothing local, the Hub has checkpoint-6.
+    # A fresh machine: nothing local (another output dir, another HF_HOME), the Hub has
+    # checkpoint-6. The job runs in this process (W&B ended above): a resume in a new
+    # process is tests/e2e/test_distributed_trainer.py's, whose child costs a torch import.
     resumed = tmp_path / "resumed"
-    env = make_hub_env(local_hub.url, tmp_path / "hf-home-2") | {"WANDB_MODE": "disabled", "CKPT_RETRY_DELAY": "0.05"}
-    proc = subprocess.run([sys.executable, "-m", "tests.integration.test_trainer_callback", local_hub.url,
-                           str(resumed)], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home-2"))
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    result = resume_job(local_hub.url, str(resumed))
     assert result["resumed_from"] == str(resumed / "checkpoint-6")
     assert (result["global_step"], result["steps_run"]) == (8, 2)
     assert result["pushed"][-1] == "checkpoint-8"
@@ -240,10 +241,6 @@ def test_bad_options_fail_before_training(tmp_path: Path, monkeypatch: pytest.Mo
         with pytest.raises(ckpt.InputError):
             CheckpointCallback(**kwargs)
     assert "tok" not in repr(CheckpointCallback(repo=REPO, endpoint="http://127.0.0.1:9", token="tok-secret"))
-
-
-if __name__ == "__main__":
-    resume_main(sys.argv[1], sys.argv[2])
 
 
 PUSH_TO_HUB = """

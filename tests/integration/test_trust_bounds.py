@@ -15,6 +15,13 @@ from tests.helpers.chaos_helpers import FAST, one_line_error, seed
 from tests.helpers.hostile_proxy import hostile_fixture, sink_fixture  # noqa: F401 - provide the hostile and sink fixtures
 
 HANG = 90  # seconds; far above every bound below, far below what an unbounded run takes
+# The trickle cases' one setting: --timeout (silence allowed between bytes). The request
+# deadline is half as long again, and the trickle sends a byte every twentieth of it, so the
+# server is never silent long enough for the timeout, whatever the load, and each of its
+# answers (a hundred bytes and more) outlasts the deadline many times over.
+TRICKLE_TIMEOUT = 1.0
+TRICKLE_DEADLINE = 1.5 * TRICKLE_TIMEOUT
+TRICKLE_BPS = 20 / TRICKLE_TIMEOUT
 REFS = r"/api/models/o/r/refs$"
 TOP = r"/api/models/o/r/tree/[0-9a-f]{40}$"
 TOKEN = "hf_" + "trust" * 6
@@ -25,16 +32,16 @@ def _env(proxy, tmp_path, **extra):
 
 
 @pytest.mark.parametrize(("where", "rule"), [
-    ("refs body", {"method": "GET", "path": REFS, "trickle_bps": 1}),
-    ("listing headers", {"method": "GET", "path": TOP, "trickle_headers_bps": 1}),
-    ("manifest body", {"method": "GET", "path": r"/ckpt-manifest\.json$", "trickle_bps": 1}),
+    ("refs body", {"method": "GET", "path": REFS, "trickle_bps": TRICKLE_BPS}),
+    ("listing headers", {"method": "GET", "path": TOP, "trickle_headers_bps": TRICKLE_BPS}),
+    ("manifest body", {"method": "GET", "path": r"/ckpt-manifest\.json$", "trickle_bps": TRICKLE_BPS}),
 ], ids=["refs-body", "listing-headers", "manifest-body"])
 def test_a_trickling_server_is_cut_by_the_request_deadline(where, rule, seeded, hostile, cli, tmp_path):
-    """--timeout bounds silence between bytes; one byte a second is never silent for long."""
+    """--timeout bounds silence between bytes; a steady trickle is never silent for long."""
     proxy = hostile(seeded)
     proxy.set_rules([{**rule, "times": -1}])
-    run = cli("latest", "--repo", "o/r", "--timeout", "2", "--retries", "1", env=_env(
-        proxy, tmp_path, CKPT_REQUEST_DEADLINE="3"), timeout=HANG)
+    run = cli("latest", "--repo", "o/r", "--timeout", str(TRICKLE_TIMEOUT), "--retries", "1", env=_env(
+        proxy, tmp_path, CKPT_REQUEST_DEADLINE=str(TRICKLE_DEADLINE)), timeout=HANG)
     assert run.code == 1, f"{where}: exit {run.code}\n{run.stdout}\n{run.stderr}"
     assert "CKPT_REQUEST_DEADLINE" in one_line_error(run.stderr) and run.stdout == ""
     assert proxy.fired() == 2, "one attempt and one retry, each cut"
@@ -42,15 +49,16 @@ def test_a_trickling_server_is_cut_by_the_request_deadline(where, rule, seeded, 
 
 def test_a_trickling_file_download_is_cut_by_its_size_at_the_minimum_rate(seeded, hostile, cli, tmp_path):
     """A checkpoint file may take long, in proportion to its size: the request deadline
-    plus its size at CKPT_MIN_DOWNLOAD_RATE; a byte a second never gets there."""
+    plus its size at CKPT_MIN_DOWNLOAD_RATE; a trickle of TRICKLE_BPS never gets there."""
     # A regular file (served by the Hub itself, not its CDN) whose trickle outlasts HANG.
     seed(seeded.url, "o/r", "checkpoint-2", {"notes.txt": b"n" * 300}, tmp_path / "seed2", step=2)
     proxy = hostile(seeded)
     proxy.set_rules([{"method": "GET", "path": r"/resolve/[0-9a-f]{40}/checkpoint-2/notes\.txt$",
-                      "trickle_bps": 1, "times": -1}])
+                      "trickle_bps": TRICKLE_BPS, "times": -1}])
     dest = tmp_path / "dest"
-    run = cli("pull", "--repo", "o/r", "--subfolder", "checkpoint-2", "--local-dir", str(dest), "--timeout", "2",
-              "--retries", "1", env=_env(proxy, tmp_path, CKPT_REQUEST_DEADLINE="3"), timeout=HANG)
+    run = cli("pull", "--repo", "o/r", "--subfolder", "checkpoint-2", "--local-dir", str(dest), "--timeout",
+              str(TRICKLE_TIMEOUT), "--retries", "1",
+              env=_env(proxy, tmp_path, CKPT_REQUEST_DEADLINE=str(TRICKLE_DEADLINE)), timeout=HANG)
     assert run.code == 1, f"exit {run.code}\n{run.stdout}\n{run.stderr}"
     assert "CKPT_MIN_DOWNLOAD_RATE" in one_line_error(run.stderr) and run.stdout == ""
     assert proxy.fired() == 2, "one attempt and one retry, each cut"
