@@ -9,6 +9,9 @@ for each save, the seconds from the save completing to its checkpoint pinned on 
 (the callback stamps its pushes; watch's ``pushed checkpoint-N`` lines are stamped as they
 are read). The local Hub runs on the same cores and its CPU time during each run is reported:
 a real Hub is elsewhere, so part of the slowdown measured here is the server's, not the client's.
+Each mean step is split (Linux schedstat) into the training thread's CPU time, its wait for a
+core, and the time it was blocked in its own process: what the callback could cost it in-process
+(the GIL, a synchronous wait) shows in the last, whatever else runs on the machine.
 """
 
 from __future__ import annotations
@@ -115,6 +118,13 @@ def run_section(ctx: Context) -> Section:
     mean_step = {w: median([sum(r["steps"]) / len(r["steps"]) for r in rs]) for w, rs in runs.items()}
     train_s = {w: median([r["train_seconds"] for r in rs]) for w, rs in runs.items()}
     hub_cpu = {w: median([r["hub_cpu_seconds"] for r in rs]) for w, rs in runs.items()}
+    # Where a step's time went, per way: the training thread's own CPU, its wait for a core,
+    # and the rest, blocked in its own process (the GIL, a lock, a wait on the pushes).
+    split = {w: {"cpu": median([sum(r["cpu"]) / len(r["cpu"]) for r in rs]),
+                 "waiting_for_a_core": median([sum(r["waiting"]) / len(r["waiting"]) for r in rs if r["waiting"]]),
+                 "blocked_in_process": median([max(0.0, sum(r["steps"]) - sum(r["cpu"]) - sum(r["waiting"]))
+                                               / len(r["steps"]) for r in rs if r["waiting"]])}
+             for w, rs in runs.items()}
     lags: dict[str, list[float]] = {}
     for way in ("callback", "watch"):
         lags[way] = [r["landed"][name] - r["saves"][name] for r in runs[way] for name in r["saves"]
@@ -124,8 +134,10 @@ def run_section(ctx: Context) -> Section:
                   f"{[len(r['landed']) for r in runs[way]]} of {[len(r['saves']) for r in runs[way]]}")
     for way in ways:
         slow = mean_step[way] / mean_step["none"]
-        text = (f"mean step {fmt_s(mean_step[way])}, train() {fmt_s(train_s[way])}, local Hub CPU"
-                f" {fmt_s(hub_cpu[way])}"
+        text = (f"mean step {fmt_s(mean_step[way])} ({fmt_s(split[way]['cpu'])} on a core,"
+                f" {fmt_s(split[way]['waiting_for_a_core'])} waiting for one,"
+                f" {fmt_s(split[way]['blocked_in_process'])} blocked in the process), train() {fmt_s(train_s[way])},"
+                f" local Hub CPU {fmt_s(hub_cpu[way])}"
                 + ("" if way == "none" else f", {slow:.3f}x the step time of no pushes;"
                    f" save to pinned on the Hub: median {fmt_s(median(lags[way]))}, max {fmt_s(max(lags[way]))}"
                    if lags[way] else ""))
@@ -135,7 +147,7 @@ def run_section(ctx: Context) -> Section:
         slow = mean_step[way] / mean_step["none"]
         sec.target(f"{way}: step time at most {GOAL:.2f}x no pushes", f"{slow:.3f}x", slow <= GOAL)
     sec.data = {"steps": steps, "every": every, "checkpoint_bytes": size, "repetitions": reps,
-                "mean_step_seconds": mean_step, "train_seconds": train_s,
+                "mean_step_seconds": mean_step, "step_split_seconds": split, "train_seconds": train_s,
                 "slowdown": {w: round(mean_step[w] / mean_step["none"], 4) for w in ways},
                 "save_to_pinned_seconds": lags,
                 "local_hub_cpu_seconds": hub_cpu}

@@ -1,4 +1,4 @@
-"""The training of section 12, one process: a GPT-2 from a config trained on CPU by the real
+"""The training of section 13, one process: a GPT-2 from a config trained on CPU by the real
 Trainer for a fixed number of steps, saving every K steps; its step times and the moment each
 save completed go to a JSON file.
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -20,17 +21,39 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback, TrainingArguments
 
 
+def _run_queue_ns() -> int | None:
+    """Nanoseconds this thread has spent runnable but waiting for a core (Linux schedstat)."""
+    try:
+        with open(f"/proc/self/task/{threading.get_native_id()}/schedstat", encoding="ascii") as fh:
+            return int(fh.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 class Clock(TrainerCallback):
+    """Each step's wall time, split into the training thread's own CPU time, its wait for a
+    core (other processes on the machine, the pushes' processes), and the rest: blocked in
+    this process (the GIL, a lock, a synchronous wait), which the callback must not cause."""
+
     def __init__(self) -> None:
         self.steps: list[float] = []
+        self.cpu: list[float] = []
+        self.waiting: list[float] = []
         self.saves: dict[str, float] = {}
-        self._began = 0.0
+        self._began = self._cpu = 0.0
+        self._queued: int | None = None
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._queued = _run_queue_ns()
+        self._cpu = time.thread_time()
         self._began = time.perf_counter()
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.steps.append(time.perf_counter() - self._began)
+        self.cpu.append(time.thread_time() - self._cpu)
+        queued = _run_queue_ns()
+        if queued is not None and self._queued is not None:
+            self.waiting.append((queued - self._queued) / 1e9)
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.saves[f"checkpoint-{state.global_step}"] = time.time()
@@ -64,7 +87,8 @@ def main(out: str, result: str, steps: int, every: int, embd: int, layers: int, 
     trainer.train()
     wall = time.perf_counter() - started
     size = sum(p.stat().st_size for p in (Path(out) / f"checkpoint-{every}").rglob("*") if p.is_file())
-    Path(result).write_text(json.dumps({"steps": clock.steps, "saves": clock.saves, "landed": landed,
+    Path(result).write_text(json.dumps({"steps": clock.steps, "cpu": clock.cpu, "waiting": clock.waiting,
+                                        "saves": clock.saves, "landed": landed,
                                         "train_seconds": wall, "checkpoint_bytes": size}))
 
 

@@ -77,7 +77,11 @@ def fetch_file(remote: RemoteRepo, sha: str, path: str, dest: Path, want: FileDi
         if state.done and status != 206:
             state = Hasher(want.size, git=by_git)  # start the file over
         # What is on disk beyond what was hashed (a write cut short) goes: disk and hash agree.
-        os.ftruncate(fd, state.done)
+        # Only when there is something to cut: on ext4 a truncate to size 0 marks the file
+        # so that its close() starts writing every dirty page back (auto_da_alloc), which
+        # held each big file's close for 0.4 s per 700 MB on the 2-core bench machine.
+        if os.fstat(fd).st_size != state.done:
+            os.ftruncate(fd, state.done)
         os.lseek(fd, state.done, os.SEEK_SET)
         return state.done
 

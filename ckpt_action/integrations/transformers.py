@@ -133,7 +133,8 @@ class CheckpointCallback(TrainerCallback):
       every rank's files, made before training goes on.
     - Uploads run in a child process at lower CPU and I/O priority (the uploader of
       ``ckpt-action watch``), so hashing and sending a checkpoint never holds the
-      training's GIL; ``self.upload_mode`` says ``"process"`` once one ran there. Where
+      training's GIL; the process starts when training begins, so it is ready by the
+      first save. ``self.upload_mode`` says ``"process"`` once one ran there. Where
       a process cannot be started (or with ``uploads="thread"``) they run on a thread of
       the training process, as before.
     - On SIGTERM (a preemption notice, a cancelled job) the running and waiting pushes
@@ -233,6 +234,8 @@ class CheckpointCallback(TrainerCallback):
         """Where the last push ran: ``"process"`` (the uploader child), ``"thread"``, or None before one."""
         self._uploader: ProcessUploader | None = None
         self._uploader_lock = threading.Lock()
+        self._starter: threading.Thread | None = None
+        """Starts the upload process when training begins (see :meth:`_start_uploader`)."""
         self.sigterm_grace = float(sigterm_grace)
         self._previous_sigterm: Any = None
         self._sigterm_installed = False
@@ -271,6 +274,7 @@ class CheckpointCallback(TrainerCallback):
         self._quiet_client_bars()
         self._record_resumed(args, state)
         self._install_sigterm()
+        self._start_uploader()
 
     def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                 **kwargs: Any) -> None:
@@ -410,6 +414,18 @@ class CheckpointCallback(TrainerCallback):
                     self._uploader = None
             return self._uploader
 
+    def _start_uploader(self) -> None:
+        """Start the upload process now, on a thread, as ``watch`` starts its child before the
+        training: its interpreter start then overlaps Trainer's setup rather than the steps
+        after the first save, and that save's push finds it ready. Not where pushes stay in
+        this process (``card=True``, many processes)."""
+        if self.uploads != "process" or self.card or multinode.active():
+            return
+        if self._starter is None or not self._starter.is_alive():
+            self._starter = threading.Thread(target=self._process_uploader, name="ckpt-action-upload-start",
+                                             daemon=True)
+            self._starter.start()
+
     def _push_in_child(self, uploader: ProcessUploader, job: _Job, subfolder: str) -> CheckpointHandle:
         uploader.submit({"op": "push", "local_dir": str(job.staged), "repo": self.repo, "step": job.step,
                          "private": self._private, "hub": self._hub, "quiet": True})
@@ -423,6 +439,9 @@ class CheckpointCallback(TrainerCallback):
                                 job.step, self._endpoint)
 
     def _close_uploader(self) -> None:
+        starter, self._starter = self._starter, None
+        if starter is not None:
+            starter.join()  # else it could start a process after this closed the last one
         with self._uploader_lock:
             uploader, self._uploader = self._uploader, None
         if uploader is not None:

@@ -176,6 +176,7 @@ def main() -> None:
     """The child: lower priority, then one answer line per request line until stdin closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    priority = lower_priority()  # first: every import below already runs at the lower priority
     # The answers get stdout to themselves: anything a library prints goes to stderr.
     answers = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
@@ -183,7 +184,13 @@ def main() -> None:
     from ckpt_action.progress import quiet_client_bars
 
     quiet_client_bars()
-    print(json.dumps({"priority": lower_priority()}), file=answers, flush=True)
+    print(json.dumps({"priority": priority}), file=answers, flush=True)
+    with contextlib.suppress(Exception):  # a failing import is the first request's answer instead
+        # What the first push imports (the API, the Hub client), loaded while nothing is
+        # asked of this process rather than on the time of the first save's push.
+        import huggingface_hub.hf_api  # noqa: F401
+
+        import ckpt_action.api  # noqa: F401
     for line in sys.stdin:
         if line.strip():
             print(json.dumps(handle(json.loads(line))), file=answers, flush=True)

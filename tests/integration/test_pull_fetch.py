@@ -120,3 +120,38 @@ def test_proxy_variables_decide_the_path(monkeypatch):
     assert download.direct("http://127.0.0.1:8000/x")
     monkeypatch.setenv("NO_PROXY", "huggingface.co")
     assert download.direct("https://huggingface.co/o/r/resolve/x")
+
+
+def test_a_fresh_download_never_truncates_its_file_to_zero(servers, monkeypatch, tmp_path):
+    """On ext4 a truncate to size 0 marks the file so its close() writes back every dirty
+    page (auto_da_alloc): 0.4 s held per 700 MB file in the resume bench. A new staging
+    file is empty already; only bytes written past what was hashed are ever cut."""
+    import hashlib
+    import os
+
+    from ckpt_action.checkpoint.manifest import FileDigest
+    from ckpt_action.hub.fetch import fetch_file
+    from ckpt_action.settings import Settings
+
+    body = os.urandom(3 * download.BUFFER + 5)
+    cdn = _Server({"/o/r/resolve/abc/ck/f.bin": (200, {}, body)})
+    servers.append(cdn)
+
+    class Remote:
+        repo = "o/r"
+        settings = Settings(cdn.url)
+
+        def file_url(self, sha: str, path: str) -> str:
+            return f"{cdn.url}/{self.repo}/resolve/{sha}/{path}"
+
+        def headers(self) -> dict[str, str]:
+            return {}
+
+    cuts: list[int] = []
+    real = os.ftruncate
+    monkeypatch.setattr(os, "ftruncate", lambda fd, n: (cuts.append(n), real(fd, n))[1])
+    dest = tmp_path / "f.bin"
+    want = FileDigest(len(body), hashlib.sha256(body).hexdigest())
+    got = fetch_file(Remote(), "abc", "ck/f.bin", dest, want)  # type: ignore[arg-type]
+    assert got.sha256 == want.sha256 and dest.read_bytes() == body
+    assert cuts == [], f"a fresh file was truncated to {cuts}"

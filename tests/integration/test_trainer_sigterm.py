@@ -92,6 +92,29 @@ def test_a_previous_sigterm_handler_is_chained_and_restored_after_training(local
         signal.signal(signal.SIGTERM, previous)
 
 
+def test_the_upload_process_is_started_when_training_begins_not_at_the_first_save(local_hub: LocalHub,
+                                                                                 tmp_path: Path) -> None:
+    """Its interpreter start then overlaps Trainer's setup, not the training steps after the
+    first save, and that save's push does not wait for it (as ``watch`` starts its child
+    before the training command runs)."""
+    callback = CheckpointCallback(repo=REPO, endpoint=local_hub.url)
+    seen: list[Any] = []
+
+    class AtFirstSave(TrainerCallback):  # runs before the callback's own on_save
+        def on_save(self, args: Any, state: TrainerState, control: TrainerControl, **kw: Any) -> None:
+            if not seen:
+                starter = getattr(callback, "_starter", None)
+                if starter is not None:
+                    starter.join(60)
+                uploader = callback._uploader
+                seen.append(uploader is not None and uploader.proc.poll() is None and uploader.priority)
+
+    make_trainer(tmp_path / "out", 2, [AtFirstSave(), callback]).train()
+    assert len(seen) == 1 and seen[0] and "nice +10" in seen[0], f"no upload process at the first save: {seen}"
+    assert [h.subfolder for h in callback.pushed] == ["checkpoint-2"] and callback.upload_mode == "process"
+    assert callback._uploader is None  # closed at the end of training
+
+
 def test_where_no_process_can_start_the_pushes_run_on_a_thread(local_hub: LocalHub, tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     def cannot_start(*args: Any, **kwargs: Any) -> None:
