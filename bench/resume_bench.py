@@ -24,7 +24,7 @@ MANIFEST = "ckpt-manifest.json"
 def run_section(ctx: Context) -> Section:
     ck = pushed_checkpoint(ctx)
     names = [*sorted(p.name for p in ck.local_dir.iterdir()), MANIFEST]
-    reps = 3
+    reps = 2 if ctx.quick else 3
     resume_s: list[float] = []
     curl_s: list[float] = []
     subfolder = ""
