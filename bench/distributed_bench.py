@@ -77,11 +77,15 @@ def run_section(ctx: Context) -> Section:
     sec.row(f"{RANKS} ranks (slowest rank's push)", fmt_s(seconds))
     sec.row("1 process, the same bytes (CLI, end to end)", fmt_s(one.seconds))
     sec.row("time ratio, ranks / one process", f"{ratio(seconds, one.seconds)}")
-    _shards(root / "small", small)
-    _s, small_ranks, _r = _distributed(ctx, root / "small", "bench/dist", 2)
-    big_rss, small_rss = ranks[0]["peak_rss"], small_ranks[0]["peak_rss"]
-    sec.row("committing rank's peak RSS", f"{big_rss / 2**20:.0f} MiB with {size >> 20} MiB shards, "
-            f"{small_rss / 2**20:.0f} MiB with {small >> 20} MiB shards (same files)")
+    # The memory check compares two jobs whose shards differ by far more than its 64 MiB bound: with
+    # --quick's 8 MiB shards it could not fail, so the quick run skips the second job.
+    small_ranks: list[dict[str, Any]] = []
+    if not ctx.quick:
+        _shards(root / "small", small)
+        _s, small_ranks, _r = _distributed(ctx, root / "small", "bench/dist", 2)
+        big_rss, small_rss = ranks[0]["peak_rss"], small_ranks[0]["peak_rss"]
+        sec.row("committing rank's peak RSS", f"{big_rss / 2**20:.0f} MiB with {size >> 20} MiB shards, "
+                f"{small_rss / 2**20:.0f} MiB with {small >> 20} MiB shards (same files)")
     total = sum(r["requests"] for r in ranks)
     sec.check("one commit", reqs.commits == 1, f"{reqs.commits} commits")
     sec.check("every rank reports the same revision", len(revisions) == 1, f"{sorted(revisions)}")
@@ -91,8 +95,9 @@ def run_section(ctx: Context) -> Section:
               f"{reqs.lfs_bytes_up} bytes for {RANKS * size}")
     sec.check("the one process uploads as many bytes", one_reqs.lfs_bytes_up == RANKS * size,
               f"{one_reqs.lfs_bytes_up} bytes for {RANKS * size}")
-    sec.check("rank 0's memory does not follow the shards' bytes", big_rss - small_rss < 64 << 20,
-              f"{(big_rss - small_rss) / 2**20:.0f} MiB more for {(size - small) * RANKS >> 20} MiB more data")
+    if small_ranks:
+        sec.check("rank 0's memory does not follow the shards' bytes", big_rss - small_rss < 64 << 20,
+                  f"{(big_rss - small_rss) / 2**20:.0f} MiB more for {(size - small) * RANKS >> 20} MiB more data")
     sec.target(f"{RANKS} ranks no slower than one process", f"ratio {ratio(seconds, one.seconds)}",
                seconds <= one.seconds)
     sec.data = {"shard_bytes": size, "ranks": ranks, "seconds": seconds, "single_seconds": one.seconds,

@@ -1,7 +1,7 @@
 """Section 8: Hub storage after ``prune --free-storage``, against today's prune.
 
-Ten checkpoints (five with ``--quick``: each is a CLI process, and the quick run checks
-bytes, not scale) of one never-repeating weights file each are pushed to two twin repos,
+Ten checkpoints (five with ``--quick``: the quick run checks bytes, not scale) of one
+never-repeating weights file each are pushed to two twin repos (through the Python API),
 one is promoted to ``release/`` with a tag, then each repo is pruned keeping the last two
 (plus the promoted source, which prune always keeps): one with ``--free-storage``, one
 without. Storage is the Hub's own figure (``usedStorage``); today's prune frees nothing,
@@ -29,14 +29,16 @@ def _used(ctx: Context, repo: str) -> int:
 
 
 def _fill(ctx: Context, repo: str, mib: int, checkpoints: int) -> None:
-    env = ctx.env()
+    """The checkpoints and the release, through the Python API in this process (the same
+    pushes and promote the CLI makes, plain LFS as its processes here; only prune is timed)."""
+    import ckpt_action as ckpt
+
     for step in range(1, checkpoints + 1):
         local = ctx.work / f"free-{repo.replace('/', '-')}-{step}"
         write_checkpoint(local, {"model.safetensors": mib}, salt=100 + step)
-        run([*PY_CLI, "push", "--repo", repo, "--local-dir", str(local), "--step", str(step), "--json"], env)
+        ckpt.push(local, repo, step=step, endpoint=ctx.url, token="hf_bench")
     promoted = checkpoints // 2  # pruned but for the promotion: older than the last KEEP_LAST
-    run([*PY_CLI, "promote", "--repo", repo, "--subfolder", f"checkpoint-{promoted}", "--to", "release", "--tag",
-         "v1", "--json"], env)
+    ckpt.promote(repo, "release", subfolder=f"checkpoint-{promoted}", tag="v1", endpoint=ctx.url, token="hf_bench")
 
 
 def run_section(ctx: Context) -> Section:

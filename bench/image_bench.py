@@ -46,7 +46,7 @@ def run_section(ctx: Context) -> Section:
         sec.skipped = "no podman image"
         return sec
     name = str(image["name"])
-    reps = 2 if ctx.quick else 5
+    reps = 1 if ctx.quick else 5
     env = dict(os.environ)
     times = [run([podman, "run", "--rm", name, "--help"], env).seconds for _ in range(reps)]
     sec.row(f"image {name}", f"{int(image['size']) / 1e6:.0f} MB")

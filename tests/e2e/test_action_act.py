@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.test_image import build_image, podman_env
+from tests.helpers.wheelhouse import offline_pip_env
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -58,9 +59,16 @@ def act_env() -> dict[str, str]:
 
 def run_act(workflow: Path, event: str, *extra: str, env: dict[str, str] | None = None,
             timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """act on ``workflow``. In host mode (a ``-self-hosted`` platform) the steps inherit act's
+    environment: a step's ``pip install --require-hashes -r LOCK`` (the native runtime's venv,
+    the release and docs jobs) then takes the pinned wheels from the tests' wheelhouse instead
+    of asking the index about each pin, every hash still checked (tests/helpers/wheelhouse.py)."""
     cmd = [act_bin(), event, "-W", str(workflow), "--no-cache-server", *extra]
+    full_env = env or act_env()
+    if any(arg.endswith("=-self-hosted") for arg in extra):
+        full_env = full_env | offline_pip_env()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                          env=env or act_env(), stdin=subprocess.DEVNULL)
+                          env=full_env, stdin=subprocess.DEVNULL)
     return proc
 
 

@@ -36,8 +36,8 @@ def test_bench_quick(tmp_path: Path) -> None:
     assert latest["latest_request_budget"] == 3
     assert latest["process_requests"]["ckpt-action latest"] == latest["latest_requests"]
     assert latest["process_telemetry_requests"]["ckpt-action latest"] == 0
-    # every file and folder listed, 1000 a page, then repo_info
-    assert latest["call_requests"]["seed baseline"] == latest["baseline_expected_requests"] == 4
+    # every file and folder listed, 1000 a page (more than one), then repo_info
+    assert latest["call_requests"]["seed baseline"] == latest["baseline_expected_requests"] >= 3
     repush = s["3"]["data"]["ckpt_action_push"]
     assert repush["commits"] == 0 and repush["lfs_bytes"] == 0
     promote = s["4"]["data"]["promote"]

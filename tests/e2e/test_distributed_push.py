@@ -1,12 +1,17 @@
 """push(distributed=True): ranks launched by torchrun on this machine, against a local Hub.
 
 Each test is one small job (a few KB per rank); the ranks record what they got in
-files the test reads (see tests/helpers/dist_push_script.py).
+files the test reads (see tests/helpers/dist_push_script.py). The tests whose pushes need
+nothing of the launch but their own dir and repo share one: one torchrun job makes their
+pushes one after the other, each into its own repo on one local Hub (``shared_launch``);
+those tests run on one worker (``xdist_group``) so the job runs once.
 """
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +19,7 @@ import pytest
 
 from tests.conftest import write_checkpoint
 from tests.helpers.dist_helpers import PUSH_SCRIPT, results, standalone, two_nodes
-from tests.helpers.localhub_fixtures import TOKEN, entries, make_hub_env
+from tests.helpers.localhub_fixtures import TOKEN, InProcessHub, entries, make_hub_env
 
 REPO = "org/dist"
 
@@ -27,10 +32,10 @@ def _env(server: Any, tmp_path: Path, out: Path, **extra: str) -> dict[str, str]
     return env
 
 
-def _commits(server: Any) -> list[Any]:
+def _commits(server: Any, repo: str = REPO) -> list[Any]:
     from huggingface_hub import HfApi
 
-    return HfApi(endpoint=server.url, token=TOKEN).list_repo_commits(REPO)
+    return HfApi(endpoint=server.url, token=TOKEN).list_repo_commits(repo)
 
 
 def _shards(root: Path, ranks: range, common: bytes, config: bytes) -> dict[int, Path]:
@@ -41,34 +46,110 @@ def _shards(root: Path, ranks: range, common: bytes, config: bytes) -> dict[int,
     return dirs
 
 
+class Launch:
+    """One torchrun job of ``nproc`` ranks whose pushes several tests share: each test's
+    scenario (its dir of rank folders, its repo, its out dir) is made by ``prepare(base)``, which
+    returns the scenario's own settings (``GROUP_RANKS``), if any."""
+
+    def __init__(self, nproc: int, scenarios: dict[str, Callable[[Path], dict[str, str] | None]]) -> None:
+        self.nproc, self.scenarios = nproc, scenarios
+
+    def run(self, base: Path) -> tuple[Any, int, str]:
+        server = InProcessHub(base / "hub", token=TOKEN)
+        plan = []
+        for name, prepare in self.scenarios.items():
+            own = prepare(base / name) or {}
+            (base / name / "out").mkdir()
+            plan.append({"LOCAL_DIR": str(base / name / "node" / "rank-{rank}"), "REPO": f"org/{name}",
+                         "OUT_DIR": str(base / name / "out"), **own})
+        env = _env(server, base, base / "unused", SCENARIOS=json.dumps(plan))
+        try:
+            [(code, log)] = standalone(self.nproc, [str(PUSH_SCRIPT)], env, base)
+        except BaseException:
+            server.stop()
+            raise
+        return server, code, log
+
+
+def _four_ranks(base: Path) -> None:
+    _shards(base / "node", range(4), os.urandom(3000), b'{"layers": 2}\n')
+
+
+def _group(base: Path) -> dict[str, str]:
+    _shards(base / "node", range(4), b"same", b"{}\n")
+    return {"GROUP_RANKS": "2,3"}
+
+
+def _different_bytes(base: Path) -> None:
+    dirs = _shards(base / "node", range(2), b"same", b"{}\n")
+    (dirs[1] / "common.bin").write_bytes(b"other")
+
+
+def _unreadable(base: Path) -> None:
+    dirs = _shards(base / "node", range(2), b"same", b"{}\n")
+    (dirs[1] / "optimizer.pt").symlink_to(base / "gone")
+
+
+def _big_file(base: Path) -> None:
+    from ckpt_action.checkpoint.manifest import GIT_OID_LIMIT
+
+    write_checkpoint(base / "node" / "rank-0", {"model-00000.bin": os.urandom(GIT_OID_LIMIT + 1), "config.json": b"{}"})
+    write_checkpoint(base / "node" / "rank-1", {"model-00001.bin": b"small", "config.json": b"{}"})
+
+
+FOUR_RANKS = Launch(4, {"four": _four_ranks, "group": _group})
+TWO_RANKS = Launch(2, {"differ": _different_bytes, "unreadable": _unreadable, "big": _big_file})
+
+
+@pytest.fixture(scope="module")
+def shared_launch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[Launch], tuple[Any, int, str, Path]]]:
+    """``shared_launch(LAUNCH)``: the job run once for the module; (Hub, exit code, log, its base dir)."""
+    done: dict[int, tuple[Any, int, str, Path]] = {}
+
+    def get(launch: Launch) -> tuple[Any, int, str, Path]:
+        if id(launch) not in done:
+            base = tmp_path_factory.mktemp("launch")
+            done[id(launch)] = (*launch.run(base), base)
+        return done[id(launch)]
+
+    yield get
+    for server, *_ in done.values():
+        server.stop()
+
+
+SHARED = pytest.mark.xdist_group("dist-push-shared")  # one worker: each shared launch runs once
+
+
+@SHARED
 @pytest.mark.timeout(300)
-def test_four_ranks_make_one_commit_holding_every_ranks_files(hub_server, hf_client, tmp_path):
+def test_four_ranks_make_one_commit_holding_every_ranks_files(shared_launch, hf_client, tmp_path):
+    import hashlib
+
     import ckpt_action as ckpt
 
-    server = hub_server(token=TOKEN)
-    common, config = os.urandom(3000), b'{"layers": 2}\n'
-    _shards(tmp_path / "node", range(4), common, config)
-    out = tmp_path / "out"
-    out.mkdir()
-    env = _env(server, tmp_path, out, LOCAL_DIR=str(tmp_path / "node" / "rank-{rank}"))
-    [(code, log)] = standalone(4, [str(PUSH_SCRIPT)], env, tmp_path)
-    got = results([out], 4)
+    server, code, log, base = shared_launch(FOUR_RANKS)
+    repo, here = "org/four", base / "four"
+    got = results([here / "out"], 4)
     assert code == 0, log
     assert sorted(got) == [0, 1, 2, 3], log
     handles = {tuple(r["handle"]) for r in got.values()}
     assert len(handles) == 1, got
-    [(repo, subfolder, sha, step)] = handles
-    assert (repo, subfolder, step) == (REPO, "checkpoint-5", 5)
-    assert _commits(server)[0].commit_id == sha
-    assert len([c for c in _commits(server) if c.title.startswith("Push")]) == 1
-    found = ckpt.latest(REPO, endpoint=server.url, token=TOKEN)
+    [(name, subfolder, sha, step)] = handles
+    assert (name, subfolder, step) == (repo, "checkpoint-5", 5)
+    assert _commits(server, repo)[0].commit_id == sha
+    assert len([c for c in _commits(server, repo) if c.title.startswith("Push")]) == 1
+    found = ckpt.latest(repo, endpoint=server.url, token=TOKEN)
     assert found is not None and found.revision == sha
     pulled = ckpt.pull(found, tmp_path / "pulled", endpoint=server.url, token=TOKEN)
     names = sorted(p.name for p in pulled.iterdir() if not p.name.startswith("."))
     assert names == ["ckpt-manifest.json", "common.bin", "config.json", *[f"model-{r:05d}.bin" for r in range(4)]]
+    common = (here / "node" / "rank-0" / "common.bin").read_bytes()
     assert (pulled / "common.bin").read_bytes() == common
-    # Every rank holds common.bin: its bytes went up once, not four times.
-    uploads = entries(server, "PUT", contains="/localhub-lfs/")
+    # Every rank holds common.bin: its bytes went up once, not four times (the uploads of this
+    # scenario's files: the other pushes of the launch went to the same Hub).
+    oids = {hashlib.sha256(p.read_bytes()).hexdigest() for p in (here / "node").glob("rank-*/*")}
+    uploads = [e for e in entries(server, "PUT", contains="/localhub-lfs/")
+               if e["path"].split("/localhub-lfs/", 1)[1][:64] in oids]
     assert len(uploads) == 5, uploads
 
 
@@ -100,10 +181,10 @@ def test_two_nodes_without_a_shared_filesystem(hub_server, hf_client, tmp_path):
 SILENCE = "8"
 
 
-def _no_checkpoint(server: Any) -> None:
+def _no_checkpoint(server: Any, repo: str = REPO) -> None:
     import ckpt_action as ckpt
 
-    assert ckpt.latest(REPO, endpoint=server.url, token=TOKEN) is None
+    assert ckpt.latest(repo, endpoint=server.url, token=TOKEN) is None
 
 
 def _same_error(got: dict[int, dict[str, Any]], ranks: int) -> dict[str, Any]:
@@ -113,35 +194,25 @@ def _same_error(got: dict[int, dict[str, Any]], ranks: int) -> dict[str, Any]:
     return got[0]
 
 
+@SHARED
 @pytest.mark.timeout(300)
-def test_a_path_with_different_bytes_on_two_ranks_fails_every_rank_naming_them(hub_server, hf_client, tmp_path):
-    server = hub_server(token=TOKEN)
-    dirs = _shards(tmp_path / "node", range(2), b"same", b"{}\n")
-    (dirs[1] / "common.bin").write_bytes(b"other")
-    out = tmp_path / "out"
-    out.mkdir()
-    env = _env(server, tmp_path, out, LOCAL_DIR=str(tmp_path / "node" / "rank-{rank}"))
-    standalone(2, [str(PUSH_SCRIPT)], env, tmp_path)
-    error = _same_error(results([out], 2), 2)
+def test_a_path_with_different_bytes_on_two_ranks_fails_every_rank_naming_them(shared_launch, hf_client):
+    server, _code, _log, base = shared_launch(TWO_RANKS)
+    error = _same_error(results([base / "differ" / "out"], 2), 2)
     assert error["error"] == "DistributedError"
     assert "common.bin differs between ranks 0 and 1" in error["message"]
     assert "nothing was committed" in error["message"]
-    _no_checkpoint(server)
+    _no_checkpoint(server, "org/differ")
 
 
+@SHARED
 @pytest.mark.timeout(300)
-def test_a_file_one_rank_cannot_read_fails_every_rank_with_its_exit_code(hub_server, hf_client, tmp_path):
-    server = hub_server(token=TOKEN)
-    dirs = _shards(tmp_path / "node", range(2), b"same", b"{}\n")
-    (dirs[1] / "optimizer.pt").symlink_to(tmp_path / "gone")
-    out = tmp_path / "out"
-    out.mkdir()
-    env = _env(server, tmp_path, out, LOCAL_DIR=str(tmp_path / "node" / "rank-{rank}"))
-    standalone(2, [str(PUSH_SCRIPT)], env, tmp_path)
-    error = _same_error(results([out], 2), 2)
+def test_a_file_one_rank_cannot_read_fails_every_rank_with_its_exit_code(shared_launch, hf_client):
+    server, _code, _log, base = shared_launch(TWO_RANKS)
+    error = _same_error(results([base / "unreadable" / "out"], 2), 2)
     assert "rank 1: checking the local dir" in error["message"] and "dangling symlink optimizer.pt" in error["message"]
     assert error["exit_code"] == 2
-    _no_checkpoint(server)
+    _no_checkpoint(server, "org/unreadable")
 
 
 @pytest.mark.timeout(300)
@@ -244,42 +315,32 @@ def test_outside_a_process_group_distributed_true_pushes_alone(local_hub, tmp_pa
         ckpt.push(tmp_path / "ckpt", "org/alone", step=2, group=object(), endpoint=local_hub.url)
 
 
+@SHARED
 @pytest.mark.timeout(300)
-def test_group_limits_the_push_to_its_ranks(hub_server, hf_client, tmp_path):
+def test_group_limits_the_push_to_its_ranks(shared_launch, hf_client, tmp_path):
     import ckpt_action as ckpt
 
-    server = hub_server(token=TOKEN)
-    _shards(tmp_path / "node", range(4), b"same", b"{}\n")
-    out = tmp_path / "out"
-    out.mkdir()
-    env = _env(server, tmp_path, out, LOCAL_DIR=str(tmp_path / "node" / "rank-{rank}"), GROUP_RANKS="2,3")
-    standalone(4, [str(PUSH_SCRIPT)], env, tmp_path)
-    got = results([out], 4)
+    server, _code, _log, base = shared_launch(FOUR_RANKS)
+    got = results([base / "group" / "out"], 4)
     assert got[0]["skipped"] and got[1]["skipped"], got
     assert got[2]["handle"] == got[3]["handle"], got
-    pulled = ckpt.pull(ckpt.latest(REPO, endpoint=server.url, token=TOKEN), tmp_path / "pulled",
+    pulled = ckpt.pull(ckpt.latest("org/group", endpoint=server.url, token=TOKEN), tmp_path / "pulled",
                        endpoint=server.url, token=TOKEN)
     assert sorted(p.name for p in pulled.glob("model-*")) == ["model-00002.bin", "model-00003.bin"]
 
 
+@SHARED
 @pytest.mark.timeout(300)
-def test_a_file_above_the_git_id_limit_is_in_the_distributed_commit(hub_server, hf_client, tmp_path):
+def test_a_file_above_the_git_id_limit_is_in_the_distributed_commit(shared_launch, hf_client, tmp_path):
     # Push reads a big file once on the Xet path by letting its upload hash it; the ranks of a
     # distributed push must agree on every digest before anything is uploaded, so they hash
     # big files up front: none may be left out of the manifest.
     import ckpt_action as ckpt
-    from ckpt_action.checkpoint.manifest import GIT_OID_LIMIT
 
-    server = hub_server(token=TOKEN)
-    big = os.urandom(GIT_OID_LIMIT + 1)
-    write_checkpoint(tmp_path / "node" / "rank-0", {"model-00000.bin": big, "config.json": b"{}"})
-    write_checkpoint(tmp_path / "node" / "rank-1", {"model-00001.bin": b"small", "config.json": b"{}"})
-    out = tmp_path / "out"
-    out.mkdir()
-    env = _env(server, tmp_path, out, LOCAL_DIR=str(tmp_path / "node" / "rank-{rank}"))
-    [(code, log)] = standalone(2, [str(PUSH_SCRIPT)], env, tmp_path)
+    server, code, log, base = shared_launch(TWO_RANKS)
+    big = (base / "big" / "node" / "rank-0" / "model-00000.bin").read_bytes()
     assert code == 0, log
-    found = ckpt.latest(REPO, endpoint=server.url, token=TOKEN)
+    found = ckpt.latest("org/big", endpoint=server.url, token=TOKEN)
     assert found is not None, log
     pulled = ckpt.pull(found, tmp_path / "pulled", endpoint=server.url, token=TOKEN)
     assert (pulled / "model-00000.bin").read_bytes() == big

@@ -16,6 +16,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import readme_tables  # noqa: E402
 
 from tests.helpers.docblocks import block  # noqa: E402
+from tests.helpers.wheelhouse import offline_pip_env  # noqa: E402
 
 
 def quickstart_lines() -> list[str]:
@@ -50,6 +51,8 @@ def test_the_quickstart_first_line_leaves_ckpt_action_on_path_in_a_fresh_venv(tm
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "CKPT_", "GITHUB_", "VIRTUAL_ENV",
                                                                        "PYTHON", "WANDB_"))}
     env |= {"PATH": path, "HOME": os.environ.get("HOME", str(tmp_path))}  # pip's cache dir is reused
+    # The pins' wheels from the test wheelhouse rather than the index: the same files, every hash checked.
+    env |= offline_pip_env()
     script = f"set -e\n{first}\ncommand -v ckpt-action\nckpt-action --version\n"
     proc = subprocess.run(["bash", "-c", script], cwd=clone, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -2,7 +2,8 @@
 ckpt-action and ckpt-action-localhub are built with `python -m build`, pass `twine check`,
 hold exactly their packages and carry the tag's version. act stops before the upload: it has
 no artifact store (the step is skipped under act), and the PyPI job needs GitHub's OIDC token.
-About 80 s, most of it installing the release lock into a fresh venv from the local index.
+Both install a lock into a fresh venv: pip takes the pinned wheels from the tests' wheelhouse
+(``run_act``, tests/helpers/wheelhouse.py), every hash checked.
 And docs.yml's `build` job, as on a tag: the reference pages match the code, the site builds
 strict and its links hold; act stops before the Pages upload and the deploy (GitHub's OIDC
 token and Pages)."""

@@ -11,7 +11,10 @@ environment (HF_ENDPOINT, HF_TOKEN, CKPT_*), as a job's would:
   can kill it or refuse its uploads), its endpoint the same as every other rank's (the
   ranks must agree on it);
 - ``PID_DIR``: each rank writes its pid there first;
-- ``GROUP_RANKS``: only these ranks push, with ``group=`` a group of them.
+- ``GROUP_RANKS``: only these ranks push, with ``group=`` a group of them;
+- ``SCENARIOS``: a JSON list of pushes made one after the other in the one process group
+  (several tests share a launch), each an object that may set ``LOCAL_DIR``, ``REPO``,
+  ``OUT_DIR`` and ``GROUP_RANKS`` for that push (the environment's otherwise).
 """
 
 from __future__ import annotations
@@ -55,15 +58,28 @@ def main() -> int:
         faulthandler.dump_traceback_later(float(os.environ["DUMP_AFTER"]))
     dist.init_process_group("gloo")
     rank, node = dist.get_rank(), int(os.environ.get("GROUP_RANK", "0"))
-    out = Path(os.environ["OUT_DIR"]) / f"rank-{rank}.json"
     if os.environ.get("PID_DIR"):
         Path(os.environ["PID_DIR"], f"rank-{rank}.pid").write_text(str(os.getpid()))
-    local_dir = os.environ["LOCAL_DIR"].format(rank=rank, node=node)
     if os.environ.get(f"PROXY_RANK_{rank}"):
         through(os.environ[f"PROXY_RANK_{rank}"], os.environ["HF_ENDPOINT"])
+    keys = ("LOCAL_DIR", "REPO", "OUT_DIR", "GROUP_RANKS")
+    scenarios = json.loads(os.environ["SCENARIOS"]) if os.environ.get("SCENARIOS") else [{}]
+    for scenario in scenarios:
+        conf = {key: scenario.get(key, os.environ.get(key, "")) for key in keys}
+        push_once(rank, node, conf)
+    # Exit 0 whatever happened: torchrun kills the other ranks as soon as one fails, and
+    # the test wants to see what each of them raised.
+    dist.destroy_process_group()
+    return 0
+
+
+def push_once(rank: int, node: int, conf: dict[str, str]) -> None:
+    """One push of this rank, recorded in ``OUT_DIR/rank-R.json``."""
+    out = Path(conf["OUT_DIR"]) / f"rank-{rank}.json"
+    local_dir = conf["LOCAL_DIR"].format(rank=rank, node=node)
     started = time.monotonic()
     record: dict[str, object]
-    members = [int(r) for r in os.environ["GROUP_RANKS"].split(",")] if os.environ.get("GROUP_RANKS") else None
+    members = [int(r) for r in conf["GROUP_RANKS"].split(",")] if conf["GROUP_RANKS"] else None
     group = dist.new_group(members) if members else None  # every rank takes part in making it
     try:
         if os.environ.get("RAISE_RANK") == str(rank):
@@ -71,17 +87,12 @@ def main() -> int:
         if members and rank not in members:
             record = {"skipped": True}
         else:
-            handle = ckpt.push(local_dir, os.environ["REPO"], step=int(os.environ["STEP"]), distributed=True,
-                               group=group)
+            handle = ckpt.push(local_dir, conf["REPO"], step=int(os.environ["STEP"]), distributed=True, group=group)
             record = {"handle": [handle.repo, handle.subfolder, handle.revision, handle.step]}
     except Exception as exc:  # the test reads what each rank raised
         record = {"error": type(exc).__name__, "message": str(exc), "exit_code": getattr(exc, "exit_code", None)}
     record["seconds"] = time.monotonic() - started
     out.write_text(json.dumps(record))
-    # Exit 0 whatever happened: torchrun kills the other ranks as soon as one fails, and
-    # the test wants to see what each of them raised.
-    dist.destroy_process_group()
-    return 0
 
 
 if __name__ == "__main__":
