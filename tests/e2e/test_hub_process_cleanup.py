@@ -16,7 +16,11 @@ from tests.conftest import ROOT
 # Starts a Hub child, says its pid, then waits to be ended (or, for "exit", exits at once
 # without stopping it).
 STARTER = """
-import sys, time
+import signal, sys, time
+# Ctrl-C's handler, as in a Python started from a terminal: a process started in the
+# background of a non-interactive shell (a CI script's `&`) inherits SIGINT ignored, and
+# Python then installs no handler of its own, so SIGINT would not end it at all.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from pathlib import Path
 from ckpt_localhub.process import HubProcess
 hub = HubProcess(Path(sys.argv[1]))
