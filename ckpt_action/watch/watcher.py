@@ -444,7 +444,8 @@ class Watcher:
             return False
         now = self.clock()
         return any(not c.ready and c.snapshot is not None and self._done.get(c.name) is None
-                   and now - c.quiet_since < SAVE_IN_PROGRESS for c in ckpts)
+                   and now - c.quiet_since < SAVE_IN_PROGRESS for c in ckpts) or any(
+            now - since < SAVE_IN_PROGRESS for _snap, since in self.scanner.saving.values())
 
     def _finished(self, ckpts: list[Checkpoint]) -> bool:
         if not self._stopping() or self._inflight is not None:
@@ -472,6 +473,6 @@ class Watcher:
                 "not pushed within the grace period"
             self.report.left.setdefault(c.name, why)
         self.report.incomplete = [c.name for c in ckpts if not c.ready and self._done.get(c.name) is None
-                                  and c.name not in self.report.left]
+                                  and c.name not in self.report.left] + sorted(self.scanner.saving)
         for name, why in self.report.left.items():
             self.log(f"not pushed: {name} ({why})")
