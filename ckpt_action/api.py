@@ -111,7 +111,9 @@ def push(
     rank 0 makes the commit, and every rank returns the same handle. If any rank fails,
     or does not join within ``CKPT_DISTRIBUTED_TIMEOUT`` seconds, nothing is committed
     and every rank raises the same :class:`~ckpt_action.errors.DistributedError`. A
-    process outside any process group pushes alone, as without it.
+    process outside any process group pushes alone, as without it, unless its launcher
+    says the job has several processes (``WORLD_SIZE`` over 1): that is an InputError, as
+    each rank would publish its own files as the checkpoint.
 
     On every rank of a ``torchrun`` job (a process group is needed, so this example is not run here)::
 

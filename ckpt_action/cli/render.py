@@ -11,6 +11,7 @@ import os
 import sys
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NoReturn, Protocol
 
 import click
@@ -110,8 +111,12 @@ def setup_logging() -> None:
 
 def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
                   file: Any = None, line: str | None = None) -> None:
-    """A Python warning as a log record, so :class:`_AnnotationHandler` prints it."""
-    logging.getLogger("py.warnings").warning("%s: %s", category.__name__, message)
+    """A Python warning as a log record, so :class:`_AnnotationHandler` prints it, named for
+    the package that warned (``huggingface_hub: …``), not ``py.warnings: UserWarning: …``."""
+    parts = Path(filename).parts
+    package = parts[parts.index("site-packages") + 1] if "site-packages" in parts[:-1] else "python"
+    kind = "" if category is UserWarning else f"{category.__name__}: "
+    logging.getLogger(package.removesuffix(".py")).warning("%s%s", kind, message)
 
 
 def route_client_logs() -> None:

@@ -104,6 +104,19 @@ def _status(exc: BaseException) -> int | None:
     return getattr(response, "status_code", None)
 
 
+def status_of(exc: BaseException) -> int | None:
+    """The HTTP status the Hub answered with, found in ``exc`` or its chain; None when no
+    answer came (a timeout, a dropped connection): then a write may still be carried out."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(seen) < 20:
+        seen.add(id(current))
+        if (status := _status(current)) is not None:
+            return int(status)
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def announced_wait(exc: BaseException) -> float | None:
     """Seconds the Hub asked us to wait before retrying: the reset of an exhausted rate
     limit (IETF ``RateLimit: "api";r=0;t=55``, which the Hub sends on 429 without any

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 CARD_NAME = "README.md"
 START = "<!-- ckpt-action:checkpoints:start -->"
 END = "<!-- ckpt-action:checkpoints:end -->"
+NEW_CARD_METADATA = b"---\ntags:\n- ckpt-action\n---\n\n"
 _PLAIN = re.compile(r"[^A-Za-z0-9 .,/-]")
 
 
@@ -79,10 +80,12 @@ def table(rows: Sequence[Row], repo_url: str = "", text: Callable[[object], str]
 def splice(card: bytes | None, text: str) -> bytes:
     """``card`` with ``text`` between the markers: replacing what was there, or appended
     (after a newline, when the card does not end with one) where there are none. Every
-    byte outside the markers is kept."""
+    byte outside the markers is kept. A new card starts with the metadata block the Hub
+    expects of a model card (a tag naming this tool), which the Hub's client otherwise warns
+    is missing on every commit that writes it."""
     block = f"{START}\n{text}{END}".encode()
     if card is None:
-        return block + b"\n"
+        return NEW_CARD_METADATA + block + b"\n"
     start, end = card.find(START.encode()), card.find(END.encode())
     if start != -1 and end > start:
         return card[:start] + block + card[end + len(END):]

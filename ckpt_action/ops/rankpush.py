@@ -8,6 +8,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from ckpt_action.disk.source import local_dir_to_push
+from ckpt_action.errors import InputError, param
 
 if TYPE_CHECKING:
     from ckpt_action.ops.push import PushResult
@@ -24,6 +25,7 @@ def push_on_ranks(remote: StoreLike, local_dir: str, subfolder: str, *, step: in
 
     session = group_session(group, remote.settings.distributed_timeout, f"push {subfolder}")
     if session is None:
+        alone_or_refuse()
         return None
     with session:
         agree(session, identity(remote, subfolder, step=step, private=private, commit_message=commit_message))
@@ -39,3 +41,23 @@ def joined_job(timeout: float) -> AbstractContextManager[None]:
     from ckpt_action.ops.torchgroup import joined_from_env
 
     return joined_from_env(timeout)
+
+
+def alone_or_refuse() -> None:
+    """A process in no process group pushes alone, unless its launcher says it is one of
+    several (``WORLD_SIZE`` over 1): each rank pushing alone would publish a checkpoint
+    holding that rank's files only, taken as complete. So that is refused, before anything
+    is sent, saying how to join."""
+    from ckpt_action.ops.torchgroup import EXTRA, world_size_from_env
+
+    world = world_size_from_env()
+    if world > 1:
+        try:
+            import torch.distributed  # noqa: F401
+        except ImportError:
+            raise InputError(f"{param('distributed')} in a job of {world} processes (WORLD_SIZE) needs torch to"
+                             f" join its process group: {EXTRA}", param="distributed") from None
+        raise InputError(f"{param('distributed')} in a job of {world} processes (WORLD_SIZE) that is in no process"
+                         " group: call torch.distributed.init_process_group() before the push (or push with"
+                         " `ckpt-action push --distributed`, which joins it); each rank pushing alone would"
+                         " publish one rank's files as the checkpoint", param="distributed")

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any, cast
 
-from ckpt_action.errors import DistributedError, InputError, param
+from ckpt_action.errors import DistributedError, InputError, param, quoted
 from ckpt_action.ops.coordination import Session, Store
 
 EXTRA = "pip install 'ckpt-action[distributed]'"
@@ -37,6 +37,17 @@ def session(group: Any, timeout: float, what: str) -> Session | None:
     store = cast(Store, dist.distributed_c10d._get_default_store())  # its stubs type values as str; bytes go too
     name = "ckpt-action/" + (str(group.group_name) if group is not None else "world")
     return Session(store, rank, dist.get_world_size(group), name=name, timeout=timeout, what=what)
+
+
+def world_size_from_env() -> int:
+    """How many processes the launcher says the job has (``WORLD_SIZE``; 1 without it)."""
+    value = os.environ.get("WORLD_SIZE", "").strip()
+    if not value:
+        return 1
+    if not value.isdigit() or len(value) > 6 or int(value) < 1:
+        raise InputError(f"WORLD_SIZE {quoted(value, 40)} is not a number of processes: unset it, or launch with"
+                         " torchrun", param="distributed")
+    return int(value)
 
 
 @contextmanager

@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import os
 import posixpath
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -65,7 +66,7 @@ from ckpt_action.errors import (
 from ckpt_action.handle import BUCKET_PIN_RE, SHA256_RE
 from ckpt_action.hub.fetch import fetch_file
 from ckpt_action.hub.repo import folder_problem, skip_name, small_file_reader
-from ckpt_action.hub.transport import call, make_api, translate
+from ckpt_action.hub.transport import call, make_api, status_of, translate
 from ckpt_action.stores.base import LIVE, Copy, Delete, Pin, Put, Uploaded, Write, WriteOutcome
 from ckpt_action.stores.catalog import group_checkpoints
 from ckpt_action.stores.finalize import FinalizeRefused, Identity, finalize
@@ -142,6 +143,9 @@ class BucketStore:
         self._last_read: bytes | None = None
         self._manifests: dict[str, tuple[str, Manifest]] = {}
         """Manifests read, by pin: what a server-side copy of their files copies."""
+        self._unanswered: float | None = None
+        """When a batch that adds or deletes a manifest last went unanswered (a timeout or a
+        dropped connection): the Hub may still carry it out, later than our retry."""
 
     # ------------------------------------------------------------------ plumbing
 
@@ -426,7 +430,22 @@ class BucketStore:
                 raise IntegrityError(f"{op.path}: a bucket write needs the file's bytes (uploaded by another"
                                      " writer is not supported here)")
         if adds or copies or deletes:
-            self._call(what, self.api.batch_bucket_files, self.bucket_id, add=adds, copy=copies, delete=deletes)
+            manifest = any(posixpath.basename(p) == MANIFEST_NAME for p in [*deletes, *(a.destination for a in adds)])
+
+            def send() -> None:
+                # huggingface_hub retries a batch whose answer timed out by itself, so an attempt
+                # given up on shows only in the time the call took (at least CKPT_TIMEOUT).
+                started = time.monotonic()
+                try:
+                    self.api.batch_bucket_files(self.bucket_id, add=adds, copy=copies, delete=deletes)
+                except Exception as exc:
+                    if manifest and status_of(exc) is None:  # no answer: it may still be carried out
+                        self._unanswered = time.monotonic()
+                    raise
+                if manifest and time.monotonic() - started >= self.settings.timeout:
+                    self._unanswered = started + self.settings.timeout
+
+            self._call(what, send)
         return {a.destination: str(a.xet_hash) for a in adds}
 
     def upload(self, folder: str, files: Mapping[str, tuple[str, FileDigest | None]], *, branch: str = "main",
@@ -535,5 +554,33 @@ class BucketStore:
                 self._batch([Delete(f"{folder}/{MANIFEST_NAME}")], f"{what}: taking the manifest away again")
             raise IntegrityError(f"{folder}/ changed while its manifest was written (another writer?): {exc}; the"
                                  " manifest was taken away again") from exc
+        self._outlive_unanswered(final, folder, data, what)
         self._last_read = data
         return pin
+
+    def _outlive_unanswered(self, final: Any, folder: str, data: bytes, what: str) -> None:
+        """A batch of this push that touched a manifest and got no answer may be carried out
+        after its retry, even after our manifest was written: a late delete of the old
+        manifest would take ours away, and the push would report a pin nothing holds. So
+        such a push waits until the Hub would have answered it (``request_deadline`` after
+        it was sent), then reads its manifest again and, if it is gone, finalizes and writes
+        it once more (as many times as retries allow)."""
+        for _ in range(self.settings.retries + 1):
+            if self._unanswered is None:
+                return
+            left = self._unanswered + self.settings.request_deadline - time.monotonic()
+            self._unanswered = None
+            if left > 0:
+                time.sleep(left)
+            path = f"{folder}/{MANIFEST_NAME}"
+            now = self.read_small_file(LIVE, path, missing_ok=True)
+            if now == data:
+                return
+            if now is not None:
+                raise IntegrityError(f"{folder}/ changed while its manifest was written (another writer?): it holds"
+                                     " another manifest now; nothing of ours was left published")
+            finalize(final.identity, data, contributors=final.contributors, publishing=self._publishing(folder),
+                     who=final.who)
+            self._batch([Put(path, data=data)], f"{what}: writing the manifest again (a late delete took it away)")
+        raise IntegrityError(f"{folder}/: the manifest could not be made to stand (writes kept going unanswered);"
+                             " nothing is pinned: push again")

@@ -59,6 +59,10 @@ class Scanner:
         self.clock = clock
         self.checkpoints: dict[str, Checkpoint] = {}
         self.commit_files = False
+        self.saving: dict[str, tuple[Snapshot | None, float]] = {}
+        """Orbax's temporary dirs (``<step>.orbax-checkpoint-tmp*``): a save being written
+        under another name, renamed into a checkpoint when done; each one's snapshot and
+        since when it is unchanged (a stop waits for one that changed lately)."""
 
     @property
     def framework(self) -> str:
@@ -80,9 +84,15 @@ class Scanner:
             entries = list(os.scandir(self.local_dir))
         except OSError:  # not created yet (or not readable now): nothing to push yet
             entries = []
+        saving: dict[str, tuple[Snapshot | None, float]] = {}
         for entry in entries:
+            if markers.ORBAX_TMP.fullmatch(entry.name):
+                snap = markers.snapshot(Path(entry.path))
+                was = self.saving.get(entry.name)
+                saving[entry.name] = was if was is not None and was[0] == snap else (snap, now)
+                continue
             m = self.pattern.fullmatch(entry.name)
-            if m is None or markers.ORBAX_TMP.fullmatch(entry.name):
+            if m is None:
                 continue
             try:
                 is_file = entry.is_file()
@@ -95,6 +105,7 @@ class Scanner:
                 ckpt = Checkpoint(entry.name, int(m.group(1)), Path(entry.path), is_file)
             present[entry.name] = ckpt
         self.checkpoints = present
+        self.saving = saving
         for ckpt in present.values():
             snap = markers.snapshot(ckpt.path)
             if snap != ckpt.snapshot:

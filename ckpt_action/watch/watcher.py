@@ -210,11 +210,31 @@ class Watcher:
             self._thread.join()
         return self.report
 
+    def finish(self, timeout: float | None = None) -> WatchReport:
+        """The training ended by itself (not a preemption): push every complete checkpoint
+        still waiting, prune as ``keep_last``/``keep_every``/``keep_best`` say (a stop's grace
+        period never prunes), and answer the report. No grace period cuts a push short, each
+        being bounded by its own timeouts and retries; ``timeout`` (seconds) bounds the whole,
+        after which it stops as :meth:`stop` does at the end of its grace period."""
+        limit = None if timeout is None else _seconds(timeout, "timeout")
+        self._writer_gone = True
+        if self._thread is not None:
+            self._thread.join(limit)
+            if self._thread.is_alive():
+                self.request_stop(0)
+                self._thread.join()
+        return self.report
+
     def __enter__(self) -> Watcher:
         return self.start()
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        """A block that ended normally is a training that ended by itself (:meth:`finish`);
+        one that raised, or was interrupted, stops within the grace period (:meth:`stop`)."""
+        if exc_type is None:
+            self.finish()
+        else:
+            self.stop()
 
     def request_stop(self, grace: float | None = None) -> None:
         """Start the grace period (from a signal handler too: it only sets two fields)."""
@@ -424,7 +444,8 @@ class Watcher:
             return False
         now = self.clock()
         return any(not c.ready and c.snapshot is not None and self._done.get(c.name) is None
-                   and now - c.quiet_since < SAVE_IN_PROGRESS for c in ckpts)
+                   and now - c.quiet_since < SAVE_IN_PROGRESS for c in ckpts) or any(
+            now - since < SAVE_IN_PROGRESS for _snap, since in self.scanner.saving.values())
 
     def _finished(self, ckpts: list[Checkpoint]) -> bool:
         if not self._stopping() or self._inflight is not None:
@@ -452,6 +473,6 @@ class Watcher:
                 "not pushed within the grace period"
             self.report.left.setdefault(c.name, why)
         self.report.incomplete = [c.name for c in ckpts if not c.ready and self._done.get(c.name) is None
-                                  and c.name not in self.report.left]
+                                  and c.name not in self.report.left] + sorted(self.scanner.saving)
         for name, why in self.report.left.items():
             self.log(f"not pushed: {name} ({why})")

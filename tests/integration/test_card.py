@@ -114,10 +114,18 @@ def test_card_refusals_name_the_option(hub, env, cli, tmp_path):
 
 def test_the_hubs_warning_about_a_card_reaches_the_log_as_one_escaped_line(hub, env, cli, tmp_path):
     push(cli, env, tmp_path, 1)
+    write_card(hub, b"# the team's own card, without metadata\n")
     run = cli("prune", "--repo", "o/r", "--keep-last", "1", "--card", env=env | {"GITHUB_ACTIONS": "true"})
     assert run.code == 0, run.stderr
     said = [line for line in run.stderr.splitlines() if "metadata" in line]
-    assert said and all(line.startswith("::warning::") for line in said), run.stderr
+    assert said and all(line.startswith("::warning::huggingface_hub: ") for line in said), run.stderr
+
+
+def test_a_card_the_tool_starts_carries_metadata_so_the_hub_client_does_not_warn(hub, env, cli, tmp_path):
+    src = write_checkpoint(tmp_path / "s1", {"w.bin": b"w" * 20})
+    run = cli("push", "--repo", "o/r", "--local-dir", str(src), "--step", "1", "--card", env=env)
+    assert run.code == 0 and "metadata" not in run.stderr, run.stderr
+    assert readme(hub, "main").startswith(b"---\ntags:\n- ckpt-action\n---\n")
 
 
 def test_a_signed_push_and_promote_show_as_signed(hub, env, cli, tmp_path):

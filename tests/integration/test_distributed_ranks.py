@@ -95,6 +95,23 @@ def test_ranks_pushing_different_steps_upload_nothing_commit_nothing_and_name_th
     assert ckpt.latest(REPO, endpoint=local_hub.url) is None
 
 
+@pytest.mark.parametrize("world", ["2", "4"])
+def test_a_rank_of_a_job_that_joined_no_process_group_is_refused_not_pushed_alone(local_hub, tmp_path,
+                                                                                  monkeypatch, world):
+    """torchrun says the job has several processes, but this one is in no process group: each
+    rank pushing alone would publish its own files as the whole checkpoint."""
+    assert not torch.distributed.is_initialized()
+    monkeypatch.setenv("WORLD_SIZE", world)
+    src = write_checkpoint(tmp_path / "checkpoint-7", {"model-00001.bin": b"rank 0's shard"})
+    with pytest.raises(ckpt.InputError) as exc:
+        ckpt.push(src, REPO, step=7, distributed=True, endpoint=local_hub.url)
+    assert "distributed=" in str(exc.value) and "init_process_group" in str(exc.value)
+    assert f"a job of {world} processes" in str(exc.value)
+    assert _pushes(local_hub) == [] and entries(local_hub, "POST") == []
+    monkeypatch.setenv("WORLD_SIZE", "1")  # a job of one pushes alone, as without torchrun
+    assert ckpt.push(src, REPO, step=7, distributed=True, endpoint=local_hub.url).subfolder == "checkpoint-7"
+
+
 def test_ranks_pushing_to_different_repos_name_the_repo(local_hub, tmp_path, monkeypatch):
     dirs = _dirs(tmp_path, 3)
     got = _on_ranks(monkeypatch, 3, lambda r: ckpt.push(dirs[r], REPO if r < 2 else REPO + "-other", step=5,

@@ -209,6 +209,37 @@ def test_keep_last_prunes_after_the_last_push_too_when_the_training_has_exited(l
     assert on_hub(local_hub.url) == ["checkpoint-2", "checkpoint-3"]
 
 
+def test_a_watcher_block_that_ends_normally_pushes_everything_then_prunes(local_hub, tmp_path):
+    """A script's ``with Watcher(...)`` around its training: when the block ends, what is left
+    is pushed (no grace period cuts it) and then pruned to keep_last, as for a command that
+    exited by itself."""
+    out = tmp_path / "out"
+    with watcher(out, local_hub.url, keep_last=2, grace=0) as w:
+        for step in (1, 2, 3):
+            trainer_like(out, step)
+    report = w.report
+    assert [n for n, _s, _r in report.pushed] == [f"checkpoint-{s}" for s in (1, 2, 3)], report
+    assert report.pruned == ["checkpoint-1"] and not report.left
+    assert on_hub(local_hub.url) == ["checkpoint-2", "checkpoint-3"]
+
+
+def test_finish_past_its_timeout_stops_as_a_grace_period_does(hub_server, hf_client, tmp_path):
+    """finish(timeout=) bounds the whole: a push still in flight then is cut short and said so."""
+    out = tmp_path / "out"
+    hub = hub_server()
+    hub.set_faults([{"method": "POST", "path": "/commit/", "delay_s": 5}])
+    try:
+        w = watcher(out, hub.url).start()
+        trainer_like(out, 1)
+        wait_for(lambda: w._inflight is not None)
+        t0 = time.monotonic()
+        report = w.finish(timeout=0.2)
+        assert time.monotonic() - t0 < 4, "finish waited for the slow commit"
+    finally:
+        hub.set_faults([])
+    assert report.pushed == [] and "checkpoint-1" in report.left, report
+
+
 def with_eval(root: Path, step: int, eval_loss: float) -> Path:
     """A Trainer-like checkpoint whose trainer_state.json logged an evaluation at its step."""
     folder = trainer_like(root, step, finished=False)

@@ -34,7 +34,7 @@ def test_a_card_without_markers_gets_the_table_appended_and_keeps_every_byte():
     assert out.startswith(card) and out.endswith(f"{START}\nT\n{END}\n".encode())
     again = splice(out, "U\n")
     assert again.startswith(card) and f"{START}\nU\n{END}".encode() in again and b"T\n" not in again[len(card):]
-    assert splice(None, "T\n") == f"{START}\nT\n{END}\n".encode()
+    assert splice(None, "T\n") == b"---\ntags:\n- ckpt-action\n---\n\n" + f"{START}\nT\n{END}\n".encode()
 
 
 def test_the_table_between_markers_is_replaced_and_the_rest_kept():

@@ -44,3 +44,21 @@ def test_a_save_begun_after_the_rounds_scan_is_not_missed_by_the_stop(tmp_path):
     (tmp_path / "checkpoint-6" / "w.bin").write_bytes(b"new")  # written just before the signal
     watcher._stop.set()
     assert watcher._finished(stale) is False  # a save in progress: the stop waits for it
+
+
+def test_an_orbax_save_under_its_temporary_name_is_waited_for_and_reported_if_left(tmp_path):
+    """Orbax writes a save into ``<step>.orbax-checkpoint-tmp-<ts>`` and renames it to
+    ``<step>`` when done (a replay of that order): at a stop, a temporary dir that changed
+    lately is a save in progress, waited for within the grace period; one left at the end is
+    reported incomplete, not silently passed over."""
+    now = [100.0]
+    watcher = Watcher(tmp_path, "me/run", format="orbax", uploader="thread", poll=0.01, clock=lambda: now[0])
+    tmp = tmp_path / "3.orbax-checkpoint-tmp-1733300000"
+    (tmp / "state").mkdir(parents=True)
+    (tmp / "state" / "array.bin").write_bytes(b"being written")
+    watcher._stop.set()
+    ckpts = watcher.scanner.scan()
+    assert watcher._finished(ckpts) is False  # the save in progress is waited for
+    now[0] += 60  # it never finished: at the end it is named among the incomplete
+    assert watcher._finished(watcher.scanner.scan()) is True
+    assert watcher.report.incomplete == [tmp.name]
