@@ -19,12 +19,13 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_image import build_image, podman_env
+from tests.e2e.test_image import IMAGE_GROUP, build_image, podman_env
 from tests.helpers.wheelhouse import offline_pip_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,9 +53,22 @@ def tool_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def act_env() -> dict[str, str]:
-    """act's own environment: no ambient Hub/GitHub settings (host mode leaks env into steps)."""
-    return {k: v for k, v in os.environ.items()
-            if not k.startswith(("HF_", "HUGGINGFACE_", "GITHUB_", "CKPT_", "RUNNER_", "DOCKER_", "INPUT_"))}
+    """act's own environment: no ambient Hub/GitHub settings (host mode leaks env into steps).
+
+    The steps' ``python3`` (the native runtime's, the workflows' own) is the interpreter this
+    run's Python was made from, first on PATH: not a version manager's shim (pyenv's is a shell
+    script that starts processes at every call, 0.1 s idle and seconds on a busy machine, and
+    the action calls ``python3`` twice a step), and not this run's venv, whose ``ckpt-action``
+    on PATH would stand in for the one a ``mode: setup`` step must put there."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("HF_", "HUGGINGFACE_", "GITHUB_", "CKPT_", "RUNNER_", "DOCKER_", "INPUT_"))}
+    ours = Path(sys.executable).parent.resolve()
+    base = Path(sys.base_exec_prefix) / "bin"
+    path = [p for p in env.get("PATH", "").split(os.pathsep) if p and Path(p).resolve() != ours]
+    if (base / "python3").exists():
+        path.insert(0, str(base))
+    env["PATH"] = os.pathsep.join(path)
+    return env
 
 
 def run_act(workflow: Path, event: str, *extra: str, env: dict[str, str] | None = None,
@@ -352,6 +366,7 @@ def podman_socket(tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.mark.container
+@IMAGE_GROUP  # on the worker that builds the image for tests/e2e/test_image.py: built once a run
 def test_container_runtime_builds_fallback_image(hub_server, podman_socket: str, tmp_path: Path) -> None:
     """uses: ./ has no ref, so the action builds its own Dockerfile (cached layers from
     build_image make it quick) and runs push and pull in that image, inside act's job container."""

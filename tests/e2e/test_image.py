@@ -24,7 +24,10 @@ ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "localhost/ckpt-action:test"
 SHA = re.compile(r"^[0-9a-f]{40}$")
 
-pytestmark = pytest.mark.container
+# One worker builds the image, once (build_image is cached per process): these tests and the
+# action's container test (tests/e2e/test_action_act.py), whose `docker build` reuses its layers.
+IMAGE_GROUP = pytest.mark.xdist_group("image")
+pytestmark = [pytest.mark.container, IMAGE_GROUP]
 
 
 @functools.cache
