@@ -52,6 +52,11 @@ def quiet_client_bars() -> None:
     """In CI the client's tqdm bars write a line per refresh; our periodic lines replace them."""
     if not interactive():
         os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+        if "huggingface_hub.constants" not in sys.modules:
+            # The client reads the variable once, when its constants load: set before, it is
+            # enough, and the call below would import tqdm (and asyncio) for nothing, a cost
+            # every fresh process of a command that shows no bar would pay.
+            return
         try:
             from huggingface_hub.utils import disable_progress_bars
 

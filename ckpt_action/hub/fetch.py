@@ -8,8 +8,10 @@ unless a proxy applies, then through the client library, which speaks every prox
 
 from __future__ import annotations
 
+import functools
 import os
 import re
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,9 +29,44 @@ from ckpt_action.settings import Settings
 # they already keep the cores busy, and handing buffers between threads only adds CPU
 # (measured on 2 cores, 2 GiB in 5 files: 3.8 s of CPU inline, 4.4 s with hash threads).
 THREADED_HASH_MIN = 16 * 1024 * 1024
+# Files at least this big get their blocks reserved before the first write (see preallocate).
+PREALLOCATE_MIN = 1024 * 1024
+_FALLOC_FL_KEEP_SIZE = 1  # <linux/falloc.h>
 # What a Hub ETag is: a git blob id or an LFS sha256, maybe weak or quoted. Anything else
 # (a path, "../x") is a hostile or broken server; huggingface_hub itself does not check.
 _ETAG_RE = re.compile(r'\A(W/)?"?[0-9A-Za-z_.:+=-]{1,128}"?\Z')
+
+
+@functools.cache
+def _fallocate() -> Callable[[int, int, int, int], int] | None:
+    """Linux's fallocate(2) itself, never glibc's posix_fallocate, which on a file system
+    without it falls back to writing every block, the very cost this avoids."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = getattr(libc, "fallocate64", None) or (libc.fallocate if ctypes.sizeof(ctypes.c_long) == 8 else None)
+    except (OSError, AttributeError):
+        return None
+    if fn is None:
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def preallocate(fd: int, size: int) -> None:
+    """Reserve ``size`` bytes of blocks for a file about to be written front to back,
+    keeping its size (``FALLOC_FL_KEEP_SIZE``: the size still says how much was written,
+    which a resume by Range relies on). Best effort: any refusal just leaves the writes to
+    allocate as they go. On ext4 this takes about 40% of the kernel's CPU off each write
+    (no delayed-allocation bookkeeping per page: 0.06 s instead of 0.10 s per 640 MiB on
+    the 2-core bench machine), CPU a pull's hashing competes for."""
+    if size < PREALLOCATE_MIN or (fn := _fallocate()) is None:
+        return
+    fn(fd, _FALLOC_FL_KEEP_SIZE, 0, size)
 
 
 def attempt_deadline(settings: Settings, remaining: int) -> float:
@@ -115,6 +152,7 @@ def fetch_file(remote: RemoteRepo, sha: str, path: str, dest: Path, want: FileDi
 
     fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
     try:
+        preallocate(fd, want.size)
         call(remote.settings, f"downloading {path}", attempt, repo=remote.repo)
     finally:
         os.close(fd)

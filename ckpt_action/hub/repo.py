@@ -20,7 +20,7 @@ from ckpt_action.checkpoint.snapshot import Snapshot
 from ckpt_action.errors import InputError, IntegrityError, LimitError, NotFoundError, UnreadableManifest, param, quoted
 from ckpt_action.handle import SHA_RE, commit_id
 from ckpt_action.hub.listing import Listing, on_endpoint, parse_json, read_tree, tree_url
-from ckpt_action.hub.transport import call, get_bounded, make_api, translate
+from ckpt_action.hub.transport import bind_shared_client, call, client_headers, get_bounded, make_api, translate
 from ckpt_action.settings import Settings
 
 if TYPE_CHECKING:
@@ -62,7 +62,17 @@ class RemoteRepo:
     def __init__(self, settings: Settings, repo: str, api: HfApi | None = None) -> None:
         self.settings = settings
         self.repo = repo
-        self.api = api or make_api(settings)
+        self._api = api
+        if api is None:
+            bind_shared_client()  # as make_api would: reads go through the shared client too
+
+    @property
+    def api(self) -> HfApi:
+        """The client's API for this endpoint, made on first use: reads (refs, listings,
+        manifests, file bodies) do without it, so a pull or latest never imports it."""
+        if self._api is None:
+            self._api = make_api(self.settings)
+        return self._api
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         return call(self.settings, what, fn, *args, repo=self.repo, **kwargs)
@@ -173,7 +183,10 @@ class RemoteRepo:
         """Request headers for every read: the token, our user agent, and no compression
         (checkpoint bytes are hashed as they arrive; the byte caps on refs, listings and
         manifests count what the wire carries)."""
-        headers = self.api._build_hf_headers()  # the client's own, as configured per client (make_api)
+        if self._api is not None:  # the client's own, as configured per client (make_api or the caller's)
+            headers = self._api._build_hf_headers()
+        else:
+            headers = client_headers(self.settings.endpoint, self.settings.token or None)
         headers["Accept-Encoding"] = "identity"
         return headers
 

@@ -40,10 +40,11 @@ if TYPE_CHECKING:
     from huggingface_hub import HfApi
 
 T = TypeVar("T")
+LIBRARY_NAME = "ckpt-action"
 TRANSIENT_STATUS = {408, 429, 500, 502, 503, 504}
 
 
-def _bound_shared_client() -> None:
+def bind_shared_client() -> None:
     """Put the per-thread deadline and stall timeout under huggingface_hub's shared client.
 
     The client is whatever the factory in place made (``huggingface_hub.set_client_factory``:
@@ -56,34 +57,50 @@ def _bound_shared_client() -> None:
     install(get_session())
 
 
-@functools.cache
-def _api_class() -> type[HfApi]:
+def client_headers(endpoint: str, token: bool | str | None, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The headers our client sends to ``endpoint``: the client library's own on the public
+    Hub; elsewhere our user agent without the client's telemetry (that telemetry asks
+    ``constants.ENDPOINT``, the public Hub unless HF_ENDPOINT says otherwise, for a list of
+    agent harnesses: a request to a host nobody named). Per client, so the process's own
+    setting (HF_HUB_DISABLE_TELEMETRY) stays the user's. Without ``HfApi``: a read needs no
+    more than these, and importing the API costs a fresh process a tenth of a second."""
+    if is_public_hub(endpoint):
+        from huggingface_hub.utils import build_hf_headers
+
+        return build_hf_headers(token=token, library_name=LIBRARY_NAME, headers=extra)
     import platform
 
     import huggingface_hub
-    from huggingface_hub import HfApi
-    from huggingface_hub.utils._headers import get_token_to_send
 
     from ckpt_action.version import __version__
 
+    headers = {"user-agent": f"ckpt-action/{__version__}; hf_hub/{huggingface_hub.__version__};"
+                             f" python/{platform.python_version()}"}
+    if isinstance(token, str):  # given: sent as is (the client's rule), without importing its token store
+        sent: str | None = token
+    else:
+        from huggingface_hub.utils._headers import get_token_to_send
+
+        sent = get_token_to_send(token)
+    if sent is not None:
+        headers["authorization"] = f"Bearer {sent}"
+    headers.update(extra or {})
+    return headers
+
+
+@functools.cache
+def _api_class() -> type[HfApi]:
+    from huggingface_hub import HfApi
+
     class Api(HfApi):
-        """HfApi whose headers say who we are without the client's telemetry off the public
-        Hub: that telemetry asks ``constants.ENDPOINT`` (the public Hub unless HF_ENDPOINT
-        says otherwise) for a list of agent harnesses, a request to a host nobody named. Per
-        client, so the process's own setting (HF_HUB_DISABLE_TELEMETRY) stays the user's."""
+        """HfApi whose headers are :func:`client_headers`."""
 
         def _build_hf_headers(self, token: bool | str | None = None, library_name: str | None = None,
                               library_version: str | None = None,
                               user_agent: dict[str, str] | str | None = None) -> dict[str, str]:
             if is_public_hub(self.endpoint):
                 return super()._build_hf_headers(token, library_name, library_version, user_agent)
-            headers = {"user-agent": f"ckpt-action/{__version__}; hf_hub/{huggingface_hub.__version__};"
-                                     f" python/{platform.python_version()}"}
-            sent = get_token_to_send(self.token if token is None else token)
-            if sent is not None:
-                headers["authorization"] = f"Bearer {sent}"
-            headers.update(self.headers or {})
-            return headers
+            return client_headers(self.endpoint, self.token if token is None else token, self.headers)
 
     return Api
 
@@ -95,8 +112,8 @@ def make_api(settings: Settings) -> HfApi:
     Xet is left as the client decides it: on whenever ``hf_xet`` is installed, the Hub's
     default path and the local Hub's too; ``HF_HUB_DISABLE_XET=1`` (read by huggingface_hub
     itself) selects plain LFS, for an endpoint that does not speak Xet."""
-    _bound_shared_client()
-    return _api_class()(endpoint=settings.endpoint, token=settings.token or None, library_name="ckpt-action")
+    bind_shared_client()
+    return _api_class()(endpoint=settings.endpoint, token=settings.token or None, library_name=LIBRARY_NAME)
 
 
 def _status(exc: BaseException) -> int | None:

@@ -369,6 +369,28 @@ def test_ci_logs_get_progress_lines_not_bars(hub, cli_process, tmp_path):
     assert not any("\r" in line or "it/s" in line for line in push.stderr.splitlines() + lines), "no tqdm bars in CI"
 
 
+@pytest.mark.process("which modules a fresh process imports")
+def test_a_resume_in_a_fresh_process_imports_no_more_than_it_reads_with(hub, cli, tmp_path):
+    # latest and pull only read (refs, listings, the manifest, file bodies): the client's
+    # whole API (huggingface_hub.hf_api) and its progress bars (tqdm, asyncio) are a tenth of
+    # a second of every fresh process's start, on the resume's critical path.
+    env = env_for(hub, tmp_path)
+    src = write_checkpoint(tmp_path / "c", ckpt_files(4))
+    assert cli("push", "--repo", "o/r", "--local-dir", str(src), "--step", "4", env=env).code == 0
+    probe = (
+        "import json, sys, runpy; sys.argv = ['entrypoint.py', 'pull', '--repo', 'o/r', '--latest',"
+        f" '--local-dir', {str(tmp_path / 'd')!r}, '--json']"
+        f"\ntry:\n    runpy.run_path({str(Path(__file__).parents[2] / 'entrypoint.py')!r}, run_name='__main__')"
+        "\nexcept SystemExit:\n    pass\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m in ('huggingface_hub.hf_api', 'tqdm'))))"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert json.loads(lines[0])["subfolder"] == "checkpoint-4"
+    assert json.loads(lines[-1]) == []
+
+
 def test_push_replaces_an_unreadable_manifest_and_pull_takes_a_relative_target(hub, cli, tmp_path):
     env = env_for(hub, tmp_path)
     from huggingface_hub import HfApi
