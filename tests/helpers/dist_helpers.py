@@ -27,6 +27,11 @@ ROOT = Path(__file__).resolve().parents[2]
 TORCHRUN = [os.path.join(os.path.dirname(sys.executable), "torchrun")]  # the venv's, next to its python
 PUSH_SCRIPT = ROOT / "tests" / "helpers" / "dist_push_script.py"
 JOB_TIMEOUT = float(os.environ.get("DIST_TEST_JOB_TIMEOUT", "240"))
+FAULT_TIMEOUT = float(os.environ.get("DIST_TEST_FAULT_TIMEOUT", "2"))
+"""``CKPT_DISTRIBUTED_TIMEOUT`` of the pushes that wait out a dead or absent rank (the
+tests' one setting for it; raise it on a slower machine): short, yet five heartbeats of
+a live rank (one every fifth of it), so a live rank is not taken for dead on a loaded
+machine. The other pushes keep a bound they never reach."""
 
 
 def free_port() -> int:
