@@ -306,7 +306,9 @@ def test_a_rank_that_raises_before_push_fails_the_others_within_the_timeout(shar
     assert got[1]["message"] == "the training step failed", (got, ran.log())
     assert got[0]["error"] == "DistributedError"
     assert f"rank 1 did not join within {WAIT} s (CKPT_DISTRIBUTED_TIMEOUT)" in got[0]["message"]
-    assert got[0]["seconds"] < 60  # bounded by the setting, not by the process group's 30 minutes
+    # Bounded by the setting (the wait, then rank 0's linger of three heartbeats, on a loaded
+    # machine), not by the process group's 30 minutes; and not cut short of it.
+    assert FAULT_TIMEOUT <= got[0]["seconds"] < 8 * FAULT_TIMEOUT, got
     _no_checkpoint(ran.hub, "org/raises")
 
 
