@@ -1,27 +1,36 @@
 """push(distributed=True): ranks launched by torchrun on this machine, against a local Hub.
 
-Each test is one small job (a few KB per rank); the ranks record what they got in
-files the test reads (see tests/helpers/dist_push_script.py). The tests whose pushes need
-nothing of the launch but their own dir and repo share one: one torchrun job makes their
-pushes one after the other, each into its own repo on one local Hub (``shared_launch``);
-those tests run on one worker (``xdist_group``) so the job runs once.
+Each test is one small push (a few KB per rank); the ranks record what they got in
+files the test reads (see tests/helpers/dist_push_script.py). A torchrun job costs seconds
+(torch imported by the launcher and by every rank), a push a fraction of one, so the
+tests share jobs: one job makes their pushes one after the other, each into its own repo
+with its own dir, its own settings and its own proxy on one local Hub (``shared_launch``):
+one job of two ranks on one node, one of two nodes of two ranks each. A push in which a
+rank dies or never calls push comes last in its job. The tests run on one worker
+(``xdist_group``) so each job runs once.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import write_checkpoint
-from tests.helpers.dist_helpers import PUSH_SCRIPT, results, standalone, two_nodes
+from tests.helpers.commit_proxy import COMMIT, CommitProxy
+from tests.helpers.dist_helpers import FAULT_TIMEOUT, PUSH_SCRIPT, results, standalone, two_nodes
 from tests.helpers.localhub_fixtures import TOKEN, InProcessHub, entries, make_hub_env
 
 REPO = "org/dist"
+WAIT = f"{FAULT_TIMEOUT:g}"
+"""CKPT_DISTRIBUTED_TIMEOUT of the pushes that wait out a dead or absent rank."""
 
 
 def _env(server: Any, tmp_path: Path, out: Path, **extra: str) -> dict[str, str]:
@@ -46,75 +55,163 @@ def _shards(root: Path, ranks: range, common: bytes, config: bytes) -> dict[int,
     return dirs
 
 
+@dataclass
+class Setup:
+    """What a scenario's ``prepare`` gets: its own dir, the launch's Hub, and a place for
+    what its test reads after the job (a proxy), kept open until the module's tests are done."""
+
+    here: Path
+    hub: Any
+    stack: ExitStack
+    kept: dict[str, Any] = field(default_factory=dict)
+
+    def proxy(self) -> CommitProxy:
+        """A reverse proxy in front of the Hub, for this scenario's ranks to talk through."""
+        self.kept["proxy"] = self.stack.enter_context(CommitProxy(self.hub.url))
+        return self.kept["proxy"]
+
+
+@dataclass
+class Ran:
+    hub: Any
+    launches: list[tuple[int, str]]
+    """(exit code, output) of each torchrun launch."""
+    base: Path
+    setups: dict[str, Setup]
+
+    def out(self, name: str, world: int) -> dict[int, dict[str, Any]]:
+        """What each rank recorded of scenario ``name``."""
+        return results([self.base / name / "out"], world)
+
+    def log(self) -> str:
+        return "\n---\n".join(log for _, log in self.launches)
+
+
 class Launch:
-    """One torchrun job of ``nproc`` ranks whose pushes several tests share: each test's
-    scenario (its dir of rank folders, its repo, its out dir) is made by ``prepare(base)``, which
-    returns the scenario's own settings (``GROUP_RANKS``), if any."""
+    """One torchrun job whose pushes several tests share: ``nodes`` launches of ``nproc``
+    ranks each. Each test's scenario (its dir of rank folders, its repo, its out dir) is made by
+    ``prepare(setup)``, which returns the scenario's own settings (``GROUP_RANKS``, ``ENV``...;
+    see the script), if any. ``last``: ranks (all of node 0's) whose record of that scenario
+    ends the job (torchrun's agent of a node that lost a rank waits for it otherwise)."""
 
-    def __init__(self, nproc: int, scenarios: dict[str, Callable[[Path], dict[str, str] | None]]) -> None:
-        self.nproc, self.scenarios = nproc, scenarios
+    def __init__(self, nodes: int, nproc: int, scenarios: dict[str, Callable[[Setup], dict[str, Any] | None]],
+                 last: tuple[str, set[int]] | None = None) -> None:
+        self.nodes, self.nproc, self.scenarios, self.last = nodes, nproc, scenarios, last
 
-    def run(self, base: Path) -> tuple[Any, int, str]:
+    def run(self, base: Path, stack: ExitStack) -> Ran:
         server = InProcessHub(base / "hub", token=TOKEN)
-        plan = []
+        stack.callback(server.stop)
+        plan, setups = [], {}
         for name, prepare in self.scenarios.items():
-            own = prepare(base / name) or {}
+            setups[name] = setup = Setup(base / name, server, stack)
+            own = prepare(setup) or {}
             (base / name / "out").mkdir()
             plan.append({"LOCAL_DIR": str(base / name / "node" / "rank-{rank}"), "REPO": f"org/{name}",
                          "OUT_DIR": str(base / name / "out"), **own})
         env = _env(server, base, base / "unused", SCENARIOS=json.dumps(plan))
-        try:
-            [(code, log)] = standalone(self.nproc, [str(PUSH_SCRIPT)], env, base)
-        except BaseException:
-            server.stop()
-            raise
-        return server, code, log
+        if self.nodes == 1:
+            launches = standalone(self.nproc, [str(PUSH_SCRIPT)], env, base)
+        else:
+            done = None
+            if self.last is not None:
+                name, ranks = self.last
+                world = self.nodes * self.nproc
+
+                def done() -> bool:
+                    return ranks <= set(results([base / name / "out"], world))
+            launches = two_nodes([str(PUSH_SCRIPT)], [env] * self.nodes, base, nproc=self.nproc, done=done)
+        return Ran(server, launches, base, setups)
 
 
-def _four_ranks(base: Path) -> None:
-    _shards(base / "node", range(4), os.urandom(3000), b'{"layers": 2}\n')
+def _four_ranks(setup: Setup) -> None:
+    _shards(setup.here / "node", range(4), os.urandom(3000), b'{"layers": 2}\n')
 
 
-def _group(base: Path) -> dict[str, str]:
-    _shards(base / "node", range(4), b"same", b"{}\n")
+def _group(setup: Setup) -> dict[str, str]:
+    _shards(setup.here / "node", range(4), b"same", b"{}\n")
     return {"GROUP_RANKS": "2,3"}
 
 
-def _different_bytes(base: Path) -> None:
-    dirs = _shards(base / "node", range(2), b"same", b"{}\n")
+def _no_shared_filesystem(setup: Setup) -> dict[str, str]:
+    # Each node's ranks have their dirs under the node's own root, which no rank of the
+    # other node is told of.
+    common = os.urandom(2000)
+    for node in range(2):
+        _shards(setup.here / f"node{node}", range(2 * node, 2 * node + 2), common, b"{}\n")
+    return {"LOCAL_DIR": str(setup.here / "node{node}" / "rank-{rank}")}
+
+
+def _killed_mid_upload(setup: Setup) -> dict[str, Any]:
+    pids = setup.here / "pids"
+    pids.mkdir(parents=True)
+
+    def kill_rank_3() -> None:
+        os.kill(int((pids / "rank-3.pid").read_text()), signal.SIGKILL)
+
+    # Only rank 3 talks through the proxy: its first upload request is its last.
+    proxy = setup.proxy()
+    proxy.before("POST", r"/preupload/", kill_rank_3)
+    _shards(setup.here / "node", range(4), b"same", b"{}\n")
+    return {"PID_DIR": str(pids), "PROXY_RANK_3": proxy.url, "ENV": {"CKPT_DISTRIBUTED_TIMEOUT": WAIT}}
+
+
+def _different_bytes(setup: Setup) -> None:
+    dirs = _shards(setup.here / "node", range(2), b"same", b"{}\n")
     (dirs[1] / "common.bin").write_bytes(b"other")
 
 
-def _unreadable(base: Path) -> None:
-    dirs = _shards(base / "node", range(2), b"same", b"{}\n")
-    (dirs[1] / "optimizer.pt").symlink_to(base / "gone")
+def _unreadable(setup: Setup) -> None:
+    dirs = _shards(setup.here / "node", range(2), b"same", b"{}\n")
+    (dirs[1] / "optimizer.pt").symlink_to(setup.here / "gone")
 
 
-def _big_file(base: Path) -> None:
+def _big_file(setup: Setup) -> None:
     from ckpt_action.checkpoint.manifest import GIT_OID_LIMIT
 
-    write_checkpoint(base / "node" / "rank-0", {"model-00000.bin": os.urandom(GIT_OID_LIMIT + 1), "config.json": b"{}"})
-    write_checkpoint(base / "node" / "rank-1", {"model-00001.bin": b"small", "config.json": b"{}"})
+    node = setup.here / "node"
+    write_checkpoint(node / "rank-0", {"model-00000.bin": os.urandom(GIT_OID_LIMIT + 1), "config.json": b"{}"})
+    write_checkpoint(node / "rank-1", {"model-00001.bin": b"small", "config.json": b"{}"})
 
 
-FOUR_RANKS = Launch(4, {"four": _four_ranks, "group": _group})
-TWO_RANKS = Launch(2, {"differ": _different_bytes, "unreadable": _unreadable, "big": _big_file})
+def _upload_refused(setup: Setup) -> dict[str, str]:
+    _shards(setup.here / "node", range(2), b"same", b"{}\n")
+    # Only rank 1 talks through the proxy, which refuses every LFS upload.
+    proxy = setup.proxy()
+    proxy.fail("PUT", r"/localhub-lfs/", status=403, times=-1)
+    return {"PROXY_RANK_1": proxy.url}
+
+
+def _commit_landed_behind_500(setup: Setup) -> dict[str, Any]:
+    _shards(setup.here / "node", range(2), b"same", b"{}\n")
+    proxy = setup.proxy()
+    proxy.after("POST", COMMIT, status=500)
+    return {"ENV": {"HF_ENDPOINT": proxy.url}}
+
+
+def _raises_before_push(setup: Setup) -> dict[str, Any]:
+    _shards(setup.here / "node", range(2), b"same", b"{}\n")
+    return {"RAISE_RANK": "1", "ENV": {"CKPT_DISTRIBUTED_TIMEOUT": WAIT}}
+
+
+TWO_NODES = Launch(2, 2, {"four": _four_ranks, "group": _group, "nodes": _no_shared_filesystem,
+                          "killed": _killed_mid_upload}, last=("killed", {0, 1}))
+TWO_RANKS = Launch(1, 2, {"differ": _different_bytes, "unreadable": _unreadable, "big": _big_file,
+                          "refused": _upload_refused, "landed": _commit_landed_behind_500,
+                          "raises": _raises_before_push})
 
 
 @pytest.fixture(scope="module")
-def shared_launch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[Launch], tuple[Any, int, str, Path]]]:
-    """``shared_launch(LAUNCH)``: the job run once for the module; (Hub, exit code, log, its base dir)."""
-    done: dict[int, tuple[Any, int, str, Path]] = {}
+def shared_launch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[Launch], Ran]]:
+    """``shared_launch(LAUNCH)``: the job, run once for the module."""
+    done: dict[int, Ran] = {}
+    with ExitStack() as stack:
 
-    def get(launch: Launch) -> tuple[Any, int, str, Path]:
-        if id(launch) not in done:
-            base = tmp_path_factory.mktemp("launch")
-            done[id(launch)] = (*launch.run(base), base)
-        return done[id(launch)]
+        def get(launch: Launch) -> Ran:
+            if id(launch) not in done:
+                done[id(launch)] = launch.run(tmp_path_factory.mktemp("launch"), stack)
+            return done[id(launch)]
 
-    yield get
-    for server, *_ in done.values():
-        server.stop()
+        yield get
 
 
 SHARED = pytest.mark.xdist_group("dist-push-shared")  # one worker: each shared launch runs once
@@ -127,12 +224,11 @@ def test_four_ranks_make_one_commit_holding_every_ranks_files(shared_launch, hf_
 
     import ckpt_action as ckpt
 
-    server, code, log, base = shared_launch(FOUR_RANKS)
-    repo, here = "org/four", base / "four"
-    got = results([here / "out"], 4)
-    assert code == 0, log
-    assert sorted(got) == [0, 1, 2, 3], log
-    handles = {tuple(r["handle"]) for r in got.values()}
+    ran = shared_launch(TWO_NODES)
+    server, repo, here = ran.hub, "org/four", ran.base / "four"
+    got = ran.out("four", 4)
+    assert sorted(got) == [0, 1, 2, 3], ran.log()
+    handles = {tuple(r.get("handle", ())) for r in got.values()}
     assert len(handles) == 1, got
     [(name, subfolder, sha, step)] = handles
     assert (name, subfolder, step) == (repo, "checkpoint-5", 5)
@@ -153,32 +249,19 @@ def test_four_ranks_make_one_commit_holding_every_ranks_files(shared_launch, hf_
     assert len(uploads) == 5, uploads
 
 
+@SHARED
 @pytest.mark.timeout(300)
-def test_two_nodes_without_a_shared_filesystem(hub_server, hf_client, tmp_path):
+def test_two_nodes_without_a_shared_filesystem(shared_launch, hf_client):
     import ckpt_action as ckpt
 
-    server = hub_server(token=TOKEN)
-    common = os.urandom(2000)
-    envs, outs = [], []
-    for node in range(2):
-        base = tmp_path / f"node{node}"
-        _shards(base, range(2 * node, 2 * node + 2), common, b"{}\n")
-        outs.append(base / "out")
-        outs[-1].mkdir()
-        envs.append(_env(server, tmp_path, outs[-1], LOCAL_DIR=str(base / "rank-{rank}")))
-    launches = two_nodes([str(PUSH_SCRIPT)], envs, tmp_path)
-    got = results(outs, 4)
-    assert [code for code, _ in launches] == [0, 0], launches
-    assert len({tuple(r["handle"]) for r in got.values()}) == 1 and len(got) == 4, got
-    found = ckpt.latest(REPO, endpoint=server.url, token=TOKEN)
+    ran = shared_launch(TWO_NODES)
+    server, repo = ran.hub, "org/nodes"
+    got = ran.out("nodes", 4)
+    assert len({tuple(r.get("handle", ())) for r in got.values()}) == 1 and len(got) == 4, (got, ran.log())
+    found = ckpt.latest(repo, endpoint=server.url, token=TOKEN)
     assert found is not None and found.revision == got[0]["handle"][2]
-    [info] = ckpt.list_checkpoints(REPO, endpoint=server.url, token=TOKEN)
+    [info] = ckpt.list_checkpoints(repo, endpoint=server.url, token=TOKEN)
     assert (info.subfolder, info.status, info.files) == ("checkpoint-5", "complete", 6)
-
-
-# The bound the fault tests wait out for a dead or absent rank: short, yet long enough that
-# a live rank's heartbeat (every second) is never missed on a loaded machine.
-SILENCE = "8"
 
 
 def _no_checkpoint(server: Any, repo: str = REPO) -> None:
@@ -197,112 +280,72 @@ def _same_error(got: dict[int, dict[str, Any]], ranks: int) -> dict[str, Any]:
 @SHARED
 @pytest.mark.timeout(300)
 def test_a_path_with_different_bytes_on_two_ranks_fails_every_rank_naming_them(shared_launch, hf_client):
-    server, _code, _log, base = shared_launch(TWO_RANKS)
-    error = _same_error(results([base / "differ" / "out"], 2), 2)
+    ran = shared_launch(TWO_RANKS)
+    error = _same_error(ran.out("differ", 2), 2)
     assert error["error"] == "DistributedError"
     assert "common.bin differs between ranks 0 and 1" in error["message"]
     assert "nothing was committed" in error["message"]
-    _no_checkpoint(server, "org/differ")
+    _no_checkpoint(ran.hub, "org/differ")
 
 
 @SHARED
 @pytest.mark.timeout(300)
 def test_a_file_one_rank_cannot_read_fails_every_rank_with_its_exit_code(shared_launch, hf_client):
-    server, _code, _log, base = shared_launch(TWO_RANKS)
-    error = _same_error(results([base / "unreadable" / "out"], 2), 2)
+    ran = shared_launch(TWO_RANKS)
+    error = _same_error(ran.out("unreadable", 2), 2)
     assert "rank 1: checking the local dir" in error["message"] and "dangling symlink optimizer.pt" in error["message"]
     assert error["exit_code"] == 2
-    _no_checkpoint(server, "org/unreadable")
+    _no_checkpoint(ran.hub, "org/unreadable")
 
 
+@SHARED
 @pytest.mark.timeout(300)
-def test_a_rank_that_raises_before_push_fails_the_others_within_the_timeout(hub_server, hf_client, tmp_path):
-    server = hub_server(token=TOKEN)
-    _shards(tmp_path / "node", range(2), b"same", b"{}\n")
-    out = tmp_path / "out"
-    out.mkdir()
-    env = _env(server, tmp_path, out, LOCAL_DIR=str(tmp_path / "node" / "rank-{rank}"), RAISE_RANK="1",
-               CKPT_DISTRIBUTED_TIMEOUT=SILENCE)
-    standalone(2, [str(PUSH_SCRIPT)], env, tmp_path)
-    got = results([out], 2)
-    assert got[1]["message"] == "the training step failed"
+def test_a_rank_that_raises_before_push_fails_the_others_within_the_timeout(shared_launch, hf_client):
+    ran = shared_launch(TWO_RANKS)
+    got = ran.out("raises", 2)
+    assert got[1]["message"] == "the training step failed", (got, ran.log())
     assert got[0]["error"] == "DistributedError"
-    assert f"rank 1 did not join within {SILENCE} s (CKPT_DISTRIBUTED_TIMEOUT)" in got[0]["message"]
-    assert got[0]["seconds"] < 60  # bounded by the setting, not by the process group's 30 minutes
-    _no_checkpoint(server)
+    assert f"rank 1 did not join within {WAIT} s (CKPT_DISTRIBUTED_TIMEOUT)" in got[0]["message"]
+    # Bounded by the setting (the wait, then rank 0's linger of three heartbeats, on a loaded
+    # machine), not by the process group's 30 minutes; and not cut short of it.
+    assert FAULT_TIMEOUT <= got[0]["seconds"] < 8 * FAULT_TIMEOUT, got
+    _no_checkpoint(ran.hub, "org/raises")
 
 
+@SHARED
 @pytest.mark.timeout(300)
-def test_a_rank_killed_mid_upload_means_no_commit_and_the_others_name_it(hub_server, hf_client, tmp_path):
-    import signal
-
-    from tests.helpers.commit_proxy import CommitProxy
-
-    server = hub_server(token=TOKEN)
-    pids = tmp_path / "pids"
-    pids.mkdir()
-
-    def kill_rank_3() -> None:
-        os.kill(int((pids / "rank-3.pid").read_text()), signal.SIGKILL)
-
-    with CommitProxy(server.url) as proxy:
-        # Only rank 3 talks through the proxy: its first upload request is its last.
-        proxy.before("POST", r"/preupload/", kill_rank_3)
-        envs, outs = [], []
-        for node in range(2):
-            base = tmp_path / f"node{node}"
-            _shards(base, range(2 * node, 2 * node + 2), b"same", b"{}\n")
-            outs.append(base / "out")
-            outs[-1].mkdir()
-            envs.append(_env(server, tmp_path, outs[-1], LOCAL_DIR=str(base / "rank-{rank}"), PID_DIR=str(pids),
-                             PROXY_RANK_3=proxy.url, CKPT_DISTRIBUTED_TIMEOUT=SILENCE))
-        two_nodes([str(PUSH_SCRIPT)], envs, tmp_path, done=lambda: {0, 1} <= set(results(outs, 4)))
-    got = results(outs, 4)
-    assert 3 not in got
+def test_a_rank_killed_mid_upload_means_no_commit_and_the_others_name_it(shared_launch, hf_client):
+    ran = shared_launch(TWO_NODES)
+    got = ran.out("killed", 4)
+    assert 3 not in got, (got, ran.log())
     node0 = {(got[r]["error"], got[r]["message"]) for r in (0, 1)}
     assert len(node0) == 1, got
     [(kind, message)] = node0
     assert kind == "DistributedError" and "nothing was committed" in message
     assert "rank 3 stopped responding" in message or "rank 2 stopped responding" in message
-    assert not [c for c in _commits(server) if c.title.startswith("Push")]
-    _no_checkpoint(server)
+    assert not [c for c in _commits(ran.hub, "org/killed") if c.title.startswith("Push")]
+    _no_checkpoint(ran.hub, "org/killed")
 
 
+@SHARED
 @pytest.mark.timeout(300)
-def test_a_commit_answered_500_after_it_landed_is_one_commit_and_one_handle(hub_server, hf_client, tmp_path):
-    from tests.helpers.commit_proxy import COMMIT, CommitProxy
-
-    server = hub_server(token=TOKEN)
-    _shards(tmp_path / "node", range(2), b"same", b"{}\n")
-    out = tmp_path / "out"
-    out.mkdir()
-    with CommitProxy(server.url) as proxy:
-        proxy.after("POST", COMMIT, status=500)
-        env = _env(server, tmp_path, out, LOCAL_DIR=str(tmp_path / "node" / "rank-{rank}"), HF_ENDPOINT=proxy.url)
-        standalone(2, [str(PUSH_SCRIPT)], env, tmp_path)
-        assert [c.status for c in proxy.commits()] == [500]
-    got = results([out], 2)
+def test_a_commit_answered_500_after_it_landed_is_one_commit_and_one_handle(shared_launch, hf_client):
+    ran = shared_launch(TWO_RANKS)
+    proxy = ran.setups["landed"].kept["proxy"]
+    assert [c.status for c in proxy.commits()] == [500]
+    got = ran.out("landed", 2)
     assert len({tuple(r.get("handle", ())) for r in got.values()}) == 1 and "handle" in got[0], got
-    pushes = [c for c in _commits(server) if c.title.startswith("Push")]
+    pushes = [c for c in _commits(ran.hub, "org/landed") if c.title.startswith("Push")]
     assert len(pushes) == 1 and pushes[0].commit_id == got[0]["handle"][2]
 
 
+@SHARED
 @pytest.mark.timeout(300)
-def test_an_upload_refused_on_one_rank_fails_every_rank_naming_it(hub_server, hf_client, tmp_path):
-    from tests.helpers.commit_proxy import CommitProxy
-
-    server = hub_server(token=TOKEN)
-    _shards(tmp_path / "node", range(2), b"same", b"{}\n")
-    out = tmp_path / "out"
-    out.mkdir()
-    with CommitProxy(server.url) as proxy:
-        # Only rank 1 talks through the proxy, which refuses every LFS upload.
-        proxy.fail("PUT", r"/localhub-lfs/", status=403, times=-1)
-        env = _env(server, tmp_path, out, LOCAL_DIR=str(tmp_path / "node" / "rank-{rank}"), PROXY_RANK_1=proxy.url)
-        standalone(2, [str(PUSH_SCRIPT)], env, tmp_path)
-    error = _same_error(results([out], 2), 2)
+def test_an_upload_refused_on_one_rank_fails_every_rank_naming_it(shared_launch, hf_client):
+    ran = shared_launch(TWO_RANKS)
+    error = _same_error(ran.out("refused", 2), 2)
     assert "nothing was committed: rank 1: uploading" in error["message"], error
-    assert not [c for c in _commits(server) if c.title.startswith("Push")]
+    assert not [c for c in _commits(ran.hub, "org/refused") if c.title.startswith("Push")]
 
 
 def test_outside_a_process_group_distributed_true_pushes_alone(local_hub, tmp_path):
@@ -320,8 +363,9 @@ def test_outside_a_process_group_distributed_true_pushes_alone(local_hub, tmp_pa
 def test_group_limits_the_push_to_its_ranks(shared_launch, hf_client, tmp_path):
     import ckpt_action as ckpt
 
-    server, _code, _log, base = shared_launch(FOUR_RANKS)
-    got = results([base / "group" / "out"], 4)
+    ran = shared_launch(TWO_NODES)
+    server = ran.hub
+    got = ran.out("group", 4)
     assert got[0]["skipped"] and got[1]["skipped"], got
     assert got[2]["handle"] == got[3]["handle"], got
     pulled = ckpt.pull(ckpt.latest("org/group", endpoint=server.url, token=TOKEN), tmp_path / "pulled",
@@ -337,8 +381,10 @@ def test_a_file_above_the_git_id_limit_is_in_the_distributed_commit(shared_launc
     # big files up front: none may be left out of the manifest.
     import ckpt_action as ckpt
 
-    server, code, log, base = shared_launch(TWO_RANKS)
-    big = (base / "big" / "node" / "rank-0" / "model-00000.bin").read_bytes()
+    ran = shared_launch(TWO_RANKS)
+    server = ran.hub
+    big = (ran.base / "big" / "node" / "rank-0" / "model-00000.bin").read_bytes()
+    [(code, log)] = ran.launches
     assert code == 0, log
     found = ckpt.latest("org/big", endpoint=server.url, token=TOKEN)
     assert found is not None, log

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import torch
@@ -20,6 +19,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import Shard, distribute_tensor
 
 from ckpt_action.integrations.dcp import HubStorageReader, HubStorageWriter
+from tests.helpers.dist_exit import exit_now
 
 ROWS = 64
 
@@ -58,4 +58,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

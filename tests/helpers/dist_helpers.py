@@ -27,6 +27,13 @@ ROOT = Path(__file__).resolve().parents[2]
 TORCHRUN = [os.path.join(os.path.dirname(sys.executable), "torchrun")]  # the venv's, next to its python
 PUSH_SCRIPT = ROOT / "tests" / "helpers" / "dist_push_script.py"
 JOB_TIMEOUT = float(os.environ.get("DIST_TEST_JOB_TIMEOUT", "240"))
+STOP_GRACE = 3.0
+"""Seconds a launch stopped with SIGTERM has to end before it is killed (its results recorded)."""
+FAULT_TIMEOUT = float(os.environ.get("DIST_TEST_FAULT_TIMEOUT", "2"))
+"""``CKPT_DISTRIBUTED_TIMEOUT`` of the pushes that wait out a dead or absent rank (the
+tests' one setting for it; raise it on a slower machine): short, yet five heartbeats of
+a live rank (one every fifth of it), so a live rank is not taken for dead on a loaded
+machine. The other pushes keep a bound they never reach."""
 
 
 def free_port() -> int:
@@ -60,9 +67,11 @@ def _check(procs: list[subprocess.Popen[str]], done: Callable[[], bool] | None =
     timed_out = time.monotonic() > deadline
     for proc in procs:
         if proc.poll() is None:
+            # An agent at the exit barrier waits in a call into torch's store, which Python's
+            # SIGTERM handler cannot cut short: a moment for a launch that can stop, then the kill.
             os.killpg(proc.pid, signal.SIGTERM)
             try:
-                proc.wait(20)
+                proc.wait(STOP_GRACE)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
     out = [(proc.returncode, proc.communicate()[0]) for proc in procs]

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 
 from ckpt_action.integrations.transformers import CheckpointCallback, resume_from_hub
+from tests.helpers.dist_exit import exit_now
 
 
 def main() -> int:
@@ -42,4 +42,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())
