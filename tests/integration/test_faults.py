@@ -18,13 +18,12 @@ machine too slow for it, raise that one value.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 
 import pytest
 
-from tests.conftest import read_tree, write_checkpoint
+from tests.conftest import FAULT_MATRIX_TIMEOUT, read_tree, write_checkpoint
 from tests.helpers.chaos_helpers import (
     assert_complete,
     ckpt,
@@ -36,7 +35,7 @@ from tests.helpers.chaos_helpers import (
     seed,
 )
 
-TIMEOUT = float(os.environ.get("FAULT_MATRIX_TIMEOUT", "0.5"))  # CKPT_TIMEOUT for the matrix: the one setting
+TIMEOUT = FAULT_MATRIX_TIMEOUT  # CKPT_TIMEOUT for the matrix: the one setting
 SLOW = 2.5 * TIMEOUT  # seconds a "slow" answer waits; well past TIMEOUT, so the client gives up on it
 BOUND = 30 * TIMEOUT  # no cell may take longer than this (bounded retries)
 SETTLE = 10 * TIMEOUT  # how long a cell waits for the server to log a request it finished late

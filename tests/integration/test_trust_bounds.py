@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import clean_env
+from tests.conftest import FAULT_MATRIX_TIMEOUT, clean_env
 from tests.helpers.chaos_helpers import FAST, one_line_error, seed
 from tests.helpers.hostile_proxy import hostile_fixture, sink_fixture  # noqa: F401 - provide the hostile and sink fixtures
-from tests.integration.test_faults import TIMEOUT as FAULT_MATRIX_TIMEOUT
 
 HANG = 90  # seconds; far above every bound below, far below what an unbounded run takes
 # The trickle cases' one setting: --timeout (silence allowed between bytes), the fault matrix's
