@@ -122,11 +122,12 @@ def test_the_hub_commit_quota_coalesces_to_the_newest_and_never_fails(hub_server
     out = tmp_path / "out"
     for step in (1, 2):
         plain(out, step)
-    w = watcher(out, server.url).start()
+    said: list[str] = []
+    w = watcher(out, server.url, log=said.append).start()
     wait_for(lambda: len(w.report.pushed) == 2)
     for step in (3, 4, 5):  # the hour's 2 commits are used: the Hub answers 429
         plain(out, step)
-    time.sleep(1.0)
+    wait_for(lambda: any("commit quota is reached" in m for m in said))
     report = w.stop(grace=2)
     assert [n for n, _, _ in report.pushed] == ["checkpoint-1", "checkpoint-2"]
     assert not report.failed, report.failed
