@@ -54,7 +54,8 @@ COMMITS_PER_HOUR = 128
 HOUR = 3600.0
 SAVE_IN_PROGRESS = 5.0
 """Once stopping, a checkpoint not complete yet that changed within this many seconds is a
-save in progress, waited for (within the grace period); one quiet for longer is left."""
+save in progress, waited for (within the grace period); one quiet for longer is left
+(``Watcher(stalled_after=)``)."""
 FORWARDED = ("SIGHUP", "SIGUSR1", "SIGUSR2")
 """Signals passed on to the training command as they come (SIGTERM and SIGINT also stop the watch)."""
 
@@ -138,6 +139,8 @@ class Watcher:
     The arguments are `ckpt-action watch`'s options (``pattern`` with exactly one
     group for the step; ``format`` one of ``auto``, ``trainer``, ``accelerate``,
     ``lightning``, ``dcp``, ``orbax``, ``plain``; ``settle`` and ``grace`` in seconds).
+    ``stalled_after``: once stopping, a checkpoint not complete that has not changed for this
+    many seconds is taken as a save that died, not one in progress, and no longer waited for.
     """
 
     def __init__(self, local_dir: str | os.PathLike[str], repo: str, *, pattern: str | None = None,
@@ -146,7 +149,8 @@ class Watcher:
                  commits_per_hour: int = COMMITS_PER_HOUR, private: bool = True,
                  endpoint: str | None = None, token: str | None = None, timeout: float | None = None,
                  retries: int | None = None, poll: float = 0.5, uploader: str = "process",
-                 log: Callable[[str], None] | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+                 stalled_after: float = SAVE_IN_PROGRESS, log: Callable[[str], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         from ckpt_action import names
 
         if format not in markers.FORMATS:
@@ -161,6 +165,7 @@ class Watcher:
         self.settle = _seconds(settle, "settle")
         self.grace = _seconds(grace, "grace")
         self.poll = _seconds(poll, "poll", minimum=0.01)
+        self.stalled_after = _seconds(stalled_after, "stalled_after")
         from ckpt_action.client import retention_rules
 
         retention = Retention(keep_last=keep_last, keep_every=keep_every, keep_best=keep_best)
@@ -444,8 +449,8 @@ class Watcher:
             return False
         now = self.clock()
         return any(not c.ready and c.snapshot is not None and self._done.get(c.name) is None
-                   and now - c.quiet_since < SAVE_IN_PROGRESS for c in ckpts) or any(
-            now - since < SAVE_IN_PROGRESS for _snap, since in self.scanner.saving.values())
+                   and now - c.quiet_since < self.stalled_after for c in ckpts) or any(
+            now - since < self.stalled_after for _snap, since in self.scanner.saving.values())
 
     def _finished(self, ckpts: list[Checkpoint]) -> bool:
         if not self._stopping() or self._inflight is not None:

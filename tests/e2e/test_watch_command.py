@@ -8,9 +8,11 @@ save in progress when it gets SIGTERM, as a trainer with a preemption handler do
 from __future__ import annotations
 
 import json
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 from tests.conftest import ENTRYPOINT
@@ -25,6 +27,9 @@ from pathlib import Path
 
 out = Path(sys.argv[1])
 status = Path(sys.argv[2])
+step_s = float(os.environ.get("STEP_S", "0.2"))  # a training step
+chunk_s = float(os.environ.get("CHUNK_S", "0.3"))  # a slow save: 6 chunks, this far apart
+hold_at = int(os.environ.get("HOLD_AT", "0"))  # this step's save stops half-way until SIGTERM, then ends slowly
 stop = False
 
 def on_term(signum, frame):
@@ -38,20 +43,26 @@ if os.environ.get("RESUME_FROM"):
 step = start
 while not stop and step < start + int(os.environ.get("STEPS", "100")):
     step += 1
-    time.sleep(0.2)  # a training step
+    time.sleep(step_s)
     d = out / f"checkpoint-{step}"
     d.mkdir(parents=True)
     status.write_text(json.dumps({"saving": step}))
-    with open(d / "model.safetensors", "wb") as fh:  # a slow save: 6 chunks, 0.3 s apart
-        for _ in range(6):
+    with open(d / "model.safetensors", "wb") as fh:
+        for chunk in range(6):
             fh.write(os.urandom(64 * 1024))
             fh.flush()
-            time.sleep(0.3)
+            if step == hold_at and chunk == 2:
+                status.write_text(json.dumps({"held": step}))
+                while not stop:
+                    time.sleep(0.01)
+            time.sleep(0.3 if step == hold_at else chunk_s)
     (d / "training_args.bin").write_bytes(b"args")
     (d / "trainer_state.json").write_text(json.dumps({"global_step": step, "resumed_from": start}))
     status.write_text(json.dumps({"saved": step}))
 sys.exit(0)
 '''
+QUICK = {"STEP_S": "0.02", "CHUNK_S": "0.02"}
+"""A training whose steps and saves take no time to speak of, where their length is not the point."""
 
 
 def test_sigterm_mid_save_pushes_the_newest_complete_checkpoint_within_grace_and_a_resume_continues(
@@ -64,13 +75,14 @@ def test_sigterm_mid_save_pushes_the_newest_complete_checkpoint_within_grace_and
     log = open(tmp_path / "watch.log", "wb")
     watch = subprocess.Popen([sys.executable, str(ENTRYPOINT), "watch", "--local-dir", str(out), "--repo", REPO,
                               "--grace", str(GRACE), "--json", "--", sys.executable, str(script), str(out),
-                              str(status)], env=env, stdout=subprocess.PIPE, stderr=log, cwd=tmp_path)
+                              str(status)], env={**env, **QUICK, "HOLD_AT": "3"}, stdout=subprocess.PIPE, stderr=log,
+                             cwd=tmp_path)
     try:
         deadline = time.monotonic() + 120
-        while True:  # the third save has begun: its folder is half-written
+        while True:  # the third save is half-written, and held there until the signal
             assert time.monotonic() < deadline, "the training never reached its third save"
             assert watch.poll() is None, (tmp_path / "watch.log").read_text()
-            if status.exists() and json.loads(status.read_text() or "{}").get("saving") == 3:
+            if status.exists() and json.loads(status.read_text() or "{}").get("held") == 3:
                 break
             time.sleep(0.05)
         assert not (out / "checkpoint-3" / "trainer_state.json").exists()
@@ -104,7 +116,7 @@ def test_sigterm_mid_save_pushes_the_newest_complete_checkpoint_within_grace_and
         assert (resume / name).read_bytes() == (out / "checkpoint-3" / name).read_bytes()
     # The resume job, on a fresh dir, continues from the pulled checkpoint.
     again = subprocess.run([sys.executable, str(script), str(tmp_path / "out2"), str(tmp_path / "s2.json")],
-                           env={**env, "RESUME_FROM": str(resume), "STEPS": "1"}, timeout=120)
+                           env={**env, **QUICK, "RESUME_FROM": str(resume), "STEPS": "1"}, timeout=120)
     assert again.returncode == 0
     state = json.loads((tmp_path / "out2" / "checkpoint-4" / "trainer_state.json").read_text())
     assert state == {"global_step": 4, "resumed_from": 3}
@@ -129,7 +141,7 @@ def test_the_command_exit_status_is_the_watchs_and_what_waits_is_pushed(hub_serv
     out = tmp_path / "out"
     run = subprocess.run([sys.executable, str(ENTRYPOINT), "watch", "--local-dir", str(out), "--repo", REPO,
                           "--json", "--", sys.executable, str(script), str(out), str(tmp_path / "s")],
-                         env={**env, "STEPS": "2"}, capture_output=True, text=True, timeout=180)
+                         env={**env, **QUICK, "STEPS": "2"}, capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stderr
     assert [p["name"] for p in json.loads(run.stdout)["pushed"]] == ["checkpoint-1", "checkpoint-2"]
     failing = subprocess.run([sys.executable, str(ENTRYPOINT), "watch", "--local-dir", str(out), "--repo", REPO,
@@ -159,23 +171,58 @@ def test_without_a_command_it_watches_until_sigint_then_stops_at_once(hub_server
     server = hub_server()
     env = make_hub_env(server.url, tmp_path / "home")
     out = tmp_path / "out"
-    for step in (4, 5):
-        (out / f"checkpoint-{step}").mkdir(parents=True)
-        (out / f"checkpoint-{step}" / "w.bin").write_bytes(b"w" * (100 + step))
+    (out / "checkpoint-4").mkdir(parents=True)
+    (out / "checkpoint-4" / "w.bin").write_bytes(b"w" * 104)
     watch = subprocess.Popen([sys.executable, str(ENTRYPOINT), "watch", "--local-dir", str(out), "--repo", REPO,
-                              "--settle", "4", "--json"], env=env, stdout=subprocess.PIPE,
+                              "--settle", str(SETTLE), "--json"], env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
-    time.sleep(1)
-    (out / "checkpoint-5" / "w.bin").write_bytes(b"changed")  # checkpoint-5 is still being written
-    time.sleep(8)  # checkpoint-4 quiet past --settle; checkpoint-5 quiet for 7 s
-    assert watch.poll() is None
-    (out / "checkpoint-6").mkdir()
-    (out / "checkpoint-6" / "w.bin").write_bytes(b"new")  # written just before the signal
-    sent = time.monotonic()
-    watch.send_signal(signal.SIGINT)
-    stdout, stderr = watch.communicate(timeout=GRACE + 30)
-    took = time.monotonic() - sent
-    assert watch.returncode == 0, stderr
-    report = json.loads(stdout)
+    said = LogLines(watch)
+    try:
+        said.wait_for("pushing checkpoint-4 ")  # quiet past --settle, and no command: the watch pushes it
+        (out / "checkpoint-5").mkdir()
+        (out / "checkpoint-5" / "w.bin").write_bytes(b"w" * 105)  # a save arriving while a push runs
+        said.wait_for("pushed checkpoint-5:")
+        assert watch.poll() is None
+        (out / "checkpoint-6").mkdir()
+        (out / "checkpoint-6" / "w.bin").write_bytes(b"new")  # written just before the signal
+        sent = time.monotonic()
+        watch.send_signal(signal.SIGINT)
+        watch.wait(timeout=GRACE + 30)
+        took = time.monotonic() - sent
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+    assert watch.returncode == 0, said.text()
+    assert watch.stdout is not None
+    report = json.loads(watch.stdout.read())
     assert [p["name"] for p in report["pushed"]] == ["checkpoint-4", "checkpoint-5", "checkpoint-6"], report
     assert took < GRACE, took
+
+
+SETTLE = 0.5
+"""The watch's quiet period where the test waits for it: short, and well within the time a save
+begun just before the signal is waited for (``SAVE_IN_PROGRESS``)."""
+
+
+class LogLines:
+    """A child's stderr, read line by line as it comes (on a thread): what the watch said so far."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stderr is not None
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        stream = proc.stderr
+        threading.Thread(target=lambda: [self.lines.put(line) for line in stream], daemon=True).start()
+
+    def wait_for(self, text: str, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while not any(text in line for line in self.seen):
+            try:
+                self.seen.append(self.lines.get(timeout=max(0.0, deadline - time.monotonic())))
+            except queue.Empty:
+                raise AssertionError(f"the watch never said {text!r}: {self.text()}") from None
+
+    def text(self) -> str:
+        while not self.lines.empty():
+            self.seen.append(self.lines.get())
+        return "".join(self.seen)

@@ -6,7 +6,8 @@
 - ``xet_hub``: an in-process :class:`~ckpt_localhub.LocalHub` with Xet on and an
   access log.
 - ``xet_env(url, home)``: the environment for an ``hf`` subprocess on the Xet path, each
-  ``home`` with its own Xet cache, so a second push can only dedupe through the server.
+  ``home`` with its own Xet cache, so a second push can only dedupe through the server, and
+  hf_xet's backoff from the tests' ``RETRY_DELAY`` (its own first delay is 3 s).
 - ``run_hf(args, env)``: runs the real ``hf`` CLI.
 """
 
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from ckpt_localhub import LocalHub
+from tests.conftest import RETRY_DELAY, xet_retry_delay
 from tests.helpers.localhub_fixtures import configure_client, entries, make_hub_env
 
 HF = str(Path(sys.executable).with_name("hf"))
@@ -29,6 +31,7 @@ def xet_env(url: str, home: Path, token: str | None = None) -> dict[str, str]:
     env = make_hub_env(url, home, token)
     env.pop("HF_HUB_DISABLE_XET", None)
     env["HF_XET_CACHE"] = str(home / "xet")
+    env["HF_XET_CLIENT_RETRY_BASE_DELAY"] = xet_retry_delay(RETRY_DELAY)
     return env
 
 

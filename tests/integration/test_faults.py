@@ -18,13 +18,12 @@ machine too slow for it, raise that one value.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 
 import pytest
 
-from tests.conftest import read_tree, write_checkpoint
+from tests.conftest import FAULT_MATRIX_TIMEOUT, read_tree, write_checkpoint
 from tests.helpers.chaos_helpers import (
     assert_complete,
     ckpt,
@@ -36,7 +35,7 @@ from tests.helpers.chaos_helpers import (
     seed,
 )
 
-TIMEOUT = float(os.environ.get("FAULT_MATRIX_TIMEOUT", "0.5"))  # CKPT_TIMEOUT for the matrix: the one setting
+TIMEOUT = FAULT_MATRIX_TIMEOUT  # CKPT_TIMEOUT for the matrix: the one setting
 SLOW = 2.5 * TIMEOUT  # seconds a "slow" answer waits; well past TIMEOUT, so the client gives up on it
 BOUND = 30 * TIMEOUT  # no cell may take longer than this (bounded retries)
 SETTLE = 10 * TIMEOUT  # how long a cell waits for the server to log a request it finished late
@@ -264,12 +263,13 @@ def test_timeout_is_configurable_by_flag(hub_server, hf_client, cli, tmp_path):
     """--timeout bounds a silent server: a stalled refs answer fails within the bound, not the default 60 s."""
     hub = hub_server()
     seed(hub.url, "o/r", "checkpoint-1", ckpt(1), tmp_path, step=1)
-    hub.set_faults([{"method": "GET", "path": ENDPOINTS["refs"][1], "times": -1, "delay_s": 6}])
+    hub.set_faults([{"method": "GET", "path": ENDPOINTS["refs"][1], "times": -1, "delay_s": 12 * TIMEOUT}])
     t0 = time.monotonic()
-    run = cli("latest", "--repo", "o/r", "--timeout", "1", "--retries", "1", env=env_for(hub, tmp_path))
+    run = cli("latest", "--repo", "o/r", "--timeout", str(TIMEOUT), "--retries", "1", env=env_for(hub, tmp_path))
     elapsed = time.monotonic() - t0
     assert run.code == 1 and "cannot reach" in one_line_error(run.stderr)
-    assert elapsed < 5.5, f"{elapsed:.1f}s: --timeout 1 --retries 1 should give up after about 2 s"
+    assert elapsed < 11 * TIMEOUT, f"{elapsed:.1f}s: --timeout {TIMEOUT:g} --retries 1 should give up after about" \
+        f" {2 * TIMEOUT:g} s"
     hub.set_faults([])
 
 

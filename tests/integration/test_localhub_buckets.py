@@ -10,6 +10,7 @@ from huggingface_hub import HfApi, HfFileSystem
 from huggingface_hub.errors import BucketBatchError, BucketNotFoundError, HfHubHTTPError
 
 from ckpt_localhub import api_bucket_files
+from tests.conftest import RETRY_DELAY, RETRY_MAX_DELAY
 from tests.helpers.localhub_fixtures import TOKEN, entries
 
 USER = "local-user"
@@ -234,11 +235,16 @@ def test_batch_reports_partial_failures_and_a_fault_fails_one_batch(api, hub):
     assert _paths(api, B) == ["a.txt"]
 
 
-def test_the_change_feed_refreshes_a_followed_listing(api, hub):
+def test_the_change_feed_refreshes_a_followed_listing(api, hub, monkeypatch):
     import time
 
+    from huggingface_hub import _bucket_live_follow
     from huggingface_hub._bucket_live_follow import BUCKET_FOLLOWERS
 
+    # A feed session is held open HOLD_S (2 s) waiting for a change, and the follower waits 1 s
+    # before the next one: the same sessions, from the tests' backoff settings.
+    monkeypatch.setattr(api_bucket_files, "HOLD_S", RETRY_MAX_DELAY)
+    monkeypatch.setattr(_bucket_live_follow, "RECONNECT_MIN_DELAY", RETRY_DELAY)
     api.create_bucket(B)
     api.batch_bucket_files(B, add=[(b"data", "data/a.txt")])
     fs = HfFileSystem(endpoint=hub.url, token=TOKEN, skip_instance_cache=True, live_follow=True)

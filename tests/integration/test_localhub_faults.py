@@ -115,10 +115,10 @@ def test_fault_reset_on_upload_put_is_retried(served):
 
 def test_fault_delay(served):
     server, api, _ = served
-    server.set_faults([{"method": "GET", "path": f"/api/models/{REPO}$", "delay_s": 1.0}])
+    server.set_faults([{"method": "GET", "path": f"/api/models/{REPO}$", "delay_s": 0.25}])
     assert api.repo_info(REPO).id == REPO
     # No wait needed: the line is written before the answer's last byte leaves.
-    assert entries(server, "GET", f"/api/models/{REPO}")[-1]["ms"] >= 1000
+    assert entries(server, "GET", f"/api/models/{REPO}")[-1]["ms"] >= 250
 
 
 def test_fault_corrupt_flips_a_byte(served, hf_client):

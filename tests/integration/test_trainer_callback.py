@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -203,17 +204,27 @@ def test_on_failure_warn_logs_instead(faulty_hub: tuple[LocalHub, Path], tmp_pat
 
 
 def test_a_checkpoint_deleted_after_the_save_is_still_pushed_whole(
-        faulty_hub: tuple[LocalHub, Path], tmp_path: Path) -> None:
+        local_hub: LocalHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Trainer's save_total_limit deletes old checkpoint dirs while their pushes may still run.
-    hub, faults = faulty_hub
-    set_faults(faults, [{"method": "GET", "path": r"/refs$", "delay_s": 0.5, "times": 1}])  # the push starts late
+    hub = local_hub
     out = tmp_path / "out"
     args, control = hook_args(out)
     state = TrainerState()
     callback = CheckpointCallback(repo=REPO, endpoint=hub.url)
+    removed = threading.Event()
+    push = callback._push
+
+    def once_removed(job: Any, distributed: bool = False) -> Any:  # the push starts after the deletion
+        assert removed.wait(timeout=300), "the test never deleted the checkpoint"
+        return push(job, distributed)
+
+    monkeypatch.setattr(callback, "_push", once_removed)
     files = {"model.safetensors": os.urandom(50_000), "optimizer.pt": os.urandom(20_000)}
-    save(callback, args, control, out, 3, state, files)
-    shutil.rmtree(out / "checkpoint-3")
+    try:
+        save(callback, args, control, out, 3, state, files)
+        shutil.rmtree(out / "checkpoint-3")
+    finally:
+        removed.set()
     callback.on_train_end(args, state, control)
     assert [h.step for h in callback.pushed] == [3]
     assert files_of(ckpt.pull(callback.pushed[0], tmp_path / "back", endpoint=hub.url)) == files

@@ -3,11 +3,9 @@ one line per push, nothing left behind, and the revisions of earlier pushes afte
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,17 +19,6 @@ import ckpt_action as ckpt
 from ckpt_action.integrations.transformers import STAGING_DIR, CheckpointCallback, resume_from_hub
 from ckpt_localhub import LocalHub
 from tests.integration.test_trainer_callback import REPO, hook_args, make_trainer, save
-
-SLOW_FIRST_PUSH = [{"method": "GET", "path": r"/refs$", "delay_s": 2, "times": 1}]
-
-
-@pytest.fixture
-def slow_hub(tmp_path: Path, hf_client: Path) -> Iterator[LocalHub]:
-    """A local Hub whose first push takes 2 s more: saves come faster than it ends."""
-    faults = tmp_path / "faults.json"
-    faults.write_text(json.dumps(SLOW_FIRST_PUSH))
-    with LocalHub(tmp_path / "hub", faults=faults) as hub:
-        yield hub
 
 
 def test_a_replaced_save_is_a_warning_naming_it_and_listed_in_skipped(local_hub, tmp_path, caplog,
@@ -69,8 +56,8 @@ def test_a_replaced_save_is_a_warning_naming_it_and_listed_in_skipped(local_hub,
     assert not (out / STAGING_DIR).exists(), "the staging dir is removed once the pushes are done"
 
 
-def test_push_every_save_pushes_each_one_in_order_with_one_line_each(slow_hub, tmp_path, capsys, monkeypatch):
-    hub = slow_hub
+def test_push_every_save_pushes_each_one_in_order_with_one_line_each(local_hub, tmp_path, capsys, monkeypatch):
+    hub = local_hub
     monkeypatch.setenv("CKPT_PROGRESS_INTERVAL", "0.01")  # the CLI would print progress lines this often
     from huggingface_hub.utils import are_progress_bars_disabled
 
@@ -79,10 +66,28 @@ def test_push_every_save_pushes_each_one_in_order_with_one_line_each(slow_hub, t
     args, control = hook_args(out)
     state = TrainerState()
     callback = CheckpointCallback(repo=REPO, endpoint=hub.url, push_every_save=True, max_waiting=2)
+    # Saves come faster than the pushes end: the first is held until the two saves behind
+    # it are in (the most that may wait), whatever the machine's load.
+    started, release = threading.Event(), threading.Event()
+    push = callback._push
+
+    def held(job, distributed=False):
+        if not started.is_set():
+            started.set()
+            assert release.wait(timeout=300), "the test never released the first push"
+        return push(job, distributed)
+
+    monkeypatch.setattr(callback, "_push", held)
     callback.on_train_begin(args, state, control)
     assert are_progress_bars_disabled(), "no client bars in a log (stderr is not a terminal here)"
-    for step in (1, 2, 3, 4):
-        save(callback, args, control, out, step, state)
+    try:
+        save(callback, args, control, out, 1, state)
+        assert started.wait(timeout=300), "the first push never started"
+        save(callback, args, control, out, 2, state)
+        save(callback, args, control, out, 3, state)
+    finally:
+        release.set()
+    save(callback, args, control, out, 4, state)
     callback.on_train_end(args, state, control)
     assert are_progress_bars_disabled() == bars_before, "the client's bars are as they were after training"
     assert [h.step for h in callback.pushed] == [1, 2, 3, 4] and callback.skipped == []

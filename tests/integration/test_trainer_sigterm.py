@@ -1,17 +1,18 @@
 """The Trainer callback's pushes off the training's back, and its flush on SIGTERM.
 
 A real Trainer (a GPT-2 of one layer from a config, CPU) in a process of its own, sent
-SIGTERM right after a save while an earlier push is still running: the handler lets the
-running and the waiting push land, then the process ends by the signal as before.
+SIGTERM right after a save while an earlier push is still running (the local Hub holds every
+commit until the signal is sent): the handler lets the running and the waiting push land, then
+the process ends by the signal as before.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +26,9 @@ from transformers import TrainerCallback, TrainerControl, TrainerState, Training
 import ckpt_action as ckpt
 from ckpt_action.integrations import transformers as integration
 from ckpt_action.integrations.transformers import CheckpointCallback
-from ckpt_localhub import LocalHub
+from ckpt_localhub import LocalHub, faultlayer
 from tests.helpers.localhub_fixtures import REPO_ROOT, make_hub_env
 from tests.integration.test_trainer_callback import REPO, make_trainer
-
-SLOW_COMMITS = [{"method": "POST", "path": r"/commit/", "delay_s": 3, "times": -1}]
 
 
 class TermAfterSave(TrainerCallback):
@@ -45,7 +44,7 @@ class TermAfterSave(TrainerCallback):
 
 
 def sigterm_main(url: str, output_dir: str) -> None:
-    """The training process: saves at 2 and 4 (each push held 3 s at its commit), SIGTERM after 4."""
+    """The training process: saves at 2 and 4 (the first push held at its commit), SIGTERM after 4."""
     callback = CheckpointCallback(repo=REPO, endpoint=url, push_every_save=True)
     trainer = make_trainer(Path(output_dir), 20, [callback, TermAfterSave(4)])
     trainer.train()
@@ -53,22 +52,47 @@ def sigterm_main(url: str, output_dir: str) -> None:
 
 
 @pytest.mark.process("the training process itself receives SIGTERM and must end by it")
-def test_sigterm_during_training_lets_the_waiting_save_land_then_ends_by_the_signal(tmp_path: Path,
-                                                                                    hf_client: Path) -> None:
-    faults = tmp_path / "faults.json"
-    faults.write_text(json.dumps(SLOW_COMMITS))
-    with LocalHub(tmp_path / "hub", faults=faults) as hub:
+def test_sigterm_during_training_lets_the_waiting_save_land_then_ends_by_the_signal(
+        tmp_path: Path, hf_client: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sent = threading.Event()
+    real = faultlayer.around
+
+    def commits_held_until_the_signal(faults: Any, req: Any, route: Any) -> Any:
+        if req.method == "POST" and "/commit/" in req.path:
+            sent.wait(TIMEOUT)  # checkpoint-2's push is still running when checkpoint-4 is saved
+        return real(faults, req, route)
+
+    monkeypatch.setattr(faultlayer, "around", commits_held_until_the_signal)
+    stderr_path = tmp_path / "stderr.txt"
+    with LocalHub(tmp_path / "hub") as hub, open(stderr_path, "w") as stderr:
         env = make_hub_env(hub.url, tmp_path / "hf-home") | {"WANDB_MODE": "disabled"}
-        proc = subprocess.run([sys.executable, "-m", "tests.integration.test_trainer_sigterm", hub.url,
-                               str(tmp_path / "out")], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-                              timeout=300)
-        log = proc.stdout + proc.stderr
-        assert "SENDING-SIGTERM" in proc.stdout, log[-3000:]
+        proc = subprocess.Popen([sys.executable, "-m", "tests.integration.test_trainer_sigterm", hub.url,
+                                 str(tmp_path / "out")], cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
+                                stderr=stderr, text=True)
+        try:
+            assert proc.stdout is not None
+            stdout = ""
+            for line in proc.stdout:
+                stdout += line
+                if "SENDING-SIGTERM" in line:
+                    break
+        finally:
+            sent.set()
+        try:
+            stdout += proc.communicate(timeout=TIMEOUT)[0]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        log = stdout + stderr_path.read_text()
+        assert "SENDING-SIGTERM" in stdout, log[-3000:]
         assert proc.returncode == -signal.SIGTERM, log[-3000:]  # the default action, chained to
-        assert "TRAINING-ENDED" not in proc.stdout
+        assert "TRAINING-ENDED" not in stdout
         found = ckpt.latest(REPO, endpoint=hub.url)
         assert found is not None and found.subfolder == "checkpoint-4", log[-3000:]
-        assert "every saved checkpoint is pushed" in proc.stderr
+        assert "every saved checkpoint is pushed" in stderr_path.read_text()
+
+
+TIMEOUT = 300
 
 
 def test_a_previous_sigterm_handler_is_chained_and_restored_after_training(local_hub: LocalHub,

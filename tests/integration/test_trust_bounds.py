@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import clean_env
+from tests.conftest import FAULT_MATRIX_TIMEOUT, clean_env
 from tests.helpers.chaos_helpers import FAST, one_line_error, seed
 from tests.helpers.hostile_proxy import hostile_fixture, sink_fixture  # noqa: F401 - provide the hostile and sink fixtures
 
 HANG = 90  # seconds; far above every bound below, far below what an unbounded run takes
-# The trickle cases' one setting: --timeout (silence allowed between bytes). The request
-# deadline is half as long again, and the trickle sends a byte every twentieth of it, so the
-# server is never silent long enough for the timeout, whatever the load, and each of its
-# answers (a hundred bytes and more) outlasts the deadline many times over.
-TRICKLE_TIMEOUT = 1.0
+# The trickle cases' one setting: --timeout (silence allowed between bytes), the fault matrix's
+# (FAULT_MATRIX_TIMEOUT, which holds on a loaded machine). The request deadline is half as long
+# again, and the trickle sends a byte every twentieth of it, so the server is never silent long
+# enough for the timeout, whatever the load, and each of its answers (a hundred bytes and more)
+# outlasts the deadline many times over.
+TRICKLE_TIMEOUT = FAULT_MATRIX_TIMEOUT
 TRICKLE_DEADLINE = 1.5 * TRICKLE_TIMEOUT
 TRICKLE_BPS = 20 / TRICKLE_TIMEOUT
 REFS = r"/api/models/o/r/refs$"

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.conftest import ENTRYPOINT, clean_env, read_tree, write_checkpoint
+from tests.conftest import ENTRYPOINT, RETRY_MAX_DELAY, clean_env, read_tree, write_checkpoint
 from tests.helpers.wandb_records import decode_single_run
 
 FAKE_TOKEN = "hf_FAKE_not_a_real_token_wandb_cli_0123"
@@ -60,8 +60,9 @@ def test_push_logs_a_pointer_and_pull_pointer_round_trips(hub, cli, tmp_path):
 
 
 def test_a_failing_wandb_leaves_the_push_reported(hub, cli, tmp_path):
+    # W&B retries the refused connection until its init timeout: the tests' backoff cap, not seconds.
     env = wandb_env(tmp_path, hub, WANDB_MODE="online", WANDB_BASE_URL="http://127.0.0.1:9",
-                    WANDB_API_KEY="f" * 40, WANDB_INIT_TIMEOUT="3")
+                    WANDB_API_KEY="f" * 40, WANDB_INIT_TIMEOUT=str(RETRY_MAX_DELAY))
     src = write_checkpoint(tmp_path / "c", {"w.bin": b"w"})
     gh_out = tmp_path / "gh"
     run = cli("push", "--repo", "o/r", "--local-dir", str(src), "--step", "1", "--json", "--wandb-project", "p",

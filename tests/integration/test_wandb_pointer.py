@@ -18,6 +18,7 @@ from ckpt_action.errors import CkptError, InputError
 from ckpt_action.handle import DEFAULT_ENDPOINT, CheckpointHandle
 from ckpt_action.wandb.format import ARTIFACT_TYPE, default_artifact_name, pointer_payload, read_pointer
 from ckpt_action.wandb.sdk import PointerResult, WandbError, fetch_pointer, link_to_registry, log_pointer
+from tests.conftest import RETRY_MAX_DELAY
 from tests.helpers.wandb_records import RunFile, decode_single_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -253,13 +254,14 @@ def test_stdout_stays_clean(tmp_path: Path) -> None:
 
 
 def test_wandb_failure_raises_wandb_error(wandb_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Honest failure: online mode against a closed local port, with a short init timeout.
+    # Honest failure: online mode against a closed local port, with a short init timeout (W&B
+    # retries the refused connection until then: the tests' backoff cap).
     monkeypatch.setenv("WANDB_MODE", "online")
     monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")
     monkeypatch.setenv("WANDB_API_KEY", FAKE_WANDB_KEY)
     start = time.monotonic()
     with pytest.raises(WandbError) as info:
-        log_pointer(HANDLE, project="ckpt-tests", init_timeout=3)
+        log_pointer(HANDLE, project="ckpt-tests", init_timeout=RETRY_MAX_DELAY)
     elapsed = time.monotonic() - start
     assert elapsed < 30
     msg = str(info.value)

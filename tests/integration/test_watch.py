@@ -18,6 +18,10 @@ import ckpt_action as ckpt
 from ckpt_action.watch.watcher import Watcher
 
 REPO = "me/watched"
+SETTLE = 0.3
+"""The watchers' quiet period here; stopping, one waits for a checkpoint not complete until it
+has been quiet for STALLED (then it is a save that died)."""
+STALLED = 4 * SETTLE
 QUOTA = [{"method": "POST", "path": "/commit/", "commit_quota": 2}]
 
 
@@ -40,7 +44,7 @@ def trainer_like(root: Path, step: int, *, finished: bool = True) -> Path:
 
 
 def watcher(root: Path, url: str, **kwargs) -> Watcher:
-    kwargs.setdefault("settle", 0.3)
+    kwargs.setdefault("settle", SETTLE)
     return Watcher(root, REPO, endpoint=url, poll=0.05, uploader="thread", **kwargs)
 
 
@@ -59,14 +63,13 @@ def test_each_complete_checkpoint_is_pushed_once_in_step_order_and_a_half_writte
     out = tmp_path / "out"
     out.mkdir()
     trainer_like(out, 10)
-    w = watcher(out, local_hub.url, settle=30).start()
+    w = watcher(out, local_hub.url, stalled_after=STALLED).start()
     try:
         wait_for(lambda: len(w.report.pushed) == 1)
         trainer_like(out, 20, finished=False)  # killed before trainer_state.json
         trainer_like(out, 30)
         wait_for(lambda: len(w.report.pushed) == 2)
-        time.sleep(1.0)  # checkpoint-20 stays quiet, and is still not complete
-    finally:
+    finally:  # stopping, the watch waits while checkpoint-20 stays quiet past settle, not complete
         report = w.stop(grace=5)
     assert [(n, s) for n, s, _ in report.pushed] == [("checkpoint-10", "checkpoint-10"),
                                                       ("checkpoint-30", "checkpoint-30")]
@@ -119,11 +122,12 @@ def test_the_hub_commit_quota_coalesces_to_the_newest_and_never_fails(hub_server
     out = tmp_path / "out"
     for step in (1, 2):
         plain(out, step)
-    w = watcher(out, server.url).start()
+    said: list[str] = []
+    w = watcher(out, server.url, log=said.append).start()
     wait_for(lambda: len(w.report.pushed) == 2)
     for step in (3, 4, 5):  # the hour's 2 commits are used: the Hub answers 429
         plain(out, step)
-    time.sleep(1.0)
+    wait_for(lambda: any("commit quota is reached" in m for m in said))
     report = w.stop(grace=2)
     assert [n for n, _, _ in report.pushed] == ["checkpoint-1", "checkpoint-2"]
     assert not report.failed, report.failed

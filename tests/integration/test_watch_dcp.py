@@ -13,7 +13,6 @@ tests/unit/test_watch_markers.py's ``dcp`` case.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,7 @@ from torch.distributed.checkpoint import filesystem
 from torch.distributed.checkpoint.api import CheckpointException
 
 from ckpt_action.watch.watcher import Watcher
+from tests.helpers.dead_saves import WATCH as DEAD_SAVE
 from tests.integration.test_watch_frameworks import hub_files, local_files
 
 REPO = "me/watched-framework"
@@ -84,7 +84,7 @@ def test_a_dcp_save_that_dies_before_its_metadata_rename_is_never_pushed(local_h
 
     monkeypatch.setattr(filesystem.FileSystem, "rename", dies_on_the_second_save)
     watcher = Watcher(out, REPO, pattern=r"step_(\d+)", endpoint=local_hub.url, poll=0.05, uploader="thread",
-                      settle=0.5).start()
+                      **DEAD_SAVE).start()
     try:
         # Coordinated, torch wraps the error in its CheckpointException (a BaseException).
         with pytest.raises((RuntimeError, CheckpointException), match="killed mid-save"):
@@ -92,7 +92,6 @@ def test_a_dcp_save_that_dies_before_its_metadata_rename_is_never_pushed(local_h
         left = sorted(p.name for p in (out / "step_2").iterdir())
         assert any(n.endswith(".distcp") for n in left) and any(n.endswith(".metadata.tmp") for n in left), left
         assert not any(n.endswith(".metadata") for n in left), left
-        time.sleep(3.0)  # quiet far longer than --settle
     finally:
         report = watcher.stop(grace=60)
     assert report.framework == "dcp", report

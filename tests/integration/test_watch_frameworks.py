@@ -6,7 +6,6 @@ Orbax run for real beside this file (test_watch_dcp.py, test_watch_lightning.py,
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,9 @@ from transformers import Trainer
 
 import ckpt_action as ckpt
 from ckpt_action.watch.watcher import Watcher
+from tests.helpers.dead_saves import WATCH as DEAD_SAVE
 from tests.integration.test_trainer_callback import make_trainer
+from tests.integration.test_watch import wait_for
 
 REPO = "me/watched-framework"
 
@@ -62,13 +63,12 @@ def test_a_trainer_save_that_dies_half_way_is_never_pushed(local_hub, tmp_path, 
         return real(self, output_dir)
 
     monkeypatch.setattr(Trainer, "_save_rng_state", dies_on_the_second_save)
-    watcher = Watcher(out, REPO, endpoint=local_hub.url, poll=0.05, uploader="thread", settle=0.5).start()
+    watcher = Watcher(out, REPO, endpoint=local_hub.url, poll=0.05, uploader="thread", **DEAD_SAVE).start()
     try:
         with pytest.raises(RuntimeError, match="killed mid-save"):
             make_trainer(out, 4, []).train()
         assert (out / "checkpoint-4" / "optimizer.pt").is_file()
         assert not (out / "checkpoint-4" / "trainer_state.json").exists()
-        time.sleep(3.0)  # quiet far longer than --settle
     finally:
         report = watcher.stop(grace=60)
     assert [n for n, _, _ in report.pushed] == ["checkpoint-2"]
@@ -104,13 +104,13 @@ def accelerate_run(project: Path, saves: int, *, die_on: int | None = None) -> N
 def test_accelerate_save_state_pushed_and_a_save_that_dies_half_way_never(local_hub, tmp_path):
     project = tmp_path / "project"
     checkpoints = project / "checkpoints"
-    watcher = Watcher(checkpoints, REPO, endpoint=local_hub.url, poll=0.05, uploader="thread", settle=0.5).start()
+    watcher = Watcher(checkpoints, REPO, endpoint=local_hub.url, poll=0.05, uploader="thread", **DEAD_SAVE).start()
     try:
         with pytest.raises(RuntimeError, match="killed mid-save"):
             accelerate_run(project, 3, die_on=3)
         assert (checkpoints / "checkpoint_3" / "optimizer.bin").is_file()
         assert not (checkpoints / "checkpoint_3" / "random_states_0.pkl").exists()
-        time.sleep(3.0)
+        wait_for(lambda: len(watcher.report.pushed) == 2)  # in step order, before the stop's newest-first
     finally:
         report = watcher.stop(grace=60)
     assert report.framework == "accelerate", report

@@ -14,7 +14,6 @@ here is that copy cut half-way. The replay of the same is tests/unit/test_watch_
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -29,6 +28,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from ckpt_action.watch import markers
 from ckpt_action.watch.watcher import Watcher
+from tests.helpers.dead_saves import WATCH as DEAD_SAVE
 from tests.integration.test_watch_frameworks import hub_files
 
 REPO = "me/watched-lightning"
@@ -87,13 +87,12 @@ def test_a_modelcheckpoint_save_cut_half_way_is_never_pushed(local_hub, tmp_path
 
     monkeypatch.setattr(LocalFileOpener, "commit", dies_moving_the_second_save)
     watcher = Watcher(ckpts, REPO, format="lightning", endpoint=local_hub.url, poll=0.05, uploader="thread",
-                      settle=0.5).start()
+                      **DEAD_SAVE).start()
     try:
         with pytest.raises(RuntimeError, match="killed mid-save"):
             fit(ckpts, tmp_path, 6)
         torn = ckpts / "epoch=0-step=4.ckpt"
         assert torn.stat().st_size > 0 and not markers.whole_zip(torn)
-        time.sleep(3.0)  # quiet far longer than --settle
     finally:
         report = watcher.stop(grace=60)
     assert report.framework == "lightning", report

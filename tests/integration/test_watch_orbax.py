@@ -26,6 +26,8 @@ import orbax.checkpoint as ocp
 from orbax.checkpoint._src.path import async_path, atomicity
 
 from ckpt_action.watch.watcher import Watcher
+from tests.helpers.dead_saves import STALLED
+from tests.helpers.dead_saves import WATCH as DEAD_SAVE
 from tests.integration.test_watch_frameworks import hub_files, local_files
 
 REPO = "me/watched-orbax"
@@ -68,14 +70,14 @@ def test_an_orbax_save_interrupted_before_its_rename_is_never_pushed(local_hub, 
 
     monkeypatch.setattr(async_path, "rename", dies_renaming_step_2)
     watcher = Watcher(root, REPO, format="orbax", endpoint=local_hub.url, poll=0.05, uploader="thread",
-                      settle=0.5).start()
+                      **DEAD_SAVE).start()
     try:
         with pytest.raises(RuntimeError, match="killed mid-save"):
             save_steps(root, (1, 2, 3))
         left = sorted(p.name for p in root.iterdir())
         assert left == ["1", "2.orbax-checkpoint-tmp"], left
         assert (root / "2.orbax-checkpoint-tmp" / "commit_success.txt").is_file()
-        time.sleep(3.0)  # quiet far longer than --settle
+        time.sleep(STALLED)  # no checkpoint to the scanner, so stop() waits for none: quiet past settle first
     finally:
         report = watcher.stop(grace=60)
     assert report.framework == "orbax", report
@@ -94,13 +96,12 @@ def test_an_orbax_commit_file_save_interrupted_before_its_commit_file_is_never_p
 
     monkeypatch.setattr(atomicity.CommitFileTemporaryPath, "finalize", dies_finalizing_step_2)
     watcher = Watcher(root, REPO, format="orbax", endpoint=local_hub.url, poll=0.05, uploader="thread",
-                      settle=0.5).start()
+                      **DEAD_SAVE).start()
     try:
         with pytest.raises(RuntimeError, match="killed mid-save"):
             save_steps(root, (1, 2, 3), **MODES["commit-file"])
         assert (root / "2" / "_CHECKPOINT_METADATA").is_file()
         assert not (root / "2" / "commit_success.txt").exists()
-        time.sleep(3.0)
     finally:
         report = watcher.stop(grace=60)
     assert [n for n, _, _ in report.pushed] == ["1"], report

@@ -15,6 +15,7 @@ from ckpt_action.checkpoint.manifest import FileDigest  # noqa: E402
 from ckpt_action.errors import DistributedError, InputError, param  # noqa: E402
 from ckpt_action.ops.coordination import Session  # noqa: E402
 from ckpt_action.ops.distpush import assign  # noqa: E402
+from tests.conftest import FAULT_MATRIX_TIMEOUT  # noqa: E402
 
 
 def _ranks(world: int, body: Any, timeout: float = 1.0) -> list[Any]:
@@ -38,12 +39,14 @@ def _ranks(world: int, body: Any, timeout: float = 1.0) -> list[Any]:
 
 
 def test_a_slow_rank_that_shows_signs_of_life_is_waited_for() -> None:
+    timeout = FAULT_MATRIX_TIMEOUT  # a heartbeat every fifth of it: late by that much only on a loaded machine
+
     def body(session: Session) -> Any:
         if session.rank == 1:
-            time.sleep(4.0)  # four times the timeout, heartbeats going on
+            time.sleep(3 * timeout)  # three times the timeout, heartbeats going on
         return session.gather("scan", session.rank * 10)
 
-    assert _ranks(2, body) == [[0, 10], [0, 10]]
+    assert _ranks(2, body, timeout=timeout) == [[0, 10], [0, 10]]
 
 
 def test_a_rank_that_never_joins_fails_every_other_rank_naming_it() -> None:
