@@ -17,7 +17,7 @@ import math
 import random
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit
 
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 LIBRARY_NAME = "ckpt-action"
 TRANSIENT_STATUS = {408, 429, 500, 502, 503, 504}
+MAX_CHAIN = 20  # exceptions followed down a chain (cause, else context): a loop or a runaway chain ends
 
 
 def bind_shared_client() -> None:
@@ -121,17 +122,21 @@ def _status(exc: BaseException) -> int | None:
     return getattr(response, "status_code", None)
 
 
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc``, then what it was raised from (its cause, else its context), and so on: each
+    exception once, at most ``MAX_CHAIN`` of them."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(seen) < MAX_CHAIN:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
 def status_of(exc: BaseException) -> int | None:
     """The HTTP status the Hub answered with, found in ``exc`` or its chain; None when no
     answer came (a timeout, a dropped connection): then a write may still be carried out."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen and len(seen) < 20:
-        seen.add(id(current))
-        if (status := _status(current)) is not None:
-            return int(status)
-        current = current.__cause__ or current.__context__
-    return None
+    return next((int(status) for link in _chain(exc) if (status := _status(link)) is not None), None)
 
 
 def announced_wait(exc: BaseException) -> float | None:
@@ -164,17 +169,13 @@ _XET_STATUS_RE = re.compile(r"HTTP status (?:client|server) error \(([0-9]{3})([
 def cas_refusal(exc: BaseException) -> tuple[int, str, str | None] | None:
     """(status, reason, URL) of a CAS answer hf_xet reports as refused (4xx but for 408 and
     429, which are worth a retry), found in ``exc`` or its chain; None for anything else."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen and len(seen) < 20:
-        seen.add(id(current))
-        m = _XET_STATUS_RE.search(str(current))
+    for link in _chain(exc):
+        m = _XET_STATUS_RE.search(str(link))
         if m:
             status = int(m.group(1))
             if 400 <= status < 500 and status not in TRANSIENT_STATUS:
                 return status, m.group(2).strip(), m.group(3)
             return None
-        current = current.__cause__ or current.__context__
     return None
 
 
@@ -206,13 +207,10 @@ def retried_by_client(exc: BaseException) -> bool:
     """Whether the request that failed was one huggingface_hub retried itself already; such
     a failure gets one more round after a pause, not ``retries`` more, so retries do not
     multiply (the README's promise)."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    for link in _chain(exc):
         request = None
-        response = getattr(current, "response", None)
-        for holder in (response, current):
+        response = getattr(link, "response", None)
+        for holder in (response, link):
             try:
                 request = getattr(holder, "request", None) if holder is not None else None
             except RuntimeError:  # httpx: no request attached
@@ -222,7 +220,6 @@ def retried_by_client(exc: BaseException) -> bool:
         if request is not None:
             path = urlsplit(str(getattr(request, "url", ""))).path
             return bool(_CLIENT_RETRIED.search(path)) or getattr(request, "method", "") == "PUT"
-        current = current.__cause__ or current.__context__
     return False
 
 

@@ -67,7 +67,7 @@ from ckpt_action.handle import BUCKET_PIN_RE, SHA256_RE
 from ckpt_action.hub.fetch import fetch_file
 from ckpt_action.hub.repo import folder_problem, skip_name, small_file_reader
 from ckpt_action.hub.transport import call, make_api, status_of, translate
-from ckpt_action.stores.base import LIVE, Copy, Delete, Pin, Put, Uploaded, Write, WriteOutcome
+from ckpt_action.stores.base import LIVE, Copy, Delete, Final, Pin, Put, Uploaded, Write, WriteOutcome
 from ckpt_action.stores.catalog import group_checkpoints
 from ckpt_action.stores.finalize import FinalizeRefused, Identity, finalize
 
@@ -540,15 +540,13 @@ class BucketStore:
         data = next((op.data for op in manifests if op.path == f"{folder}/{MANIFEST_NAME}"), None)
         if data is None:
             raise FinalizeRefused(f"not publishing {folder}/: the write carries no manifest; nothing was published")
-        finalize(final.identity, data, contributors=final.contributors, publishing=self._publishing(folder),
-                 who=final.who)
+        self._finalize(final, folder, data)
         written = self._batch([Put(f"{folder}/{MANIFEST_NAME}", data=data)], f"{what}: writing the manifest")
         self._sha[written[self.path(f"{folder}/{MANIFEST_NAME}")]] = hashlib.sha256(data).hexdigest()
         pin = manifest_pin(data)
         # A writer that changed a file between the finalize and the manifest: ours goes again.
         try:
-            finalize(final.identity, data, contributors=final.contributors, publishing=self._publishing(folder),
-                     who=final.who)
+            self._finalize(final, folder, data)
         except FinalizeRefused as exc:
             if self.read_small_file(LIVE, f"{folder}/{MANIFEST_NAME}", missing_ok=True) == data:
                 self._batch([Delete(f"{folder}/{MANIFEST_NAME}")], f"{what}: taking the manifest away again")
@@ -558,13 +556,19 @@ class BucketStore:
         self._last_read = data
         return pin
 
-    def _outlive_unanswered(self, final: Any, folder: str, data: bytes, what: str) -> None:
+    def _finalize(self, final: Final, folder: str, data: bytes) -> None:
+        """The one finalize of the manifest ``data`` against what ``folder`` holds now."""
+        finalize(final.identity, data, contributors=final.contributors, publishing=self._publishing(folder),
+                 who=final.who)
+
+    def _outlive_unanswered(self, final: Final, folder: str, data: bytes, what: str) -> None:
         """A batch of this push that touched a manifest and got no answer may be carried out
         after its retry, even after our manifest was written: a late delete of the old
         manifest would take ours away, and the push would report a pin nothing holds. So
         such a push waits until the Hub would have answered it (``request_deadline`` after
         it was sent), then reads its manifest again and, if it is gone, finalizes and writes
         it once more (as many times as retries allow)."""
+        path = f"{folder}/{MANIFEST_NAME}"
         for _ in range(self.settings.retries + 1):
             if self._unanswered is None:
                 return
@@ -572,15 +576,13 @@ class BucketStore:
             self._unanswered = None
             if left > 0:
                 time.sleep(left)
-            path = f"{folder}/{MANIFEST_NAME}"
             now = self.read_small_file(LIVE, path, missing_ok=True)
             if now == data:
                 return
             if now is not None:
                 raise IntegrityError(f"{folder}/ changed while its manifest was written (another writer?): it holds"
                                      " another manifest now; nothing of ours was left published")
-            finalize(final.identity, data, contributors=final.contributors, publishing=self._publishing(folder),
-                     who=final.who)
+            self._finalize(final, folder, data)
             self._batch([Put(path, data=data)], f"{what}: writing the manifest again (a late delete took it away)")
         raise IntegrityError(f"{folder}/: the manifest could not be made to stand (writes kept going unanswered);"
                              " nothing is pinned: push again")
