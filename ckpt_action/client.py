@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from ckpt_action.checkpoint.metrics import Objective
     from ckpt_action.checkpoint.signing import LoadedSigner
     from ckpt_action.checkpoint.verifying import Verifier
-    from ckpt_action.hub.repo import RemoteRepo
+    from ckpt_action.stores.hub.repo import RemoteRepo
     from ckpt_action.ops.discover import LatestResult
     from ckpt_action.ops.prune import ListResult, PruneResult
     from ckpt_action.ops.pull import PullResult

@@ -1,6 +1,6 @@
 """What a store holds of one checkpoint folder at one pin: its files and its manifest.
 
-Store-neutral: a repo's snapshot is read at a commit SHA (:class:`~ckpt_action.hub.repo.RemoteRepo`),
+Store-neutral: a repo's snapshot is read at a commit SHA (:class:`~ckpt_action.stores.hub.repo.RemoteRepo`),
 a bucket's at its manifest's digest; the operations judge either the same way.
 """
 

@@ -3,7 +3,7 @@ between two markers and written in the same commit as the change it describes.
 
 The card is the user's: every byte outside the markers is kept as it was, and a card
 without them gets the table appended (:func:`splice`). The commit that writes it is pinned
-to its parent like every other (:func:`~ckpt_action.hub.commits.commit`), so an edit that
+to its parent like every other (:func:`~ckpt_action.stores.hub.commits.commit`), so an edit that
 landed in between makes the writer plan again from it, never overwrite it.
 
 Each cell is data (folder and metric names come from the Hub): every character but

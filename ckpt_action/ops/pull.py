@@ -18,7 +18,7 @@ Then the record is written, last, and the staging dir replaces the target in one
 A failure at any point removes the staging dir and leaves the target as it was; files of
 the old pull that the new one does not have go with the old dir.
 
-One file's download is :mod:`ckpt_action.hub.fetch`'s. What stays here (about 530
+One file's download is :mod:`ckpt_action.stores.hub.fetch`'s. What stays here (about 530
 lines) is the one order of sources and the switch, which read best together.
 """
 

@@ -1,6 +1,6 @@
 """Where checkpoints live, behind one interface: the operations (push, latest, pull,
 promote, list, prune) speak to a :class:`~ckpt_action.stores.base.Store`, never to
-huggingface_hub or :mod:`ckpt_action.hub` directly.
+huggingface_hub or :mod:`ckpt_action.stores.hub` directly.
 
 - :mod:`.base`: the :class:`Store` protocol, the pin, the store-neutral writes
   (:class:`Put`, :class:`Delete`, :class:`Copy` in a :class:`Write`), and how a bucket
@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from ckpt_action.checkpoint.snapshot import Snapshot
-from ckpt_action.hub.fetch import THREADED_HASH_MIN
-from ckpt_action.hub.repo import RemoteRepo, folder_problem, skip_name
+from ckpt_action.stores.hub.fetch import THREADED_HASH_MIN
+from ckpt_action.stores.hub.repo import RemoteRepo, folder_problem, skip_name
 from ckpt_action.settings import Settings
 from ckpt_action.stores.base import (
     LIVE,

@@ -62,7 +62,7 @@ the same methods (:class:`~ckpt_action.stores.bucket.BucketStore`); this is how 
 ``write(plan)``
     Apply a plan's :class:`Put`/:class:`Delete`/:class:`Copy` operations. A repo: one commit
     per plan, pinned to its parent (412 on a race), re-planned on conflict
-    (:func:`ckpt_action.hub.commits.commit`). A bucket: the files' batch first, then, for a
+    (:func:`ckpt_action.stores.hub.commits.commit`). A bucket: the files' batch first, then, for a
     plan that finalizes, :func:`~ckpt_action.stores.finalize.finalize` against a fresh
     listing of the folder, then the manifest written **last, alone**, in a batch of its
     own; its pin is the sha256 of the manifest bytes written. Either way a plan that

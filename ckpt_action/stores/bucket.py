@@ -6,7 +6,7 @@ transactional. What stands in for them:
 - **the pin** of a checkpoint is ``sha256:<64 hex>`` of its manifest's bytes as stored. A
   reader pinned to it reads the folder only while the manifest still hashes to it, and
   otherwise fails: "overwritten since it was pinned". Every byte a pull takes is checked
-  against the manifest's sha256 (:func:`~ckpt_action.hub.fetch.fetch_file`, through the
+  against the manifest's sha256 (:func:`~ckpt_action.stores.hub.fetch.fetch_file`, through the
   bucket's resolve route and Xet), so a file swapped under the manifest is refused too;
 - **complete or invisible**: a write uploads every file first (after taking the folder's old
   manifest away, so no old manifest stands over new files), lists the folder afresh, holds
@@ -64,9 +64,9 @@ from ckpt_action.errors import (
     quoted,
 )
 from ckpt_action.handle import BUCKET_PIN_RE, SHA256_RE
-from ckpt_action.hub.fetch import fetch_file
-from ckpt_action.hub.repo import folder_problem, skip_name, small_file_reader
-from ckpt_action.hub.transport import call, make_api, status_of, translate
+from ckpt_action.stores.hub.fetch import fetch_file
+from ckpt_action.stores.hub.repo import folder_problem, skip_name, small_file_reader
+from ckpt_action.stores.hub.transport import call, make_api, status_of, translate
 from ckpt_action.stores.base import LIVE, Copy, Delete, Final, Pin, Put, Uploaded, Write, WriteOutcome
 from ckpt_action.stores.catalog import group_checkpoints
 from ckpt_action.stores.finalize import FinalizeRefused, Identity, finalize
@@ -74,7 +74,7 @@ from ckpt_action.stores.finalize import FinalizeRefused, Identity, finalize
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
 
-    from ckpt_action.hub.repo import RemoteRepo
+    from ckpt_action.stores.hub.repo import RemoteRepo
     from ckpt_action.settings import Settings
 
 def manifest_pin(data: bytes) -> str:

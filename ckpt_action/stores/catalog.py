@@ -9,7 +9,7 @@ from typing import TypeVar
 
 from ckpt_action.checkpoint.manifest import MANIFEST_NAME
 from ckpt_action.handle import step_of
-from ckpt_action.hub.repo import folder_problem, skip_name
+from ckpt_action.stores.hub.repo import folder_problem, skip_name
 
 T = TypeVar("T")
 

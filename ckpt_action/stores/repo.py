@@ -1,8 +1,8 @@
 """The model repo store: today's git-repo behaviour behind :class:`~ckpt_action.stores.base.Store`.
 
-Reads go to :class:`~ckpt_action.hub.repo.RemoteRepo` (every read at a pinned SHA,
-bounded), file bodies to :func:`~ckpt_action.hub.fetch.fetch_file`, and writes to
-:func:`~ckpt_action.hub.commits.commit` (one commit per :class:`~.base.Write`, pinned to
+Reads go to :class:`~ckpt_action.stores.hub.repo.RemoteRepo` (every read at a pinned SHA,
+bounded), file bodies to :func:`~ckpt_action.stores.hub.fetch.fetch_file`, and writes to
+:func:`~ckpt_action.stores.hub.commits.commit` (one commit per :class:`~.base.Write`, pinned to
 its parent). This is the one module that turns the store-neutral operations into
 huggingface_hub's ``CommitOperation*``, and that calls the one finalize before a commit
 that publishes a complete manifest.
@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 from ckpt_action.checkpoint.manifest import MANIFEST_NAME, FileDigest, RemoteFile, digest_bytes, predict_lfs
 from ckpt_action.errors import quoted
-from ckpt_action.hub.commits import CommitPlan, commit
-from ckpt_action.hub.fetch import fetch_file
-from ckpt_action.hub.listing import Entry, path_problem
-from ckpt_action.hub.repo import RemoteRepo, Snapshot, folder_problem, skip_name
-from ckpt_action.hub.transport import call
+from ckpt_action.stores.hub.commits import CommitPlan, commit
+from ckpt_action.stores.hub.fetch import fetch_file
+from ckpt_action.stores.hub.listing import Entry, path_problem
+from ckpt_action.stores.hub.repo import RemoteRepo, Snapshot, folder_problem, skip_name
+from ckpt_action.stores.hub.transport import call
 from ckpt_action.progress import Ticker, bytes_read_since_now
 from ckpt_action.stores.base import Copy, Delete, Pin, Put, Store, Uploaded, Write, WriteOutcome
 from ckpt_action.stores.catalog import group_checkpoints, owner_of
@@ -262,7 +262,7 @@ class RepoStore:
               head: Pin | None = None, max_writes: int = 1, replan_on: Callable[[BaseException], bool] | None = None,
               on_landed: Callable[[Pin, Write], None] | None = None) -> WriteOutcome:
         """Each :class:`~.base.Write` ``plan(head)`` answers, as one commit pinned to that
-        head (:func:`~ckpt_action.hub.commits.commit`); a write that finalizes passes the
+        head (:func:`~ckpt_action.stores.hub.commits.commit`); a write that finalizes passes the
         one finalize first, or nothing is committed."""
         writes: dict[int, Write] = {}
 

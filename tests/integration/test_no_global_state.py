@@ -102,7 +102,7 @@ def test_an_api_call_leaves_the_process_as_it_found_it(tmp_path: Path, monkeypat
             assert not refs[0]["user-agent"].startswith("ckpt-action"), refs[0]["user-agent"]
             # ... and a user's request on a thread of its own keeps the client's timeout:
             # nothing of ours is in force once our call returned.
-            from ckpt_action.hub import deadline
+            from ckpt_action.stores.hub import deadline
 
             assert deadline._stall_now() is None
     finally:

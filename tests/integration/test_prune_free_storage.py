@@ -151,7 +151,7 @@ def test_the_api_keeps_an_old_release_and_a_push_that_lands_meanwhile(hub, tmp_p
 
     # A push that lands while prune reads the history: the same bytes as checkpoint-2 (which is
     # pruned), pushed again as checkpoint-9. It must survive.
-    from ckpt_action.hub.repo import RemoteRepo
+    from ckpt_action.stores.hub.repo import RemoteRepo
 
     real_history = RemoteRepo.history
     late: dict[str, object] = {}

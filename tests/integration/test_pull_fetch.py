@@ -1,4 +1,4 @@
-"""The path file bodies take (ckpt_action/hub/download.py): token only to the configured origin,
+"""The path file bodies take (ckpt_action/stores/hub/download.py): token only to the configured origin,
 bounded reads, the client library when a proxy applies."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ckpt_action.hub import download
+from ckpt_action.stores.hub import download
 from tests.helpers.chaos_helpers import ckpt
 from tests.helpers.proxying import POLL_S
 from tests.helpers.pull_helpers import Puller, pulled
@@ -130,7 +130,7 @@ def test_a_fresh_download_never_truncates_its_file_to_zero(servers, monkeypatch,
     import os
 
     from ckpt_action.checkpoint.manifest import FileDigest
-    from ckpt_action.hub.fetch import fetch_file
+    from ckpt_action.stores.hub.fetch import fetch_file
     from ckpt_action.settings import Settings
 
     body = os.urandom(3 * download.BUFFER + 5)

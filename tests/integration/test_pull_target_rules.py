@@ -117,7 +117,7 @@ def test_a_pull_that_cannot_fit_fails_before_downloading(hub, tmp_path, monkeypa
 
 
 def test_one_download_attempt_has_a_capped_deadline():
-    from ckpt_action.hub.fetch import attempt_deadline
+    from ckpt_action.stores.hub.fetch import attempt_deadline
     from ckpt_action.settings import Settings
 
     settings = Settings.from_env({}, endpoint="http://127.0.0.1:9")

@@ -216,7 +216,7 @@ def test_a_token_only_in_the_chain_of_an_error_never_reaches_the_error_or_the_ou
     import traceback
 
     import ckpt_action as ckpt_api
-    from ckpt_action.hub import repo as repo_module
+    from ckpt_action.stores.hub import repo as repo_module
 
     monkeypatch.setattr(repo_module, "get_bounded", _raise_with_the_token_inside)
     with pytest.raises(ckpt_api.CkptError) as err:

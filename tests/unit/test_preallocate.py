@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from ckpt_action.hub.fetch import PREALLOCATE_MIN, preallocate
+from ckpt_action.stores.hub.fetch import PREALLOCATE_MIN, preallocate
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fallocate(2) is Linux's")

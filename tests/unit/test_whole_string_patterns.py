@@ -17,7 +17,7 @@ from ckpt_action import names
 from ckpt_action.disk import target
 from ckpt_action.errors import InputError
 from ckpt_action.handle import CHECKPOINT_RE, SHA256_RE, SHA_RE, CheckpointHandle
-from ckpt_action.hub import fetch
+from ckpt_action.stores.hub import fetch
 from ckpt_action.wandb import sdk as pointer
 
 SHA = "a" * 40

@@ -7,7 +7,7 @@ import pytest
 
 from ckpt_action import handle
 from ckpt_action.errors import InputError
-from ckpt_action.hub import fetch
+from ckpt_action.stores.hub import fetch
 from ckpt_action.wandb import sdk
 
 

@@ -31,7 +31,7 @@ from ckpt_action.errors import (
     quoted,
     scrub_chain,
 )
-from ckpt_action.hub.deadline import RequestDeadline, deadline, install, stall
+from ckpt_action.stores.hub.deadline import RequestDeadline, deadline, install, stall
 from ckpt_action.names import is_public_hub
 from ckpt_action.settings import Settings
 

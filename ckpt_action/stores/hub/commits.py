@@ -34,12 +34,12 @@ from typing import TYPE_CHECKING, Any
 
 from ckpt_action.errors import CkptError, RemoteError
 from ckpt_action.handle import commit_id
-from ckpt_action.hub.deadline import stall
-from ckpt_action.hub.transport import is_transient, retry_budget, retry_wait
+from ckpt_action.stores.hub.deadline import stall
+from ckpt_action.stores.hub.transport import is_transient, retry_budget, retry_wait
 from ckpt_action.progress import Ticker, bytes_read_since_now
 
 if TYPE_CHECKING:
-    from ckpt_action.hub.repo import RemoteRepo
+    from ckpt_action.stores.hub.repo import RemoteRepo
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ def commit(remote: RemoteRepo, plan: Callable[[str | None], CommitPlan | None], 
     failure, read the head again and re-plan. The bounds are in this module.
 
     The one write primitive: push, promote and prune all commit through it. It sits above
-    :class:`~ckpt_action.hub.repo.RemoteRepo` (which only reads), so reads never import writes.
+    :class:`~ckpt_action.stores.hub.repo.RemoteRepo` (which only reads), so reads never import writes.
 
     ``head``: the branch's head if the caller just read it (else it is read first).
     ``max_commits``: commits answered OK before the write is given up.
@@ -135,7 +135,7 @@ def commit(remote: RemoteRepo, plan: Callable[[str | None], CommitPlan | None], 
     later planning fails still knows which commit of its own exists.
 
     >>> from huggingface_hub import CommitOperationAdd
-    >>> from ckpt_action.hub.repo import RemoteRepo
+    >>> from ckpt_action.stores.hub.repo import RemoteRepo
     >>> remote = RemoteRepo(settings, "org/run")
     >>> def plan(head):  # one file, unless the head already has it
     ...     if remote.files(head, "notes").get("a.txt"):

@@ -2,7 +2,7 @@
 
 Every listing and file read names a SHA, never a branch, so what a command looked at
 and the SHA it reports are the same snapshot. Every read is bounded (see
-:func:`~ckpt_action.hub.transport.get_bounded` and :mod:`~ckpt_action.hub.listing`) and what it
+:func:`~ckpt_action.stores.hub.transport.get_bounded` and :mod:`~ckpt_action.stores.hub.listing`) and what it
 returns is checked: commit ids are 40 hex, folder names follow the rules of
 ``--subfolder`` (others are skipped with a warning), manifests parse strictly.
 """
@@ -19,8 +19,8 @@ from ckpt_action.checkpoint.manifest import MANIFEST_NAME, Manifest, RemoteFile
 from ckpt_action.checkpoint.snapshot import Snapshot
 from ckpt_action.errors import InputError, IntegrityError, LimitError, NotFoundError, UnreadableManifest, param, quoted
 from ckpt_action.handle import SHA_RE, commit_id
-from ckpt_action.hub.listing import Listing, on_endpoint, parse_json, read_tree, tree_url
-from ckpt_action.hub.transport import bind_shared_client, call, client_headers, get_bounded, make_api, translate
+from ckpt_action.stores.hub.listing import Listing, on_endpoint, parse_json, read_tree, tree_url
+from ckpt_action.stores.hub.transport import bind_shared_client, call, client_headers, get_bounded, make_api, translate
 from ckpt_action.settings import Settings
 
 if TYPE_CHECKING:
