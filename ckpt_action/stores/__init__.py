@@ -15,14 +15,14 @@ from __future__ import annotations
 from typing import Any
 
 from ckpt_action.checkpoint.snapshot import Snapshot
-from ckpt_action.stores.hub.fetch import THREADED_HASH_MIN
-from ckpt_action.stores.hub.repo import RemoteRepo, folder_problem, skip_name
+from ckpt_action.stores.hub.repo import folder_problem, skip_name
 from ckpt_action.settings import Settings
 from ckpt_action.stores.base import (
     LIVE,
     Copy,
     Delete,
     Final,
+    HistoryStore,
     Operation,
     Pin,
     Put,
@@ -34,10 +34,7 @@ from ckpt_action.stores.base import (
 )
 from ckpt_action.stores.bucket import BucketStore
 from ckpt_action.stores.finalize import FinalizeRefused, Identity, finalize
-from ckpt_action.stores.repo import RepoStore, as_store
-
-StoreLike = Store | RemoteRepo
-"""What an operation takes: a store, or the repo the API hands over (made a :class:`RepoStore`)."""
+from ckpt_action.stores.repo import RepoStore
 
 BUCKET_PREFIX = "hf://buckets/"
 
@@ -45,18 +42,20 @@ BUCKET_PREFIX = "hf://buckets/"
 def open_store(settings: Settings, name: str, api: Any = None) -> Store:
     """The store ``name`` (checked by :func:`ckpt_action.names.repo_id`) names: ``ORG/NAME``
     a model repo (:class:`RepoStore`); ``hf://buckets/ORG/NAME[/prefix]`` a Storage Bucket
-    (:class:`BucketStore`)."""
+    (:class:`BucketStore`). The client opens one per command and hands that object to the
+    operations; ``api``: a huggingface_hub client to share (a second store of the same
+    command)."""
     if name.startswith(BUCKET_PREFIX):
         return BucketStore(settings, name, api=api)
     return RepoStore.open(settings, name, api)
 
 __all__ = [
     "LIVE",
-    "THREADED_HASH_MIN",
     "BucketStore",
     "Copy",
     "Delete",
     "Final",
+    "HistoryStore",
     "FinalizeRefused",
     "Identity",
     "Operation",
@@ -65,11 +64,9 @@ __all__ = [
     "RepoStore",
     "Snapshot",
     "Store",
-    "StoreLike",
     "Uploaded",
     "Write",
     "WriteOutcome",
-    "as_store",
     "finalize",
     "folder_problem",
     "open_complete",

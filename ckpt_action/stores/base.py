@@ -86,7 +86,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ckpt_action.checkpoint.manifest import FileDigest, RemoteFile
 from ckpt_action.checkpoint.snapshot import Snapshot
@@ -227,6 +227,18 @@ class Store(Protocol):
     def create_branch(self, branch: str, pin: Pin) -> None: ...
     def create_tag(self, tag: str, pin: Pin, message: str | None = None) -> None: ...
     def usage(self) -> int | None: ...
+
+
+@runtime_checkable
+class HistoryStore(Store, Protocol):
+    """A store with a history of commits and content-addressed objects (a model repo):
+    what prune's ``--free-storage`` reads to find the objects only the pruned folders
+    held. A bucket frees storage on delete and has none of these."""
+
+    def list_tree(self, pin: Pin, path: str | None = None, *, recursive: bool = False,
+                  what: str = "listing the repo") -> Any: ...
+    def history(self, pin: Pin, *, until: str | None, limit: int) -> list[tuple[str, str]]: ...
+    def delete_objects(self, chosen: Mapping[str, int], *, batch: int) -> None: ...
 
 
 def open_complete(store: Store, subfolder: str, sha: Pin | None, doing: str,

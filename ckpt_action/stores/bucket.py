@@ -74,7 +74,6 @@ from ckpt_action.stores.finalize import FinalizeRefused, Identity, finalize
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
 
-    from ckpt_action.stores.hub.repo import RemoteRepo
     from ckpt_action.settings import Settings
 
 def manifest_pin(data: bytes) -> str:
@@ -355,7 +354,7 @@ class BucketStore:
         """One file through the bucket's resolve route (Xet), every byte checked against
         the pinned manifest's digest; bytes that differ mean the file was overwritten."""
         try:
-            return fetch_file(cast("RemoteRepo", self), pin, path, dest, want, stop, alone=alone)
+            return fetch_file(self, pin, path, dest, want, stop, alone=alone)
         except IntegrityError as exc:
             if BUCKET_PIN_RE.match(pin) and "does not match" in str(exc):
                 raise IntegrityError(f"{path} was overwritten since it was pinned ({pin[:19]}…): {exc}") from exc

@@ -23,7 +23,7 @@ from ckpt_action.stores.hub.listing import Entry, path_problem
 from ckpt_action.stores.hub.repo import RemoteRepo, Snapshot, folder_problem, skip_name
 from ckpt_action.stores.hub.transport import call
 from ckpt_action.progress import Ticker, bytes_read_since_now
-from ckpt_action.stores.base import Copy, Delete, Pin, Put, Store, Uploaded, Write, WriteOutcome
+from ckpt_action.stores.base import Copy, Delete, Pin, Put, Uploaded, Write, WriteOutcome
 from ckpt_action.stores.catalog import group_checkpoints, owner_of
 from ckpt_action.stores.finalize import Identity, finalize
 
@@ -51,6 +51,11 @@ class RepoStore:
         self.remote = remote
         self.name = remote.repo
         self.settings: Settings = remote.settings
+
+    @property
+    def api(self) -> HfApi:
+        """The huggingface_hub client this store calls (a second store can share it)."""
+        return self.remote.api
 
     @classmethod
     def open(cls, settings: Settings, repo: str, api: HfApi | None = None) -> RepoStore:
@@ -301,10 +306,3 @@ def _unusable_paths(unusable: list[tuple[Entry, str]]) -> list[tuple[str, str]]:
             skipped.add(top)
     return inside
 
-
-def as_store(remote: Store | RemoteRepo) -> Store:
-    """The store of ``remote``: a :class:`RemoteRepo` (what the API hands the operations)
-    becomes its :class:`RepoStore`; a store passes through."""
-    if isinstance(remote, RemoteRepo):
-        return RepoStore(remote)
-    return remote
