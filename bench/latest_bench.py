@@ -36,8 +36,8 @@ def _timed(ctx: Context, fn: Callable[[], Any]) -> tuple[float, Requests, Any]:
 
 
 def run_section(ctx: Context) -> Section:
-    from ckpt_action.stores.hub.repo import RemoteRepo
     from ckpt_action.ops.discover import latest
+    from ckpt_action.stores.hub.repo import RemoteRepo
 
     folders = 100 if ctx.quick else 1000  # quick: still more files than one page of a recursive listing
     reps = 1 if ctx.quick else 5  # quick: the counts are exact from one run; times are report-only

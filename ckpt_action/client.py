@@ -56,12 +56,12 @@ if TYPE_CHECKING:
     from ckpt_action.checkpoint.metrics import Objective
     from ckpt_action.checkpoint.signing import LoadedSigner
     from ckpt_action.checkpoint.verifying import Verifier
-    from ckpt_action.stores.hub.repo import RemoteRepo
     from ckpt_action.ops.discover import LatestResult
     from ckpt_action.ops.prune import ListResult, PruneResult
     from ckpt_action.ops.pull import PullResult
     from ckpt_action.ops.push import PushResult
     from ckpt_action.ops.release import PromoteResult
+    from ckpt_action.stores.hub.repo import RemoteRepo
     from ckpt_action.wandb.sdk import PointerResult
 
 log = logging.getLogger("ckpt_action")

@@ -15,8 +15,6 @@ from __future__ import annotations
 from typing import Any
 
 from ckpt_action.checkpoint.snapshot import Snapshot
-from ckpt_action.stores.hub.fetch import THREADED_HASH_MIN
-from ckpt_action.stores.hub.repo import RemoteRepo, folder_problem, skip_name
 from ckpt_action.settings import Settings
 from ckpt_action.stores.base import (
     LIVE,
@@ -34,6 +32,8 @@ from ckpt_action.stores.base import (
 )
 from ckpt_action.stores.bucket import BucketStore
 from ckpt_action.stores.finalize import FinalizeRefused, Identity, finalize
+from ckpt_action.stores.hub.fetch import THREADED_HASH_MIN
+from ckpt_action.stores.hub.repo import RemoteRepo, folder_problem, skip_name
 from ckpt_action.stores.repo import RepoStore, as_store
 
 StoreLike = Store | RemoteRepo
