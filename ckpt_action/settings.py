@@ -47,6 +47,13 @@ MAX_TOKEN_FILE_BYTES = 4096
 """A saved token is about 40 characters; a bigger file is not one (and is not read whole)."""
 
 
+THREADED_HASH_MIN = 16 * 1024 * 1024
+"""A file this big downloaded alone is hashed in a thread of its own while the next buffer
+arrives, so one transfer can use two cores. When several big files download at once they
+already keep the cores busy, and handing buffers between threads only adds CPU (measured on
+2 cores, 2 GiB in 5 files: 3.8 s of CPU inline, 4.4 s with hash threads)."""
+
+
 def hf_home(env: Mapping[str, str]) -> str:
     """The user's Hugging Face dir, as huggingface_hub finds it (``HF_HOME``, else
     ``$XDG_CACHE_HOME/huggingface``, else ``~/.cache/huggingface``), ``~`` expanded."""

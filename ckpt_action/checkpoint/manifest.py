@@ -88,13 +88,6 @@ class RemoteFile:
     """Its Xet hash, as a bucket listing reports it (a repo's listing: None)."""
 
 
-# A big file downloaded alone is hashed in a thread of its own while the next buffer
-# arrives, so one transfer can use two cores. When several big files download at once
-# they already keep the cores busy, and handing buffers between threads only adds CPU
-# (measured on 2 cores, 2 GiB in 5 files: 3.8 s of CPU inline, 4.4 s with hash threads).
-THREADED_HASH_MIN = 16 * 1024 * 1024
-
-
 class Hasher:
     """sha256 and, for files up to GIT_OID_LIMIT, the git blob id, fed chunk by chunk.
 

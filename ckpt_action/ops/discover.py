@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 from ckpt_action.checkpoint.manifest import MANIFEST_NAME, Manifest, RemoteFile, folder_tree_oid
 from ckpt_action.checkpoint.metrics import Objective
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME
+from ckpt_action.checkpoint.snapshot import Snapshot
 from ckpt_action.errors import IntegrityError, NotFoundError, UnreadableManifest
 from ckpt_action.handle import CheckpointHandle, step_of
 from ckpt_action.ops.retention import Candidate, ranked
-from ckpt_action.checkpoint.snapshot import Snapshot
 from ckpt_action.stores.base import Store
 
 if TYPE_CHECKING:

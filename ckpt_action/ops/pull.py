@@ -47,14 +47,14 @@ from ckpt_action.checkpoint.manifest import (
     satisfies,
 )
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME
+from ckpt_action.checkpoint.snapshot import Snapshot
 from ckpt_action.disk import target as localdir
 from ckpt_action.disk.cache import CacheConfig, ContentCache, Stopped, hash_copy
 from ckpt_action.errors import CkptError, InputError, IntegrityError, param, quoted
 from ckpt_action.handle import CheckpointHandle
 from ckpt_action.names import reserved_in_target, safe_relative
 from ckpt_action.progress import Ticker
-from ckpt_action.checkpoint.manifest import THREADED_HASH_MIN
-from ckpt_action.checkpoint.snapshot import Snapshot
+from ckpt_action.settings import THREADED_HASH_MIN
 from ckpt_action.stores.base import Store, open_complete
 
 if TYPE_CHECKING:
@@ -349,7 +349,7 @@ def pull(store: Store, subfolder: str, revision: str | None, target: Path, *, fo
     except OSError as exc:
         if exc.filename is not None:  # a local file (the target, its lock, the cache): the doors' LocalIOError
             raise
-        raise remote.error(exc, f"pulling {subfolder}") from exc
+        raise store.error(exc, f"pulling {subfolder}") from exc
     except Exception as exc:
         raise store.error(exc, f"pulling {subfolder}") from exc
     old_files = set(state.record.files) if state.record is not None else set()

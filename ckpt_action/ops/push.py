@@ -45,11 +45,11 @@ from ckpt_action.checkpoint.manifest import (
 from ckpt_action.checkpoint.provenance import PROVENANCE_NAME, Provenance
 from ckpt_action.checkpoint.sealing import model_name, seal, with_provenance
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME, LoadedSigner
+from ckpt_action.checkpoint.snapshot import Snapshot
 from ckpt_action.errors import InputError, IntegrityError, LandedError
 from ckpt_action.handle import CheckpointHandle
 from ckpt_action.ops.card import Row, TagsOf, card_operation
 from ckpt_action.progress import Ticker, bytes_read_since_now
-from ckpt_action.checkpoint.snapshot import Snapshot
 from ckpt_action.stores.base import Delete, Final, Put, Store, Write, WriteOutcome
 from ckpt_action.stores.finalize import Identity
 

@@ -24,6 +24,7 @@ from ckpt_action.checkpoint.metrics import Objective
 from ckpt_action.checkpoint.provenance import PROVENANCE_NAME, Provenance
 from ckpt_action.checkpoint.sealing import WRITTEN, Sealed, model_name, seal, with_provenance
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME, LoadedSigner, SignatureError
+from ckpt_action.checkpoint.snapshot import Snapshot
 from ckpt_action.errors import (
     ConflictError,
     InputError,
@@ -38,7 +39,6 @@ from ckpt_action.ops.discover import latest, read_candidates
 from ckpt_action.ops.pull import pull
 from ckpt_action.ops.push import push
 from ckpt_action.ops.retention import Candidate, keep_reasons, ranked
-from ckpt_action.checkpoint.snapshot import Snapshot
 from ckpt_action.stores.base import Copy, Delete, Final, Put, Store, Write, open_complete
 
 log = logging.getLogger(__name__)

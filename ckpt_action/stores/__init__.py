@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Any
 
 from ckpt_action.checkpoint.snapshot import Snapshot
-from ckpt_action.stores.hub.repo import folder_problem, skip_name
 from ckpt_action.settings import Settings
 from ckpt_action.stores.base import (
     LIVE,
@@ -34,6 +33,7 @@ from ckpt_action.stores.base import (
 )
 from ckpt_action.stores.bucket import BucketStore
 from ckpt_action.stores.finalize import FinalizeRefused, Identity, finalize
+from ckpt_action.stores.hub.repo import folder_problem, skip_name
 from ckpt_action.stores.repo import RepoStore
 
 BUCKET_PREFIX = "hf://buckets/"
@@ -55,8 +55,8 @@ __all__ = [
     "Copy",
     "Delete",
     "Final",
-    "HistoryStore",
     "FinalizeRefused",
+    "HistoryStore",
     "Identity",
     "Operation",
     "Pin",

@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 from ckpt_action.checkpoint.manifest import MANIFEST_NAME, FileDigest, RemoteFile, digest_bytes, predict_lfs
 from ckpt_action.errors import quoted
+from ckpt_action.progress import Ticker, bytes_read_since_now
+from ckpt_action.stores.base import Copy, Delete, Pin, Put, Uploaded, Write, WriteOutcome
+from ckpt_action.stores.catalog import group_checkpoints, owner_of
+from ckpt_action.stores.finalize import Identity, finalize
 from ckpt_action.stores.hub.commits import CommitPlan, commit
 from ckpt_action.stores.hub.fetch import fetch_file
 from ckpt_action.stores.hub.listing import Entry, path_problem
 from ckpt_action.stores.hub.repo import RemoteRepo, Snapshot, folder_problem, skip_name
 from ckpt_action.stores.hub.transport import call
-from ckpt_action.progress import Ticker, bytes_read_since_now
-from ckpt_action.stores.base import Copy, Delete, Pin, Put, Uploaded, Write, WriteOutcome
-from ckpt_action.stores.catalog import group_checkpoints, owner_of
-from ckpt_action.stores.finalize import Identity, finalize
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi

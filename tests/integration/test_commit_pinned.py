@@ -14,9 +14,9 @@ import json
 import pytest
 
 from ckpt_action.errors import RemoteError
+from ckpt_action.settings import Settings
 from ckpt_action.stores.hub.commits import MAX_CONFLICTS, CommitPlan, commit
 from ckpt_action.stores.hub.repo import RemoteRepo
-from ckpt_action.settings import Settings
 from tests.conftest import write_checkpoint
 from tests.helpers.chaos_helpers import commit_ids, env_for, head_of, one_line_error
 from tests.helpers.commit_proxy import COMMIT, CommitProxy

@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 from ckpt_action.errors import CkptError, RemoteError
 from ckpt_action.handle import commit_id
+from ckpt_action.progress import Ticker, bytes_read_since_now
 from ckpt_action.stores.hub.deadline import stall
 from ckpt_action.stores.hub.transport import is_transient, retry_budget, retry_wait
-from ckpt_action.progress import Ticker, bytes_read_since_now
 
 if TYPE_CHECKING:
     from ckpt_action.stores.hub.repo import RemoteRepo

@@ -17,12 +17,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from ckpt_action.checkpoint.manifest import THREADED_HASH_MIN, FileDigest, Hasher, satisfies
+from ckpt_action.checkpoint.manifest import FileDigest, Hasher, satisfies
 from ckpt_action.errors import IntegrityError
+from ckpt_action.settings import THREADED_HASH_MIN, Settings
 from ckpt_action.stores.hub import download as filefetch
 from ckpt_action.stores.hub.deadline import RequestDeadline
 from ckpt_action.stores.hub.transport import call
-from ckpt_action.settings import Settings
 
 # Files at least this big get their blocks reserved before the first write (see preallocate).
 PREALLOCATE_MIN = 1024 * 1024
