@@ -21,7 +21,8 @@ from urllib.parse import quote
 
 if TYPE_CHECKING:
     from ckpt_action.ops.discover import CheckpointInfo
-    from ckpt_action.stores.base import Put, Store
+    from ckpt_action.stores.base import Store
+    from ckpt_action.stores.writes import Put
 
 CARD_NAME = "README.md"
 START = "<!-- ckpt-action:checkpoints:start -->"
@@ -118,7 +119,7 @@ def card_operation(remote: Store, head: str | None, *, drop: Sequence[str] = (),
     :func:`~ckpt_action.ops.release.tagged_folders`). A :class:`~ckpt_action.stores.base.Put`
     that goes into the same write as the change; None when the card already says it all."""
     from ckpt_action.ops.discover import list_checkpoints
-    from ckpt_action.stores.base import Put
+    from ckpt_action.stores.writes import Put
 
     rows: list[Row] = []
     current = None

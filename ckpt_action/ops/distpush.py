@@ -40,8 +40,9 @@ from ckpt_action.errors import IntegrityError, param, quoted, unrendered
 from ckpt_action.handle import BUCKET_PIN_RE, SHA256_RE, SHA_RE, CheckpointHandle, is_whole
 from ckpt_action.ops.coordination import Session
 from ckpt_action.ops.push import EXTRA_COMMITS, LocalDir, PushResult, finish, landed_counts, planner
-from ckpt_action.stores.base import LIVE, Put, Store
+from ckpt_action.stores.base import Store
 from ckpt_action.stores.finalize import Identity
+from ckpt_action.stores.writes import LIVE, Put
 
 INLINE_LIMIT = GIT_OID_LIMIT
 """Bytes of one file sent inline in the commit, at most: the Hub stores bigger ones through

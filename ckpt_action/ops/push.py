@@ -50,8 +50,9 @@ from ckpt_action.errors import InputError, IntegrityError, LandedError
 from ckpt_action.handle import CheckpointHandle
 from ckpt_action.ops.card import Row, TagsOf, card_operation
 from ckpt_action.progress import Ticker, bytes_read_since_now
-from ckpt_action.stores.base import Delete, Final, Put, Store, Write, WriteOutcome
+from ckpt_action.stores.base import Store
 from ckpt_action.stores.finalize import Identity
+from ckpt_action.stores.writes import Delete, Final, Put, Write, WriteOutcome
 
 MAX_CHANGES = 3
 """Times one file may change under a push (it is hashed again each time) before push gives up."""

@@ -39,7 +39,8 @@ from ckpt_action.ops.discover import latest, read_candidates
 from ckpt_action.ops.pull import pull
 from ckpt_action.ops.push import push
 from ckpt_action.ops.retention import Candidate, keep_reasons, ranked
-from ckpt_action.stores.base import Copy, Delete, Final, Put, Store, Write, open_complete
+from ckpt_action.stores.base import Store, open_complete
+from ckpt_action.stores.writes import Copy, Delete, Final, Put, Write
 
 log = logging.getLogger(__name__)
 

@@ -2,9 +2,10 @@
 promote, list, prune) speak to a :class:`~ckpt_action.stores.base.Store`, never to
 huggingface_hub or :mod:`ckpt_action.stores.hub` directly.
 
-- :mod:`.base`: the :class:`Store` protocol, the pin, the store-neutral writes
-  (:class:`Put`, :class:`Delete`, :class:`Copy` in a :class:`Write`), and how a bucket
-  implements each method;
+- :mod:`.base`: the :class:`Store` protocol (and :class:`HistoryStore`, a store with a
+  commit history), and how a bucket implements each method;
+- :mod:`.writes`: the pin and the store-neutral writes (:class:`Put`, :class:`Delete`,
+  :class:`Copy` in a :class:`Write`), one type for every store and for the repo's commits;
 - :mod:`.finalize`: the one finalize every writer publishes a complete manifest through;
 - :mod:`.repo`: :class:`RepoStore`, a model repo (today's git-repo behaviour);
 - :mod:`.bucket`: :class:`BucketStore`, a Storage Bucket (``hf://buckets/ORG/NAME[/PREFIX]``).
@@ -16,25 +17,12 @@ from typing import Any
 
 from ckpt_action.checkpoint.snapshot import Snapshot
 from ckpt_action.settings import Settings
-from ckpt_action.stores.base import (
-    LIVE,
-    Copy,
-    Delete,
-    Final,
-    HistoryStore,
-    Operation,
-    Pin,
-    Put,
-    Store,
-    Uploaded,
-    Write,
-    WriteOutcome,
-    open_complete,
-)
+from ckpt_action.stores.base import HistoryStore, Store, Uploaded, open_complete
 from ckpt_action.stores.bucket import BucketStore
 from ckpt_action.stores.finalize import FinalizeRefused, Identity, finalize
 from ckpt_action.stores.hub.repo import folder_problem, skip_name
 from ckpt_action.stores.repo import RepoStore
+from ckpt_action.stores.writes import LIVE, Copy, Delete, Final, Operation, Pin, Put, Write, WriteOutcome
 
 BUCKET_PREFIX = "hf://buckets/"
 

@@ -64,12 +64,13 @@ from ckpt_action.errors import (
     quoted,
 )
 from ckpt_action.handle import BUCKET_PIN_RE, SHA256_RE
-from ckpt_action.stores.base import LIVE, Copy, Delete, Final, Pin, Put, Uploaded, Write, WriteOutcome
+from ckpt_action.stores.base import Uploaded
 from ckpt_action.stores.catalog import group_checkpoints
 from ckpt_action.stores.finalize import FinalizeRefused, Identity, finalize
 from ckpt_action.stores.hub.fetch import fetch_file
 from ckpt_action.stores.hub.repo import folder_problem, skip_name, small_file_reader
 from ckpt_action.stores.hub.transport import call, make_api, status_of, translate
+from ckpt_action.stores.writes import LIVE, Copy, Delete, Final, Pin, Put, Write, WriteOutcome
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi

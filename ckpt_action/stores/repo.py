@@ -18,14 +18,15 @@ from typing import TYPE_CHECKING, Any
 from ckpt_action.checkpoint.manifest import MANIFEST_NAME, FileDigest, RemoteFile, digest_bytes, predict_lfs
 from ckpt_action.errors import quoted
 from ckpt_action.progress import Ticker, bytes_read_since_now
-from ckpt_action.stores.base import Copy, Delete, Pin, Put, Uploaded, Write, WriteOutcome
+from ckpt_action.stores.base import Uploaded
 from ckpt_action.stores.catalog import group_checkpoints, owner_of
 from ckpt_action.stores.finalize import Identity, finalize
-from ckpt_action.stores.hub.commits import CommitPlan, commit
+from ckpt_action.stores.hub.commits import commit
 from ckpt_action.stores.hub.fetch import fetch_file
 from ckpt_action.stores.hub.listing import Entry, path_problem
 from ckpt_action.stores.hub.repo import RemoteRepo, Snapshot, folder_problem, skip_name
 from ckpt_action.stores.hub.transport import call
+from ckpt_action.stores.writes import Copy, Delete, Pin, Put, Write, WriteOutcome
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
@@ -269,25 +270,14 @@ class RepoStore:
         """Each :class:`~.base.Write` ``plan(head)`` answers, as one commit pinned to that
         head (:func:`~ckpt_action.stores.hub.commits.commit`); a write that finalizes passes the
         one finalize first, or nothing is committed."""
-        writes: dict[int, Write] = {}
-
-        def commit_plan(head: str | None) -> CommitPlan | None:
+        def finalized(head: str | None) -> Write | None:
             wanted = plan(head)
-            if wanted is None:
-                return None
-            if wanted.finalizes is not None:
+            if wanted is not None and wanted.finalizes is not None:
                 self._finalize(wanted)
-            made = CommitPlan([self._operation(op) for op in wanted.operations], wanted.title, final=wanted.final,
-                              description=wanted.description, progress=wanted.progress,
-                              upload_bytes=wanted.upload_bytes)
-            writes[id(made)] = wanted
-            return made
+            return wanted
 
-        landed_cb = None if on_landed is None else (lambda oid, made: on_landed(oid, writes[id(made)]))
-        outcome = commit(self.remote, commit_plan, what=what, branch=branch, head=head, max_commits=max_writes,
-                         replan_on=replan_on, on_landed=landed_cb)
-        return WriteOutcome(outcome.revision, [writes[id(p)] for p in outcome.landed],
-                            None if outcome.last is None else writes[id(outcome.last)])
+        return commit(self.remote, finalized, what=what, branch=branch, head=head, max_commits=max_writes,
+                      replan_on=replan_on, on_landed=on_landed, operations=self._operation)
 
 
 def _unusable_paths(unusable: list[tuple[Entry, str]]) -> list[tuple[str, str]]:
