@@ -398,7 +398,7 @@ def watch(repo: str, local_dir: str, pattern: str | None, fmt: str, settle: floa
             echo(f"pushed: {name} -> {subfolder} at {revision}")
         for name in report.skipped:
             echo(f"skipped (commit quota): {name}")
-        for name, why in {**report.failed, **report.left}.items():
+        for name, why in {**report.failed, **report.left, **report.refused}.items():
             echo(f"not pushed: {name} ({why})")
     code = report.exit_code()
     if code:
