@@ -135,6 +135,12 @@ class Settings:
     max_files_per_commit: int = _knob(100, "CKPT_MAX_FILES_PER_COMMIT",
                                       "Files per commit (the Hub recommends under 100); bigger checkpoints go in "
                                       "several, the manifest in the last.")
+    upload_concurrency: int = _knob(
+        4, "CKPT_UPLOAD_CONCURRENCY",
+        "Files a push uploads at once, each registered on the Hub (its LFS object, or its Xet shard) as soon as"
+        " its own upload ends, before the one commit or manifest that publishes the checkpoint. A push cut off"
+        " (killed, preempted) and run again sends again at most these files, so what a re-run can re-send beyond"
+        " the missing bytes is this many times the biggest file; 1 bounds it to one file.")
     distributed_timeout: float = _knob(
         300.0, "CKPT_DISTRIBUTED_TIMEOUT",
         "Seconds a push from many ranks (`distributed`) waits for a rank that has not joined it or has stopped"
@@ -199,4 +205,4 @@ _PARAMS = {"timeout", "retries"}
 # Bounds where 0 would refuse everything; the others (delays, retries, waits) may be 0.
 _POSITIVE = {"timeout", "request_deadline", "min_download_rate", "max_attempt_seconds", "max_listing_pages",
              "max_listing_entries", "max_listing_bytes", "max_manifest_bytes", "max_pointer_bytes",
-             "distributed_timeout"}
+             "distributed_timeout", "upload_concurrency"}
