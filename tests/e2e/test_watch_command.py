@@ -163,6 +163,10 @@ def test_uploads_run_in_a_child_at_lower_cpu_and_io_priority():
                                                                           + NICENESS)
         if sys.platform.startswith("linux"):
             assert "ioprio best-effort 7" in uploader.priority, uploader.priority
+            # The child runs only on what the training leaves: the idle policy, for its
+            # threads too (hf_xet's runtime starts its own).
+            assert "SCHED_IDLE" in uploader.priority, uploader.priority
+            assert os.sched_getscheduler(uploader.proc.pid) == os.SCHED_IDLE
     finally:
         uploader.close()
     assert uploader.proc.returncode == 0
