@@ -223,7 +223,8 @@ class BucketStore:
     def resolve(self, revision: str | None) -> Pin | None:
         """``LIVE`` (the bucket is read now; it must exist), or the pin ``revision`` names."""
         if revision is None:
-            self.info()
+            # No request of its own: the listing or read that follows answers 404 for a
+            # missing bucket, and says so (latest then costs a request less).
             return LIVE
         if revision == LIVE:
             return LIVE
