@@ -64,6 +64,9 @@ class CommitPlan:
     """Label of the progress lines while the commit uploads (``push checkpoint-8: uploading``)."""
     upload_bytes: int = 0
     """Bytes of local files the commit uploads, for those lines."""
+    prepare: Callable[[], None] | None = None
+    """Run before the commit, as part of its attempt (its failures are the commit's): the
+    store sends the files there, each registered as it ends."""
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,8 @@ def commit(remote: RemoteRepo, plan: Callable[[str | None], CommitPlan | None], 
         try:
             with (Ticker(wanted.progress, wanted.upload_bytes, bytes_read_since_now()) if wanted.progress
                   else nullcontext()), stall(remote.settings.timeout):
+                if wanted.prepare is not None:
+                    wanted.prepare()
                 info = remote.api.create_commit(remote.repo, operations=wanted.operations,
                                                 commit_message=wanted.title, commit_description=description,
                                                 parent_commit=head, revision=branch)
