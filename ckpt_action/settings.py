@@ -136,11 +136,12 @@ class Settings:
                                       "Files per commit (the Hub recommends under 100); bigger checkpoints go in "
                                       "several, the manifest in the last.")
     upload_concurrency: int = _knob(
-        4, "CKPT_UPLOAD_CONCURRENCY",
+        1, "CKPT_UPLOAD_CONCURRENCY",
         "Files a push uploads at once, each registered on the Hub (its LFS object, or its Xet shard) as soon as"
         " its own upload ends, before the one commit or manifest that publishes the checkpoint. A push cut off"
         " (killed, preempted) and run again sends again at most these files, so what a re-run can re-send beyond"
-        " the missing bytes is this many times the biggest file; 1 bounds it to one file.")
+        " the missing bytes is this many times the biggest file. Above 1, concurrent Xet sessions of one process"
+        " may name each other's xorbs before they are stored (the CAS refuses that shard): keep 1 on Xet.")
     distributed_timeout: float = _knob(
         300.0, "CKPT_DISTRIBUTED_TIMEOUT",
         "Seconds a push from many ranks (`distributed`) waits for a rank that has not joined it or has stopped"

@@ -70,7 +70,6 @@ from ckpt_action.stores.finalize import FinalizeRefused, Identity, finalize
 from ckpt_action.stores.hub.fetch import fetch_file
 from ckpt_action.stores.hub.repo import folder_problem, skip_name, small_file_reader
 from ckpt_action.stores.hub.transport import call, make_api, status_of, translate
-from ckpt_action.stores.inflight import each_file
 from ckpt_action.stores.writes import LIVE, Copy, Delete, Final, Pin, Put, Write, WriteOutcome
 
 if TYPE_CHECKING:
@@ -457,22 +456,15 @@ class BucketStore:
         if not files:
             return {}
         self._clear_manifest(folder)
-
-        def send(rel: str) -> Uploaded:
-            # One file per batch: its path (and its Xet shard) is in the bucket once the batch
-            # ends, so a re-run after a kill lists it and skips it (see stores.inflight); the
-            # folder has no manifest meanwhile, so none of it is a checkpoint yet.
-            local, given = files[rel]
-            digest = given or _digest_opened(local, rel)
-            sent = self._batch([Put(f"{folder}/{rel}", digest, local=local)], what or f"uploading {folder}/{rel}")
+        digests = {rel: given or _digest_opened(local, rel) for rel, (local, given) in sorted(files.items())}
+        sent = self._batch([Put(f"{folder}/{rel}", digests[rel], local=local) for rel, (local, _d) in
+                            sorted(files.items())], what or f"uploading {len(files)} file(s) of {folder}")
+        out = {}
+        for rel, digest in digests.items():
             xet = sent[self.path(f"{folder}/{rel}")]
-            return Uploaded(replace(digest, xet=xet), xet)  # the manifest records it
-
-        rels = sorted(files)
-        out = dict(zip(rels, each_file(rels, send, concurrency=self.settings.upload_concurrency), strict=True))
-        for up in out.values():
-            assert up.digest.sha256 is not None and isinstance(up.token, str)
-            self._sha[up.token] = up.digest.sha256
+            assert digest.sha256 is not None
+            self._sha[xet] = digest.sha256
+            out[rel] = Uploaded(replace(digest, xet=xet), xet)  # the manifest records it
         return out
 
     def _publishing(self, folder: str) -> dict[str, FileDigest | RemoteFile]:

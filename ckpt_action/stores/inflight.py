@@ -2,7 +2,8 @@
 
 One upload session for a whole checkpoint registers nothing until its end: hf_xet
 registers the xorbs it sent (their shard) when the session closes, and a bucket's paths
-come with the batch request after it. A push killed before that end leaves bytes on the
+would come with the batch request after it (a bucket still sends its files in one
+batch: not yet through here). A push killed before that end leaves bytes on the
 Hub that nothing can find, and a re-run sends them all again. Sent one file per session,
 ``concurrency`` at a time, every file whose upload ended is registered (an LFS object the
 batch API then skips, a shard that Xet's deduplication then finds, a bucket path the

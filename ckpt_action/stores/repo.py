@@ -191,7 +191,9 @@ class RepoStore:
             return {}
         total = sum(op.upload_info.size for op in ops.values())
         with Ticker(progress, total, bytes_read_since_now()) if progress else nullcontext():
-            self._preupload(list(ops.values()), branch, what or f"uploading files of {folder}")
+            # Retried whole after a transient failure: the files sent already are marked so and skipped.
+            call(self.settings, what or f"uploading files of {folder}", self._preupload, list(ops.values()), branch,
+                 repo=self.name)
         out = {}
         for rel, op in ops.items():
             info = op.upload_info  # sha256: what the upload read (back-filled), else what was given
@@ -200,12 +202,13 @@ class RepoStore:
             out[rel] = Uploaded(digest, op, inline=op._upload_mode != "lfs")
         return out
 
-    def _preupload(self, ops: list[Any], branch: str, what: str) -> None:
+    def _preupload(self, ops: list[Any], branch: str) -> None:
         """Send the LFS files among ``ops`` (``CommitOperationAdd``), one file per call,
         ``upload_concurrency`` at once: each one's LFS object, or its Xet shard, is on the Hub
         as soon as its own call ends, so a re-run after a kill finds it and skips it (see
         :mod:`~ckpt_action.stores.inflight`). The commit that publishes them comes after, and
-        sends only what is inline. Which files are LFS is asked in one request per 256."""
+        sends only what is inline. Which files are LFS is asked in one request per 256. Failures
+        are the client's own, for the caller to retry or translate (the commit's attempt does)."""
         from urllib.parse import quote
 
         from huggingface_hub import CommitOperationAdd
@@ -217,14 +220,12 @@ class RepoStore:
             return  # a .gitignore changes what is ignored: the commit's own preupload reads it
         unknown = [op for op in adds if op._upload_mode is None]
         for start in range(0, len(unknown), 256):
-            call(self.settings, what, _fetch_upload_modes, additions=unknown[start:start + 256], repo_type="model",
-                 repo_id=self.name, headers=api._build_hf_headers(), revision=quote(branch, safe=""),
-                 endpoint=api.endpoint, repo=self.name)
+            _fetch_upload_modes(additions=unknown[start:start + 256], repo_type="model", repo_id=self.name,
+                                headers=api._build_hf_headers(), revision=quote(branch, safe=""), endpoint=api.endpoint)
         lfs = [op for op in adds if op._upload_mode == "lfs" and not op._should_ignore]
 
         def send(op: Any) -> None:
-            call(self.settings, what, api.preupload_lfs_files, self.name, additions=[op], revision=branch,
-                 repo=self.name)
+            api.preupload_lfs_files(self.name, additions=[op], revision=branch)
 
         each_file(lfs, send, concurrency=self.settings.upload_concurrency)
 
@@ -302,12 +303,11 @@ class RepoStore:
                 self._finalize(wanted)
             operations = [self._operation(op) for op in wanted.operations]
             # Every LFS file on the Hub, each registered as it ends, before the commit: a kill
-            # in between leaves nothing visible, and a re-run sends none of them again. The
-            # commit then sends the very objects uploaded here (their upload state is on them).
-            with (Ticker(wanted.progress, wanted.upload_bytes, bytes_read_since_now()) if wanted.progress
-                  else nullcontext()):
-                self._preupload(operations, branch, what)
-            made = replace(wanted, operations=operations, progress=None)
+            # in between leaves nothing visible, and a re-run sends none of them again. They are
+            # sent as part of the commit's attempt (``prepare``): a file that changed after it
+            # was hashed fails its upload, and that failure re-plans the push as a commit's would.
+            # The commit then sends the very objects uploaded (their upload state is on them).
+            made = replace(wanted, operations=operations, prepare=lambda: self._preupload(operations, branch))
             sent[id(made)] = wanted
             return made
 

@@ -7,7 +7,7 @@ that uses it."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,6 +84,9 @@ class Write:
     """Bytes of local files the write uploads, for those lines."""
     finalizes: Final | None = None
     """Set when this write publishes a complete manifest."""
+    prepare: Callable[[], None] | None = None
+    """Run before the write, as part of its attempt (its failures are the write's): the repo
+    store sends the files there, each registered on the Hub as its upload ends."""
 
 
 @dataclass(frozen=True)

@@ -143,6 +143,8 @@ def commit(remote: RemoteRepo, plan: Callable[[str | None], Write | None], *, wh
         try:
             with (Ticker(wanted.progress, wanted.upload_bytes, bytes_read_since_now()) if wanted.progress
                   else nullcontext()), stall(remote.settings.timeout):
+                if wanted.prepare is not None:
+                    wanted.prepare()
                 info = remote.api.create_commit(remote.repo, operations=sent,
                                                 commit_message=wanted.title, commit_description=description,
                                                 parent_commit=head, revision=branch)
