@@ -32,9 +32,9 @@ repo, subfolder, revision, out = sys.argv[1:]
 model = AutoModelForCausalLM.from_pretrained(repo, subfolder=subfolder, revision=revision)
 model.eval()
 with torch.no_grad():
-    logits = model(torch.tensor(%r)).logits
+    logits = model(torch.tensor(INPUT)).logits
 json.dump(logits.tolist(), open(out, "w"))
-""" % (INPUT,)
+""".replace("INPUT", repr(INPUT))
 TRAINING_ONLY = {"optimizer.pt", "scheduler.pt", "rng_state.pth", "trainer_state.json", "training_args.bin"}
 
 
