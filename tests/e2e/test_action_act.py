@@ -292,7 +292,7 @@ def test_example_release(hub_server, tool_cache: Path, cli, tmp_path: Path) -> N
     rows = {r["subfolder"]: r for r in listed.json["checkpoints"]}
     assert rows["release"]["complete"] and rows["release"]["source"]["revision"] == pushed.json["revision"]
     # as-model (the example's default): the optimizer stays out of the release
-    assert rows["release"]["files"] == 3 and rows["checkpoint-5"]["files"] == 4
+    assert rows["release"]["files"] == 2 and rows["checkpoint-5"]["files"] == 3
 
 
 CONTAINER_WORKFLOW = """
