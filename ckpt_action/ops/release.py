@@ -5,6 +5,10 @@ copies (no LFS bytes move), in one commit that also writes the target's manifest
 recording the source SHA. prune deletes old ``checkpoint-N`` folders in one commit,
 never the latest complete one, never a promoted checkpoint's source, never one a tag
 points at.
+
+Over 400 lines as one module: promote's three paths (server-side copy, into another repo,
+a converted model folder) share the tag check, the source record and the tagged-folders
+rule prune reads too; which files a model folder keeps lives apart, in ``asmodel``.
 """
 
 from __future__ import annotations
