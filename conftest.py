@@ -113,7 +113,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 # The examples of a module run in their order against its Hub: each example reads only what
 # the seeding put there or what it wrote itself.
 
-_HUB_MODULES = ("ckpt_action.api", "ckpt_action.ops.", "ckpt_action.stores.", "ckpt_action.stores.hub.", "ckpt_action.disk.",
+_HUB_MODULES = ("ckpt_action.api", "ckpt_action.ops.", "ckpt_action.stores.", "ckpt_action.disk.",
                 "ckpt_action.integrations.")
 _NEEDS_HUB = ("hub", "found", "sha", "settings", "ckpt.", "org/", "HF_ENDPOINT", "RemoteRepo", "resume_from_hub",
               "CheckpointCallback")

@@ -21,6 +21,13 @@
 
 _ckpt_podman_setup() {
   set -euo pipefail
+  # debootstrap, runc and iptables live in the sbin dirs, which a minimal PATH (a user's
+  # `env -i ... PATH=/usr/local/bin:/usr/bin:/bin`, a cron job) leaves out: look there too.
+  local dir
+  for dir in /usr/local/sbin /usr/sbin /sbin; do
+    [[ ":$PATH:" == *":$dir:"* ]] || PATH="$PATH:$dir"
+  done
+  export PATH
   local home="${CKPT_PODMAN_HOME:-/var/tmp/ckpt-action-podman}"
   local base="${CKPT_BASE_IMAGE:-docker.io/library/debian:bookworm-slim}"
   mkdir -p "$home/bin" "$home/root" "$home/runroot"

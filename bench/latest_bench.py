@@ -36,8 +36,8 @@ def _timed(ctx: Context, fn: Callable[[], Any]) -> tuple[float, Requests, Any]:
 
 
 def run_section(ctx: Context) -> Section:
-    from ckpt_action.stores.hub.repo import RemoteRepo
     from ckpt_action.ops.discover import latest
+    from ckpt_action.stores import open_store
 
     folders = 100 if ctx.quick else 1000  # quick: still more files than one page of a recursive listing
     reps = 1 if ctx.quick else 5  # quick: the counts are exact from one run; times are report-only
@@ -55,7 +55,7 @@ def run_section(ctx: Context) -> Section:
 
     # One client per approach, warmed by an untimed call: the one-off setup (the HTTP
     # client, its TLS context) is the same for every approach and a process pays it once.
-    ours, seed = RemoteRepo(ctx.settings(), repo), ctx.api()
+    ours, seed = open_store(ctx.settings(), repo), ctx.api()
     approaches: dict[str, Callable[[], Any]] = {
         "ckpt-action latest": lambda: latest(ours).handle.subfolder,
         "seed baseline": lambda: find_latest(seed, repo)[0],

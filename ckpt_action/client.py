@@ -56,12 +56,12 @@ if TYPE_CHECKING:
     from ckpt_action.checkpoint.metrics import Objective
     from ckpt_action.checkpoint.signing import LoadedSigner
     from ckpt_action.checkpoint.verifying import Verifier
-    from ckpt_action.stores.hub.repo import RemoteRepo
     from ckpt_action.ops.discover import LatestResult
     from ckpt_action.ops.prune import ListResult, PruneResult
     from ckpt_action.ops.pull import PullResult
     from ckpt_action.ops.push import PushResult
     from ckpt_action.ops.release import PromoteResult
+    from ckpt_action.stores.base import Store
     from ckpt_action.wandb.sdk import PointerResult
 
 log = logging.getLogger("ckpt_action")
@@ -290,13 +290,13 @@ class Client:
         return settings
 
     @staticmethod
-    def _remote(settings: Settings, repo: str, api: Any = None) -> RemoteRepo:
+    def _store(settings: Settings, repo: str, api: Any = None) -> Store:
+        """The one store a command opens (a model repo or a bucket), handed to its operations
+        as it is; ``api``: share another store's huggingface_hub client."""
         first_request()
-        from ckpt_action.stores import RepoStore, open_store
+        from ckpt_action.stores import open_store
 
-        store = open_store(settings, repo, api=api)
-        # A repo as the API hands it on (its RemoteRepo, which the operations take as its store); a bucket: its store
-        return store.remote if isinstance(store, RepoStore) else store  # type: ignore[return-value]
+        return open_store(settings, repo, api=api)
 
     # ---- the commands
 
@@ -345,7 +345,7 @@ class Client:
             from ckpt_action.checkpoint.sealing import refuse_written_folders
 
             refuse_written_folders(path, signed=sign is not None)
-        remote = self._remote(settings, repo)
+        remote = self._store(settings, repo)
         if distributed:
             if sign is not None:
                 raise InputError(f"{param('distributed')} does not sign yet: sign with a promote of the pushed"
@@ -387,7 +387,7 @@ class Client:
         revision = names.revision(revision)
         goal = objective(best, "best")
         check = verifier(verification)
-        return carry(latest(self._remote(self.settings(), repo), revision, warn or _log_warning, check,
+        return carry(latest(self._store(self.settings(), repo), revision, warn or _log_warning, check,
                              require=require, best=goal), verification)
 
     @boundary("local_dir", "cache_dir")
@@ -447,7 +447,7 @@ class Client:
                 sha = source.revision
             elif rev is not None and SHA_RE.match(rev):
                 sha = rev
-        remote = self._remote(settings, repo)
+        remote = self._store(settings, repo)
         checked = None
         if found is None:  # what latest read, carried by its handle; its check too when the same is asked
             found, checked = carried(source), carried_check(source, verification)
@@ -521,8 +521,8 @@ class Client:
         settings = self._settings_for(source)
         names.token_for_write(settings.token, settings.endpoint)
         sign = signer(signing)
-        remote = self._remote(settings, repo)
-        target = self._remote(settings, target_repo, api=remote.api) if target_repo else None
+        remote = self._store(settings, repo)
+        target = self._store(settings, target_repo, api=getattr(remote, "api", None)) if target_repo else None
         if goal is None:
             assert sub is not None
             return promote(remote, sub, rev, to, tag=tag, branch=branch, target=target, signer=sign, card=card,
@@ -560,7 +560,7 @@ class Client:
         settings = self.settings()
         if not dry_run:
             names.token_for_write(settings.token, settings.endpoint)
-        return prune(self._remote(settings, repo), keep, dry_run=dry_run, free_storage=free_storage,
+        return prune(self._store(settings, repo), keep, dry_run=dry_run, free_storage=free_storage,
                      keep_every=keep_every, keep_best=keep_best, card=card)
 
     @boundary()
@@ -603,15 +603,14 @@ class Client:
         (the model card's tags column; a bucket has none)."""
         from ckpt_action.ops.prune import list_repo
         from ckpt_action.ops.release import tagged_folders
-        from ckpt_action.stores.repo import as_store
 
         repo = names.repo_id(repo)
         revision = names.revision(revision)
-        remote = self._remote(self.settings(), repo)
+        remote = self._store(self.settings(), repo)
         res = list_repo(remote, revision, warn or _log_warning)
         if not tags or names.bucket(repo) is not None or res.revision is None:
             return res
-        return replace(res, tags=tagged_folders(as_store(remote), [i.subfolder for i in res.checkpoints]))
+        return replace(res, tags=tagged_folders(remote, [i.subfolder for i in res.checkpoints]))
 
 
 def pulled_checkpoint(local_dir: PathLike) -> tuple[str, str, str] | None:

@@ -66,17 +66,38 @@ if TYPE_CHECKING:
     from ckpt_action.handle import CheckpointHandle
     from ckpt_action.options import Retention, Signing, Verification
 
+_LISTING_KEY = "ckpt_action.listing"  # set in a context's meta while --help lists the commands
+
+
 class _Group(click.Group):
     """The commands, with those defined elsewhere loaded only when named: the local Hub
     owns its command line (in its own distribution, which may not be installed), and
     importing it would slow every other command's start."""
 
     elsewhere: ClassVar[dict[str, tuple[str, str]]] = {"local-hub": ("ckpt_localhub.command", "local_hub")}
+    # What `--help` lists for them, said here: listing the commands imports none of them (the
+    # package may lack a dependency, and its import is the slow part of a start).
+    # tests/integration/test_help_imports.py checks each against the command's own help.
+    elsewhere_help: ClassVar[dict[str, str]] = {
+        "local-hub": "Run the Hub-compatible local server (prints its URL as the first line once listening)."}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.elsewhere])
 
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        ctx.meta[_LISTING_KEY] = True
+        try:
+            super().format_commands(ctx, formatter)
+        finally:
+            ctx.meta.pop(_LISTING_KEY, None)
+
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.elsewhere and ctx.meta.get(_LISTING_KEY):
+            from ckpt_action.cli.localhub import installed, not_installed
+
+            if installed():  # found on the path, not imported
+                return click.Command(cmd_name, help=self.elsewhere_help[cmd_name])
+            return _missing(cmd_name, not_installed(cmd_name))
         if cmd_name in self.elsewhere:
             from ckpt_action.cli.localhub import import_local_hub
 
@@ -416,7 +437,7 @@ def watch(repo: str, local_dir: str, pattern: str | None, fmt: str, settle: floa
             echo(f"pushed: {name} -> {subfolder} at {revision}")
         for name in report.skipped:
             echo(f"skipped (commit quota): {name}")
-        for name, why in {**report.failed, **report.left}.items():
+        for name, why in {**report.failed, **report.left, **report.refused}.items():
             echo(f"not pushed: {name} ({why})")
     code = report.exit_code()
     if code:

@@ -23,9 +23,9 @@ from typing import Any
 # so these two imports are let through the CLI's contract (pyproject.toml says so too).
 from ckpt_action.checkpoint.manifest import MANIFEST_NAME, Manifest, digest_files, scan_dir
 from ckpt_action.client import Client
-from ckpt_action.stores.hub.transport import make_api
 from ckpt_action.progress import client_bars_off, no_progress_lines
 from ckpt_action.settings import Settings
+from ckpt_action.stores.hub.transport import make_api
 
 REPO = "demo/tiny-llm"
 BUCKET = "hf://buckets/demo/ckpts/run-1"

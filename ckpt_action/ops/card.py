@@ -19,9 +19,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
+from ckpt_action.errors import InputError, param_on
+
 if TYPE_CHECKING:
     from ckpt_action.ops.discover import CheckpointInfo
-    from ckpt_action.stores import Put, Store
+    from ckpt_action.stores.base import Store
+    from ckpt_action.stores.writes import Put
 
 CARD_NAME = "README.md"
 START = "<!-- ckpt-action:checkpoints:start -->"
@@ -82,15 +85,35 @@ def splice(card: bytes | None, text: str) -> bytes:
     (after a newline, when the card does not end with one) where there are none. Every
     byte outside the markers is kept. A new card starts with the metadata block the Hub
     expects of a model card (a tag naming this tool), which the Hub's client otherwise warns
-    is missing on every commit that writes it."""
+    is missing on every commit that writes it.
+
+    The markers are parsed strictly: one start marker, then one end marker, or neither.
+    Anything else (a start without an end, an end before the start, two tables) is refused
+    with :class:`InputError` saying how to fix the card: a guess would replace the user's
+    text after a lone start marker, or append a new table on every write."""
     block = f"{START}\n{text}{END}".encode()
     if card is None:
         return NEW_CARD_METADATA + block + b"\n"
+    starts, ends = card.count(START.encode()), card.count(END.encode())
+    if starts == ends == 0:
+        sep = b"" if not card or card.endswith(b"\n") else b"\n"
+        return card + sep + (b"\n" if card else b"") + block + b"\n"
     start, end = card.find(START.encode()), card.find(END.encode())
-    if start != -1 and end > start:
+    if starts == ends == 1 and end > start:
         return card[:start] + block + card[end + len(END):]
-    sep = b"" if not card or card.endswith(b"\n") else b"\n"
-    return card + sep + (b"\n" if card else b"") + block + b"\n"
+    if starts and ends and end < start:
+        problem = f"has an end marker before its start marker ({END} ... {START}): the end marker comes before"
+        fix = "put the start marker before the table and the end marker after it, and delete any other"
+    elif starts > 1 or ends > 1:
+        problem = f"has more than one table (markers {START} / {END} appear more than once)"
+        fix = "keep one start and one end marker, around the table, and delete the others"
+    elif ends == 0:
+        problem = f"has a start marker and no end marker ({START})"
+        fix = f"put {END} on the line after the table, or delete the start marker"
+    else:  # one end marker, no start marker (one of each, start first, was spliced above)
+        problem = f"has an end marker and no start marker ({END})"
+        fix = f"put {START} on the line before the table, or delete the end marker"
+    raise InputError(f"{CARD_NAME} {problem}: {fix}, then run with {param_on('card')} again", param="card")
 
 
 def rows_at(infos: Sequence[CheckpointInfo], revision: str, tags: Mapping[str, Sequence[str]],
@@ -118,7 +141,7 @@ def card_operation(remote: Store, head: str | None, *, drop: Sequence[str] = (),
     :func:`~ckpt_action.ops.release.tagged_folders`). A :class:`~ckpt_action.stores.base.Put`
     that goes into the same write as the change; None when the card already says it all."""
     from ckpt_action.ops.discover import list_checkpoints
-    from ckpt_action.stores import Put
+    from ckpt_action.stores.writes import Put
 
     rows: list[Row] = []
     current = None

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from ckpt_action.checkpoint.verifying import Verifier
     from ckpt_action.ops.discover import Chosen, LatestResult
     from ckpt_action.options import Verification
-    from ckpt_action.stores import StoreLike
+    from ckpt_action.stores.base import Store
 
 Warn = Callable[[str], None]
 
@@ -33,7 +33,7 @@ def no_checkpoint(repo: str, purpose: str = "", found: LatestResult | None = Non
     return exc
 
 
-def latest(store: StoreLike, revision: str | None, warn: Warn, verifier: Verifier | None = None, *,
+def latest(remote: Store, revision: str | None, warn: Warn, verifier: Verifier | None = None, *,
            require: bool = False, best: Objective | None = None, purpose: str = "") -> LatestResult:
     """The highest complete checkpoint (with ``best``: the best by that metric), its
     warnings said (a missing repo, each folder passed over); ``require``: none raises
@@ -42,9 +42,7 @@ def latest(store: StoreLike, revision: str | None, warn: Warn, verifier: Verifie
     error's reason."""
     from ckpt_action.ops.discover import latest as find
     from ckpt_action.ops.discover import latest_best
-    from ckpt_action.stores import as_store
 
-    remote = as_store(store)
     res = find(remote, revision, verifier) if best is None else latest_best(remote, best, revision, verifier)
     token = bool(remote.settings.token)
     missing = None if require else res.missing_warning(_name(remote), token=token, require=param_on("require"))
@@ -57,7 +55,7 @@ def latest(store: StoreLike, revision: str | None, warn: Warn, verifier: Verifie
     return res
 
 
-def for_pull(remote: StoreLike, subfolder: str | None, revision: str | None, sha: str | None, warn: Warn,
+def for_pull(remote: Store, subfolder: str | None, revision: str | None, sha: str | None, warn: Warn,
              verifier: Verifier | None, *, source: object = None, found: LatestResult | None = None,
              checked: bool = False) -> tuple[str, str | None, Chosen | None]:
     """(subfolder, sha, chosen) for a pull: the folder named, else latest's (none raises
@@ -124,8 +122,6 @@ def carried_check(source: object, verification: Verification | None) -> Verifier
     return carried.found.chosen.verifier if wanted is not None and carried.verification == wanted else None
 
 
-def _name(store: StoreLike) -> str:
+def _name(store: Store) -> str:
     """The repo id or bucket URI the messages name."""
-    from ckpt_action.stores import as_store
-
-    return as_store(store).name
+    return store.name

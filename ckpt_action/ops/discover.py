@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING
 from ckpt_action.checkpoint.manifest import MANIFEST_NAME, Manifest, RemoteFile, folder_tree_oid
 from ckpt_action.checkpoint.metrics import Objective
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME
+from ckpt_action.checkpoint.snapshot import Snapshot
 from ckpt_action.errors import IntegrityError, NotFoundError, UnreadableManifest
 from ckpt_action.handle import CheckpointHandle, step_of
 from ckpt_action.ops.retention import Candidate, ranked
-from ckpt_action.stores import Snapshot, Store, StoreLike, as_store
+from ckpt_action.stores.base import Store
 
 if TYPE_CHECKING:
     from ckpt_action.checkpoint.verifying import Verifier
@@ -77,7 +78,7 @@ class LatestResult:
         return f"{repo} does not exist ({why})"
 
 
-def latest(remote: StoreLike, revision: str | None = None, verifier: Verifier | None = None) -> LatestResult:
+def latest(store: Store, revision: str | None = None, verifier: Verifier | None = None) -> LatestResult:
     """Find the highest complete ``checkpoint-N`` folder at the head of ``revision``.
 
     Lists only the top level, at a SHA resolved first, then checks candidates from the
@@ -94,7 +95,6 @@ def latest(remote: StoreLike, revision: str | None = None, verifier: Verifier | 
     >>> latest(RepoStore.open(settings, "org/run")).handle.subfolder
     'checkpoint-300'
     """
-    store = as_store(remote)
     head = _head(store, revision)
     if isinstance(head, LatestResult):
         return head
@@ -133,12 +133,11 @@ def _verified(store: Store, sha: str, name: str, verifier: Verifier,
     return ([why] if why else []), Chosen(sha, name, chosen.manifest_bytes, snap, check, verifier)
 
 
-def read_candidates(remote: StoreLike, sha: str, names: list[str]) -> dict[str, Candidate]:
+def read_candidates(store: Store, sha: str, names: list[str]) -> dict[str, Candidate]:
     """Each ``checkpoint-N`` folder of ``names`` as the retention rules and ``best`` see it:
     its step and its manifest's metrics (one read each, in parallel). A folder without a
     manifest, or whose manifest cannot be read, has no metrics (``metrics_problem`` says why
     for an unreadable one); it is never chosen by a metric."""
-    store = as_store(remote)
 
     def one(name: str) -> Candidate:
         step = step_of(name)
@@ -173,13 +172,12 @@ def _head(store: Store, revision: str | None) -> tuple[str, dict[str, str]] | La
         return LatestResult(None, None, [])
     return sha, store.folders(sha)
 
-def latest_best(remote: StoreLike, objective: Objective, revision: str | None = None,
+def latest_best(store: Store, objective: Objective, revision: str | None = None,
                 verifier: Verifier | None = None) -> LatestResult:
     """The complete ``checkpoint-N`` best by ``objective`` at the head of ``revision``: like
     :func:`latest`, with the candidates ordered by the metric (ties: the highest step)
     instead of by step. A folder without the metric, or whose manifest's metrics are
     malformed (passed over with why), is never chosen; none with it is "none"."""
-    store = as_store(remote)
     head = _head(store, revision)
     if isinstance(head, LatestResult):
         return head
@@ -311,14 +309,13 @@ def _unreadable(sha: str, root: str, files: dict[str, RemoteFile], why: str) -> 
                           files=len(files), size=sum(f.size for f in files.values()), revision=sha, problem=why)
 
 
-def list_checkpoints(remote: StoreLike, revision: str | None = None) -> tuple[str | None, list[CheckpointInfo]]:
+def list_checkpoints(store: Store, revision: str | None = None) -> tuple[str | None, list[CheckpointInfo]]:
     """Every checkpoint at one SHA: top-level ``checkpoint-N`` folders and any folder with a manifest.
 
     One recursive listing of the repo (paged by the Hub), then one read per manifest. A
     folder whose manifest cannot be read is listed as ``unreadable``; a folder name that
     is not usable is skipped with a warning.
     """
-    store = as_store(remote)
     sha = store.resolve(revision)
     if sha is None:
         return None, []

@@ -40,7 +40,9 @@ from ckpt_action.errors import IntegrityError, param, quoted, unrendered
 from ckpt_action.handle import BUCKET_PIN_RE, SHA256_RE, SHA_RE, CheckpointHandle, is_whole
 from ckpt_action.ops.coordination import Session
 from ckpt_action.ops.push import EXTRA_COMMITS, LocalDir, PushResult, finish, landed_counts, planner
-from ckpt_action.stores import LIVE, Identity, Put, Store, StoreLike, as_store
+from ckpt_action.stores.base import Store
+from ckpt_action.stores.finalize import Identity
+from ckpt_action.stores.writes import LIVE, Put
 
 INLINE_LIMIT = GIT_OID_LIMIT
 """Bytes of one file sent inline in the commit, at most: the Hub stores bigger ones through
@@ -53,10 +55,9 @@ differs would put its files in another folder, repo or commit. ``step`` before `
 a folder named after the step differs because the step does."""
 
 
-def identity(remote: StoreLike, subfolder: str, *, step: int | None, private: bool,
+def identity(store: Store, subfolder: str, *, step: int | None, private: bool,
              commit_message: str | None, branch: str = "main") -> dict[str, object]:
     """This rank's answer to "what are we pushing?", compared across ranks before any upload."""
-    store = as_store(remote)
     return {"endpoint": store.settings.endpoint, "repo": store.name, "subfolder": subfolder, "step": step,
             "branch": branch, "private": private, "commit_message": commit_message}
 
@@ -190,11 +191,10 @@ def _read_inline(local: LocalDir, rel: str) -> bytes:
     return data
 
 
-def upload_owned(remote: StoreLike, local: LocalDir, subfolder: str, mine: list[str], branch: str,
+def upload_owned(store: Store, local: LocalDir, subfolder: str, mine: list[str], branch: str,
                  label: str) -> dict[str, str | dict[str, str] | None]:
     """Upload the files this rank owns; what rank 0 needs to commit them: each path, with
     the base64 of its bytes when the store takes it inline in the commit."""
-    store = as_store(remote)
     sources = {rel: (local.add(subfolder, rel).local or str(local.paths[rel]), local.digests[rel]) for rel in mine}
     uploaded = store.upload(subfolder, sources, branch=branch, progress=label)
     shipped = {rel: base64.b64encode(_read_inline(local, rel)).decode() if uploaded[rel].inline else
@@ -216,7 +216,7 @@ def agree(session: Session, mine: dict[str, object]) -> None:
         session.fail(problem)
 
 
-def push_distributed(remote: StoreLike, local_dir: Path, subfolder: str, session: Session, *,
+def push_distributed(store: Store, local_dir: Path, subfolder: str, session: Session, *,
                      step: int | None = None, private: bool = True, commit_message: str | None = None,
                      branch: str = "main", source: dict[str, str] | None = None,
                      metrics: dict[str, float] | None = None) -> PushResult:
@@ -230,7 +230,6 @@ def push_distributed(remote: StoreLike, local_dir: Path, subfolder: str, session
         # -> PushResult(handle=CheckpointHandle(repo='org/run', subfolder='checkpoint-8', revision='3f1c…', ...), ...)
     """
     rank = session.rank
-    store: Store = as_store(remote)
     local = session.run(f"hashing {local_dir}", lambda: LocalDir(local_dir, f"push {subfolder}").hash_all())
     bound = store.settings.max_manifest_bytes  # a rank's digests are a manifest's worth at most
     raw_scans = session.gather("scan", {rel: d.to_dict() for rel, d in local.digests.items()}, limit=bound)

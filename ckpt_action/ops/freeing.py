@@ -30,7 +30,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from ckpt_action.errors import LimitError, param
-from ckpt_action.stores import RepoStore, StoreLike, as_store
+from ckpt_action.stores.base import HistoryStore, Store
 
 log = logging.getLogger(__name__)
 
@@ -76,19 +76,18 @@ class FreeReport:
     dry_run: bool = False
 
 
-def used_storage(remote: StoreLike) -> int | None:
+def used_storage(remote: Store) -> int | None:
     """The store's storage as the Hub reports it (a repo: ``expand=["usedStorage"]``), None where it does not."""
-    return as_store(remote).usage()
+    return remote.usage()
 
 
-def _repo(remote: StoreLike) -> RepoStore:
-    """Freeing reads a repo's git history: a model repo's store only (a bucket frees on delete)."""
-    store = as_store(remote)
-    assert isinstance(store, RepoStore), "free-storage reads a repo's history"
+def _repo(store: Store) -> HistoryStore:
+    """Freeing reads a repo's git history: a store with history only (a bucket frees on delete)."""
+    assert isinstance(store, HistoryStore), "free-storage reads a repo's history"
     return store
 
 
-def _read_commit(remote: RepoStore, refs: References, sha: str, *, all_elsewhere: bool) -> None:
+def _read_commit(remote: HistoryStore, refs: References, sha: str, *, all_elsewhere: bool) -> None:
     root = remote.list_tree(sha, what="listing the repo's history")
     for entry, _why in root.unusable:
         if entry.lfs_sha256:
@@ -114,12 +113,12 @@ def _read_commit(remote: RepoStore, refs: References, sha: str, *, all_elsewhere
             refs.named.setdefault(entry.path, {}).update(objects)
 
 
-def _tips(remote: RepoStore) -> set[str]:
+def _tips(remote: HistoryStore) -> set[str]:
     branches, tags = remote.refs()
     return set(branches.values()) | set(tags.values())
 
 
-def _live(remote: RepoStore, pruned: Collection[str], head: str | None) -> set[str]:
+def _live(remote: HistoryStore, pruned: Collection[str], head: str | None) -> set[str]:
     """Pruned folders that a branch's head holds (pushed again since, or on another branch):
     their objects stay. ``head``: the commit prune left main at (for a dry run, the one it read)."""
     branches, _tags = remote.refs()
@@ -129,7 +128,7 @@ def _live(remote: RepoStore, pruned: Collection[str], head: str | None) -> set[s
     return live & set(pruned)
 
 
-def read_references(store: StoreLike, tips: set[str] | None = None, refs: References | None = None, *,
+def read_references(store: Store, tips: set[str] | None = None, refs: References | None = None, *,
                     all_elsewhere: bool = False) -> References:
     """Walk the history of ``tips`` (default: every branch and tag; commits already in ``refs``
     are not read again). Raises LimitError past MAX_HISTORY_COMMITS, before prune writes anything.
@@ -156,7 +155,7 @@ def read_references(store: StoreLike, tips: set[str] | None = None, refs: Refere
     return refs
 
 
-def free_pruned(store: StoreLike, pruned: Collection[str], refs: References, *, head: str | None,
+def free_pruned(store: Store, pruned: Collection[str], refs: References, *, head: str | None,
                 used_before: int | None, dry_run: bool = False) -> FreeReport:
     """Delete the LFS objects only ``pruned`` folders name across the history of every ref (see
     the module docstring). ``refs``: :func:`read_references` of the refs before the prune's

@@ -13,7 +13,7 @@ from ckpt_action.errors import NotFoundError
 if TYPE_CHECKING:
     from ckpt_action.checkpoint.metrics import Objective
     from ckpt_action.ops.discover import CheckpointInfo
-    from ckpt_action.stores import StoreLike
+    from ckpt_action.stores.base import Store
 
 
 @dataclass(frozen=True)
@@ -54,12 +54,9 @@ def missing_repo(repo: str, what: str = "checkpoint") -> str:
     return f"{repo} does not exist, or this token cannot see it: no {what}"
 
 
-def list_repo(store: StoreLike, revision: str | None, warn: Callable[[str], None]) -> ListResult:
+def list_repo(remote: Store, revision: str | None, warn: Callable[[str], None]) -> ListResult:
     """Every checkpoint at one SHA; a repo that does not exist has none (``warn`` says so)."""
     from ckpt_action.ops.discover import list_checkpoints
-    from ckpt_action.stores import as_store
-
-    remote = as_store(store)
 
     try:
         remote.resolve(revision)
@@ -72,15 +69,13 @@ def list_repo(store: StoreLike, revision: str | None, warn: Callable[[str], None
     return ListResult(remote.name, sha, infos)
 
 
-def prune(store: StoreLike, keep: int | None, *, dry_run: bool, free_storage: bool, keep_every: int | None = None,
+def prune(remote: Store, keep: int | None, *, dry_run: bool, free_storage: bool, keep_every: int | None = None,
           keep_best: Objective | None = None, card: bool = False) -> PruneResult:
     """The prune in one commit and, with ``free_storage``, the freeing after it. ``keep``
     (the newest to keep), ``keep_every`` and ``keep_best`` keep the union of what each keeps;
     ``card``: the prune's commit updates the model card's table too."""
     from ckpt_action.ops.release import prune as prune_commit
-    from ckpt_action.stores import as_store
 
-    remote = as_store(store)
     rules: dict[str, Any] = {"keep_every": keep_every, "keep_best": keep_best, "card": card}
     if remote.kind == "bucket":  # a bucket's deletes free its storage at once: its usage before and after
         before = remote.usage()

@@ -47,13 +47,15 @@ from ckpt_action.checkpoint.manifest import (
     satisfies,
 )
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME
+from ckpt_action.checkpoint.snapshot import Snapshot
 from ckpt_action.disk import target as localdir
 from ckpt_action.disk.cache import CacheConfig, ContentCache, Stopped, hash_copy
 from ckpt_action.errors import CkptError, InputError, IntegrityError, param, quoted
 from ckpt_action.handle import CheckpointHandle
 from ckpt_action.names import reserved_in_target, safe_relative
 from ckpt_action.progress import Ticker
-from ckpt_action.stores import THREADED_HASH_MIN, Snapshot, Store, StoreLike, as_store, open_complete
+from ckpt_action.settings import THREADED_HASH_MIN
+from ckpt_action.stores.base import Store, open_complete
 
 if TYPE_CHECKING:
     from ckpt_action.checkpoint.verifying import Verifier
@@ -269,7 +271,7 @@ class _OldFiles:
             return None
 
 
-def pull(remote: StoreLike, subfolder: str, revision: str | None, target: Path, *, force: bool = False,
+def pull(store: Store, subfolder: str, revision: str | None, target: Path, *, force: bool = False,
          sha: str | None = None, select: Selection | None = None, cache: CacheConfig | None = None,
          verifier: Verifier | None = None, chosen: Chosen | None = None,
          looked: localdir.TargetState | None = None) -> PullResult:
@@ -300,7 +302,6 @@ def pull(remote: StoreLike, subfolder: str, revision: str | None, target: Path, 
                                      " pull writes in its target (the record, its temp file, the lock, staging"
                                      " dirs): refusing to pull it; rename it on the Hub")
 
-    store = as_store(remote)
     sha = sha or store.resolve(revision)
     if chosen is not None and (chosen.revision, chosen.subfolder) != (sha, subfolder):
         chosen = None  # latest read another folder or commit: nothing of it applies
@@ -348,7 +349,7 @@ def pull(remote: StoreLike, subfolder: str, revision: str | None, target: Path, 
     except OSError as exc:
         if exc.filename is not None:  # a local file (the target, its lock, the cache): the doors' LocalIOError
             raise
-        raise remote.error(exc, f"pulling {subfolder}") from exc
+        raise store.error(exc, f"pulling {subfolder}") from exc
     except Exception as exc:
         raise store.error(exc, f"pulling {subfolder}") from exc
     old_files = set(state.record.files) if state.record is not None else set()

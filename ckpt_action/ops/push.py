@@ -45,11 +45,14 @@ from ckpt_action.checkpoint.manifest import (
 from ckpt_action.checkpoint.provenance import PROVENANCE_NAME, Provenance
 from ckpt_action.checkpoint.sealing import model_name, seal, with_provenance
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME, LoadedSigner
+from ckpt_action.checkpoint.snapshot import Snapshot
 from ckpt_action.errors import InputError, IntegrityError, LandedError
 from ckpt_action.handle import CheckpointHandle
 from ckpt_action.ops.card import Row, TagsOf, card_operation
 from ckpt_action.progress import Ticker, bytes_read_since_now
-from ckpt_action.stores import Delete, Final, Identity, Put, Snapshot, Store, StoreLike, Write, WriteOutcome, as_store
+from ckpt_action.stores.base import Store
+from ckpt_action.stores.finalize import Identity
+from ckpt_action.stores.writes import Delete, Final, Put, Write, WriteOutcome
 
 MAX_CHANGES = 3
 """Times one file may change under a push (it is hashed again each time) before push gives up."""
@@ -268,7 +271,7 @@ class LocalDir:
 
 
 def push(
-    remote: StoreLike,
+    store: Store,
     local_dir: Path,
     subfolder: str,
     *,
@@ -284,8 +287,8 @@ def push(
     card_tags: TagsOf | None = None,
     card_tag: str | None = None,
 ) -> PushResult:
-    """Push ``local_dir`` to ``subfolder`` of ``remote`` (a store, or the repo the API
-    hands over) and return the pin holding it complete.
+    """Push ``local_dir`` to ``subfolder`` of ``store`` (the one the client opened for the
+    command) and return the pin holding it complete.
 
     With ``signer``, the last commit also writes the provenance statement (listed in the
     manifest) and ``model.sig``, signed from the digests just computed for the manifest.
@@ -301,7 +304,6 @@ def push(
     >>> push(RepoStore.open(settings, "org/run"), Path("out/sft"), "sft").commits  # identical content: no commit
     0
     """
-    store = as_store(remote)
     local = LocalDir(local_dir, f"push {subfolder}")
     target = None if branch == "main" else branch
     head = store.ensure(target, private)
@@ -353,11 +355,6 @@ def after_landing(store: Store, subfolder: str, oid: str, final: bool, exc: Inpu
              f"{subfolder}/ unfinished (its manifest marked incomplete, which latest passes over)")
     return LandedError(f"commit {oid} landed in {store.name} holding {holds}; then {exc.args[0]}",
                        revision=oid, param=exc.param)
-
-
-def ensure_repo(remote: StoreLike, target: str | None, private: bool) -> str | None:
-    """The head of ``target`` (None: main), creating the store, private, if it does not exist."""
-    return as_store(remote).ensure(target, private)
 
 
 @dataclass

@@ -12,10 +12,10 @@ from ckpt_action.errors import InputError, param
 
 if TYPE_CHECKING:
     from ckpt_action.ops.push import PushResult
-    from ckpt_action.stores import StoreLike
+    from ckpt_action.stores.base import Store
 
 
-def push_on_ranks(remote: StoreLike, local_dir: str, subfolder: str, *, step: int | None, private: bool,
+def push_on_ranks(remote: Store, local_dir: str, subfolder: str, *, step: int | None, private: bool,
                   commit_message: str | None, group: Any,
                   metrics: dict[str, float] | None = None) -> PushResult | None:
     """This rank's part of a push from every rank of ``group`` (None: the job's process

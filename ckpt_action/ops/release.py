@@ -28,6 +28,7 @@ from ckpt_action.checkpoint.metrics import Objective
 from ckpt_action.checkpoint.provenance import PROVENANCE_NAME, Provenance
 from ckpt_action.checkpoint.sealing import WRITTEN, Sealed, model_name, seal, with_provenance
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME, LoadedSigner, SignatureError
+from ckpt_action.checkpoint.snapshot import Snapshot
 from ckpt_action.errors import (
     ConflictError,
     InputError,
@@ -43,7 +44,8 @@ from ckpt_action.ops.discover import latest, read_candidates
 from ckpt_action.ops.pull import Selection, pull
 from ckpt_action.ops.push import push
 from ckpt_action.ops.retention import Candidate, keep_reasons, ranked
-from ckpt_action.stores import Copy, Delete, Final, Put, Snapshot, Store, StoreLike, Write, as_store, open_complete
+from ckpt_action.stores.base import Store, open_complete
+from ckpt_action.stores.writes import Copy, Delete, Final, Put, Write
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +81,8 @@ def _same_promotion(have: Manifest, wanted: Manifest) -> bool:
     return key(have) == key(wanted)
 
 
-def promote(store: StoreLike, subfolder: str, revision: str | None, to: str, *, tag: str | None = None,
-            branch: str | None = None, target: StoreLike | None = None,
+def promote(remote: Store, subfolder: str, revision: str | None, to: str, *, tag: str | None = None,
+            branch: str | None = None, target: Store | None = None,
             signer: LoadedSigner | None = None, card: bool = False, as_model: bool = False,
             max_shard_size: int = asmodel.DEFAULT_MAX_SHARD_SIZE, strip_prefix: str | None = None) -> PromoteResult:
     """Copy ``subfolder`` at ``revision`` to ``to`` (in the same repo, or in ``target``).
@@ -100,9 +102,7 @@ def promote(store: StoreLike, subfolder: str, revision: str | None, to: str, *, 
     >>> res.handle.subfolder, res.handle.step, len(res.handle.revision)
     ('release', 300, 40)
     """
-    remote = as_store(store)
-    into = None if target is None else as_store(target)
-    same_repo = into is None or into.name == remote.name
+    same_repo = target is None or target.name == remote.name
     if same_repo and (to == subfolder or to.startswith(subfolder + "/") or subfolder.startswith(to + "/")):
         raise InputError(f"{param('to')} {to} overlaps the checkpoint {subfolder}: name a folder outside"
                          " it", param='to')
@@ -115,12 +115,12 @@ def promote(store: StoreLike, subfolder: str, revision: str | None, to: str, *, 
             raise InputError(f"{param('strip_prefix')}: this checkpoint's weights are safetensors already, kept as"
                              " saved: drop it", param="strip_prefix")
         if selection.kind != "safetensors" or not same_repo:
-            return _promote_model(remote, source, into if into is not None else remote, to, selection,
+            return _promote_model(remote, source, target if target is not None else remote, to, selection,
                                   tag=tag, branch=branch, signer=signer, card=card,
                                   metrics=snap.manifest.metrics if snap.manifest else None,
                                   max_shard_size=max_shard_size, strip_prefix=strip_prefix)
-    if into is not None and not same_repo:
-        return _promote_across(remote, source, into, to, tag=tag, signer=signer, card=card,
+    if target is not None and not same_repo:
+        return _promote_across(remote, source, target, to, tag=tag, signer=signer, card=card,
                                metrics=snap.manifest.metrics if snap.manifest else None)
 
     digests = dict(snap.manifest.files) if snap.manifest else expected_from_remote(snap.files)
@@ -304,7 +304,7 @@ class PrunePlan:
     """Why each kept checkpoint is kept."""
 
 
-def plan_prune(store: StoreLike, keep_last: int | None, head: str | None = None, *,
+def plan_prune(remote: Store, keep_last: int | None, head: str | None = None, *,
                keep_every: int | None = None, keep_best: Objective | None = None) -> PrunePlan:
     """What prune would delete at ``head`` (default: main's current head), and why everything else stays.
 
@@ -321,7 +321,6 @@ def plan_prune(store: StoreLike, keep_last: int | None, head: str | None = None,
     if keep_last is None and keep_every is None and keep_best is None:
         raise InputError(f"prune needs {param('keep_last')}, {param('keep_every')} or {param('keep_best')}: what"
                          " to keep", param="keep_last")
-    remote = as_store(store)
     head = head or remote.resolve(None)
     if head is None:
         return PrunePlan("", [], [])
@@ -445,7 +444,7 @@ def tagged_folders(remote: Store, folders: list[str]) -> dict[str, list[str]]:
     return out
 
 
-def prune(store: StoreLike, keep_last: int | None, *, dry_run: bool = False, keep_every: int | None = None,
+def prune(remote: Store, keep_last: int | None, *, dry_run: bool = False, keep_every: int | None = None,
           keep_best: Objective | None = None, card: bool = False) -> tuple[PrunePlan, str | None]:
     """Delete what :func:`plan_prune` says, in one commit pinned to the head it planned at.
 
@@ -454,7 +453,6 @@ def prune(store: StoreLike, keep_last: int | None, *, dry_run: bool = False, kee
     With ``card`` the same commit updates the model card's table of checkpoints (also when
     nothing is deleted and the table is not what the repo holds).
     """
-    remote = as_store(store)
     first = plan_prune(remote, keep_last, keep_every=keep_every, keep_best=keep_best)
     if dry_run or not first.revision or (not first.delete and not card):
         return first, first.revision or None

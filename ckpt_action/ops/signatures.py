@@ -21,9 +21,10 @@ from ckpt_action.checkpoint.sealing import (
     sha256_of,
 )
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME, SignatureError
+from ckpt_action.checkpoint.snapshot import Snapshot
 from ckpt_action.checkpoint.verifying import Verified, Verifier
 from ckpt_action.errors import UnreadableManifest
-from ckpt_action.stores import Snapshot, Store
+from ckpt_action.stores.base import Store
 
 
 @dataclass(frozen=True)

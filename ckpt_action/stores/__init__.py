@@ -2,9 +2,10 @@
 promote, list, prune) speak to a :class:`~ckpt_action.stores.base.Store`, never to
 huggingface_hub or :mod:`ckpt_action.stores.hub` directly.
 
-- :mod:`.base`: the :class:`Store` protocol, the pin, the store-neutral writes
-  (:class:`Put`, :class:`Delete`, :class:`Copy` in a :class:`Write`), and how a bucket
-  implements each method;
+- :mod:`.base`: the :class:`Store` protocol (and :class:`HistoryStore`, a store with a
+  commit history), and how a bucket implements each method;
+- :mod:`.writes`: the pin and the store-neutral writes (:class:`Put`, :class:`Delete`,
+  :class:`Copy` in a :class:`Write`), one type for every store and for the repo's commits;
 - :mod:`.finalize`: the one finalize every writer publishes a complete manifest through;
 - :mod:`.repo`: :class:`RepoStore`, a model repo (today's git-repo behaviour);
 - :mod:`.bucket`: :class:`BucketStore`, a Storage Bucket (``hf://buckets/ORG/NAME[/PREFIX]``).
@@ -15,29 +16,13 @@ from __future__ import annotations
 from typing import Any
 
 from ckpt_action.checkpoint.snapshot import Snapshot
-from ckpt_action.stores.hub.fetch import THREADED_HASH_MIN
-from ckpt_action.stores.hub.repo import RemoteRepo, folder_problem, skip_name
 from ckpt_action.settings import Settings
-from ckpt_action.stores.base import (
-    LIVE,
-    Copy,
-    Delete,
-    Final,
-    Operation,
-    Pin,
-    Put,
-    Store,
-    Uploaded,
-    Write,
-    WriteOutcome,
-    open_complete,
-)
+from ckpt_action.stores.base import HistoryStore, Store, Uploaded, open_complete
 from ckpt_action.stores.bucket import BucketStore
 from ckpt_action.stores.finalize import FinalizeRefused, Identity, finalize
-from ckpt_action.stores.repo import RepoStore, as_store
-
-StoreLike = Store | RemoteRepo
-"""What an operation takes: a store, or the repo the API hands over (made a :class:`RepoStore`)."""
+from ckpt_action.stores.hub.repo import folder_problem, skip_name
+from ckpt_action.stores.repo import RepoStore
+from ckpt_action.stores.writes import LIVE, Copy, Delete, Final, Operation, Pin, Put, Write, WriteOutcome
 
 BUCKET_PREFIX = "hf://buckets/"
 
@@ -45,19 +30,21 @@ BUCKET_PREFIX = "hf://buckets/"
 def open_store(settings: Settings, name: str, api: Any = None) -> Store:
     """The store ``name`` (checked by :func:`ckpt_action.names.repo_id`) names: ``ORG/NAME``
     a model repo (:class:`RepoStore`); ``hf://buckets/ORG/NAME[/prefix]`` a Storage Bucket
-    (:class:`BucketStore`)."""
+    (:class:`BucketStore`). The client opens one per command and hands that object to the
+    operations; ``api``: a huggingface_hub client to share (a second store of the same
+    command)."""
     if name.startswith(BUCKET_PREFIX):
         return BucketStore(settings, name, api=api)
     return RepoStore.open(settings, name, api)
 
 __all__ = [
     "LIVE",
-    "THREADED_HASH_MIN",
     "BucketStore",
     "Copy",
     "Delete",
     "Final",
     "FinalizeRefused",
+    "HistoryStore",
     "Identity",
     "Operation",
     "Pin",
@@ -65,11 +52,9 @@ __all__ = [
     "RepoStore",
     "Snapshot",
     "Store",
-    "StoreLike",
     "Uploaded",
     "Write",
     "WriteOutcome",
-    "as_store",
     "finalize",
     "folder_problem",
     "open_complete",

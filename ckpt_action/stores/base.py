@@ -84,99 +84,19 @@ the same methods (:class:`~ckpt_action.stores.bucket.BucketStore`); this is how 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ckpt_action.checkpoint.manifest import FileDigest, RemoteFile
 from ckpt_action.checkpoint.snapshot import Snapshot
 from ckpt_action.errors import IntegrityError, NotFoundError, param
 from ckpt_action.handle import CheckpointHandle, step_of
 from ckpt_action.stores.finalize import Identity
+from ckpt_action.stores.writes import Pin, Write, WriteOutcome
 
 if TYPE_CHECKING:
     from ckpt_action.settings import Settings
-
-Pin = str
-"""A reader's pin: a 40-hex commit SHA (repo) or ``sha256:<64 hex>`` of a manifest (bucket)."""
-LIVE: Pin = "live"
-"""A bucket's :meth:`Store.resolve` of no revision: its listing as it is now."""
-
-
-@dataclass(frozen=True)
-class Put:
-    """Write one file at ``path`` (from the store's root). Exactly one source: ``data``
-    (bytes in memory), ``local`` (a path the store opens), ``uploaded`` (the token
-    :meth:`Store.upload` answered), or none of them: the file was uploaded already by
-    another contributor (another rank), and ``digest`` says what it is."""
-
-    path: str
-    digest: FileDigest | None = None
-    data: bytes | None = None
-    local: str | None = None
-    uploaded: Any = None
-    inline: bool = False
-    """``data`` that a contributor's upload found the store takes in the write itself."""
-
-
-@dataclass(frozen=True)
-class Delete:
-    """Delete the file at ``path``, or the whole folder when ``path`` ends in ``/``."""
-
-    path: str
-
-
-@dataclass(frozen=True)
-class Copy:
-    """Copy ``src`` as it is at ``pin`` to ``dst``, server-side."""
-
-    src: str
-    dst: str
-    pin: Pin
-    file: RemoteFile
-
-
-Operation = Put | Delete | Copy
-
-
-@dataclass(frozen=True)
-class Final:
-    """A write that publishes a complete manifest: what :func:`~.finalize.finalize` checks."""
-
-    identity: Identity
-    contributors: tuple[Identity | None, ...]
-    base: Mapping[str, RemoteFile]
-    """The folder's files (relative) at the pin the write was planned at; the write adds to
-    and deletes from them."""
-    who: str = "contributor"
-    """How the messages name the contributors (``rank``)."""
-
-
-@dataclass(frozen=True)
-class Write:
-    """The next write a writer wants at some pin (a repo: one commit)."""
-
-    operations: list[Operation]
-    title: str
-    final: bool = True
-    """Once this write lands the writer is done: no re-plan, no re-read of the head."""
-    description: str = ""
-    progress: str | None = None
-    upload_bytes: int = 0
-    finalizes: Final | None = None
-    """Set when this write publishes a complete manifest."""
-
-
-@dataclass(frozen=True)
-class WriteOutcome:
-    pin: Pin | None
-    landed: list[Write] = field(default_factory=list)
-    last: Write | None = None
-
-    @property
-    def writes(self) -> int:
-        return len(self.landed)
-
 
 @dataclass(frozen=True)
 class Uploaded:
@@ -227,6 +147,18 @@ class Store(Protocol):
     def create_branch(self, branch: str, pin: Pin) -> None: ...
     def create_tag(self, tag: str, pin: Pin, message: str | None = None) -> None: ...
     def usage(self) -> int | None: ...
+
+
+@runtime_checkable
+class HistoryStore(Store, Protocol):
+    """A store with a history of commits and content-addressed objects (a model repo):
+    what prune's ``--free-storage`` reads to find the objects only the pruned folders
+    held. A bucket frees storage on delete and has none of these."""
+
+    def list_tree(self, pin: Pin, path: str | None = None, *, recursive: bool = False,
+                  what: str = "listing the repo") -> Any: ...
+    def history(self, pin: Pin, *, until: str | None, limit: int) -> list[tuple[str, str]]: ...
+    def delete_objects(self, chosen: Mapping[str, int], *, batch: int) -> None: ...
 
 
 def open_complete(store: Store, subfolder: str, sha: Pin | None, doing: str,

@@ -64,17 +64,18 @@ from ckpt_action.errors import (
     quoted,
 )
 from ckpt_action.handle import BUCKET_PIN_RE, SHA256_RE
+from ckpt_action.stores.base import Uploaded
+from ckpt_action.stores.catalog import group_checkpoints
+from ckpt_action.stores.finalize import FinalizeRefused, Identity, finalize
 from ckpt_action.stores.hub.fetch import fetch_file
 from ckpt_action.stores.hub.repo import folder_problem, skip_name, small_file_reader
 from ckpt_action.stores.hub.transport import call, make_api, status_of, translate
-from ckpt_action.stores.base import LIVE, Copy, Delete, Final, Pin, Put, Uploaded, Write, WriteOutcome
-from ckpt_action.stores.catalog import group_checkpoints
-from ckpt_action.stores.finalize import FinalizeRefused, Identity, finalize
+from ckpt_action.stores.inflight import each_file
+from ckpt_action.stores.writes import LIVE, Copy, Delete, Final, Pin, Put, Write, WriteOutcome
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
 
-    from ckpt_action.stores.hub.repo import RemoteRepo
     from ckpt_action.settings import Settings
 
 def manifest_pin(data: bytes) -> str:
@@ -222,7 +223,8 @@ class BucketStore:
     def resolve(self, revision: str | None) -> Pin | None:
         """``LIVE`` (the bucket is read now; it must exist), or the pin ``revision`` names."""
         if revision is None:
-            self.info()
+            # No request of its own: the listing or read that follows answers 404 for a
+            # missing bucket, and says so (latest then costs a request less).
             return LIVE
         if revision == LIVE:
             return LIVE
@@ -355,7 +357,7 @@ class BucketStore:
         """One file through the bucket's resolve route (Xet), every byte checked against
         the pinned manifest's digest; bytes that differ mean the file was overwritten."""
         try:
-            return fetch_file(cast("RemoteRepo", self), pin, path, dest, want, stop, alone=alone)
+            return fetch_file(self, pin, path, dest, want, stop, alone=alone)
         except IntegrityError as exc:
             if BUCKET_PIN_RE.match(pin) and "does not match" in str(exc):
                 raise IntegrityError(f"{path} was overwritten since it was pinned ({pin[:19]}…): {exc}") from exc
@@ -455,15 +457,22 @@ class BucketStore:
         if not files:
             return {}
         self._clear_manifest(folder)
-        digests = {rel: given or _digest_opened(local, rel) for rel, (local, given) in sorted(files.items())}
-        sent = self._batch([Put(f"{folder}/{rel}", digests[rel], local=local) for rel, (local, _d) in
-                            sorted(files.items())], what or f"uploading {len(files)} file(s) of {folder}")
-        out = {}
-        for rel, digest in digests.items():
+
+        def send(rel: str) -> Uploaded:
+            # One file per batch: its path (and its Xet shard) is in the bucket once the batch
+            # ends, so a re-run after a kill lists it and skips it (see stores.inflight); the
+            # folder has no manifest meanwhile, so none of it is a checkpoint yet.
+            local, given = files[rel]
+            digest = given or _digest_opened(local, rel)
+            sent = self._batch([Put(f"{folder}/{rel}", digest, local=local)], what or f"uploading {folder}/{rel}")
             xet = sent[self.path(f"{folder}/{rel}")]
-            assert digest.sha256 is not None
-            self._sha[xet] = digest.sha256
-            out[rel] = Uploaded(replace(digest, xet=xet), xet)  # the manifest records it
+            return Uploaded(replace(digest, xet=xet), xet)  # the manifest records it
+
+        rels = sorted(files)
+        out = dict(zip(rels, each_file(rels, send, concurrency=self.settings.upload_concurrency), strict=True))
+        for up in out.values():
+            assert up.digest.sha256 is not None and isinstance(up.token, str)
+            self._sha[up.token] = up.digest.sha256
         return out
 
     def _publishing(self, folder: str) -> dict[str, FileDigest | RemoteFile]:

@@ -12,29 +12,28 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ckpt_action.checkpoint.manifest import MANIFEST_NAME, FileDigest, RemoteFile, digest_bytes, predict_lfs
 from ckpt_action.errors import quoted
-from ckpt_action.stores.hub.commits import CommitPlan, commit
+from ckpt_action.progress import Ticker, bytes_read_since_now
+from ckpt_action.stores.base import Uploaded
+from ckpt_action.stores.catalog import group_checkpoints, owner_of
+from ckpt_action.stores.finalize import Identity, finalize
+from ckpt_action.stores.hub.commits import commit
 from ckpt_action.stores.hub.fetch import fetch_file
 from ckpt_action.stores.hub.listing import Entry, path_problem
 from ckpt_action.stores.hub.repo import RemoteRepo, Snapshot, folder_problem, skip_name
 from ckpt_action.stores.hub.transport import call
-from ckpt_action.progress import Ticker, bytes_read_since_now
-from ckpt_action.stores.base import Copy, Delete, Pin, Put, Store, Uploaded, Write, WriteOutcome
-from ckpt_action.stores.catalog import group_checkpoints, owner_of
-from ckpt_action.stores.finalize import Identity, finalize
+from ckpt_action.stores.inflight import each_file
+from ckpt_action.stores.writes import Copy, Delete, Pin, Put, Write, WriteOutcome
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
 
     from ckpt_action.settings import Settings
-
-PREUPLOAD_BATCH = 256
-"""Files per preupload call (the Hub's own batch of ``preupload_lfs_files``)."""
-
 
 class RepoStore:
     """A model repo as a :class:`~ckpt_action.stores.base.Store`.
@@ -51,6 +50,11 @@ class RepoStore:
         self.remote = remote
         self.name = remote.repo
         self.settings: Settings = remote.settings
+
+    @property
+    def api(self) -> HfApi:
+        """The huggingface_hub client this store calls (a second store can share it)."""
+        return self.remote.api
 
     @classmethod
     def open(cls, settings: Settings, repo: str, api: HfApi | None = None) -> RepoStore:
@@ -186,12 +190,8 @@ class RepoStore:
         if not ops:
             return {}
         total = sum(op.upload_info.size for op in ops.values())
-        batch = list(ops.values())
         with Ticker(progress, total, bytes_read_since_now()) if progress else nullcontext():
-            for start in range(0, len(batch), PREUPLOAD_BATCH):
-                part = batch[start:start + PREUPLOAD_BATCH]
-                call(self.settings, what or f"uploading {len(part)} file(s) of {folder}",
-                     self.remote.api.preupload_lfs_files, self.name, additions=part, revision=branch, repo=self.name)
+            self._preupload(list(ops.values()), branch, what or f"uploading files of {folder}")
         out = {}
         for rel, op in ops.items():
             info = op.upload_info  # sha256: what the upload read (back-filled), else what was given
@@ -199,6 +199,34 @@ class RepoStore:
             digest = given or FileDigest(info.size, info.sha256.hex(), None, predict_lfs(rel, info.size, info.sample))
             out[rel] = Uploaded(digest, op, inline=op._upload_mode != "lfs")
         return out
+
+    def _preupload(self, ops: list[Any], branch: str, what: str) -> None:
+        """Send the LFS files among ``ops`` (``CommitOperationAdd``), one file per call,
+        ``upload_concurrency`` at once: each one's LFS object, or its Xet shard, is on the Hub
+        as soon as its own call ends, so a re-run after a kill finds it and skips it (see
+        :mod:`~ckpt_action.stores.inflight`). The commit that publishes them comes after, and
+        sends only what is inline. Which files are LFS is asked in one request per 256."""
+        from urllib.parse import quote
+
+        from huggingface_hub import CommitOperationAdd
+        from huggingface_hub._commit_api import _fetch_upload_modes
+
+        api = self.remote.api
+        adds = [op for op in ops if isinstance(op, CommitOperationAdd) and not op._is_uploaded]
+        if not adds or any(op.path_in_repo == ".gitignore" for op in adds):
+            return  # a .gitignore changes what is ignored: the commit's own preupload reads it
+        unknown = [op for op in adds if op._upload_mode is None]
+        for start in range(0, len(unknown), 256):
+            call(self.settings, what, _fetch_upload_modes, additions=unknown[start:start + 256], repo_type="model",
+                 repo_id=self.name, headers=api._build_hf_headers(), revision=quote(branch, safe=""),
+                 endpoint=api.endpoint, repo=self.name)
+        lfs = [op for op in adds if op._upload_mode == "lfs" and not op._should_ignore]
+
+        def send(op: Any) -> None:
+            call(self.settings, what, api.preupload_lfs_files, self.name, additions=[op], revision=branch,
+                 repo=self.name)
+
+        each_file(lfs, send, concurrency=self.settings.upload_concurrency)
 
     def _operation(self, op: Put | Delete | Copy) -> Any:
         from huggingface_hub import CommitOperationAdd, CommitOperationCopy, CommitOperationDelete
@@ -264,25 +292,30 @@ class RepoStore:
         """Each :class:`~.base.Write` ``plan(head)`` answers, as one commit pinned to that
         head (:func:`~ckpt_action.stores.hub.commits.commit`); a write that finalizes passes the
         one finalize first, or nothing is committed."""
-        writes: dict[int, Write] = {}
+        sent: dict[int, Write] = {}
 
-        def commit_plan(head: str | None) -> CommitPlan | None:
+        def finalized(head: str | None) -> Write | None:
             wanted = plan(head)
             if wanted is None:
                 return None
             if wanted.finalizes is not None:
                 self._finalize(wanted)
-            made = CommitPlan([self._operation(op) for op in wanted.operations], wanted.title, final=wanted.final,
-                              description=wanted.description, progress=wanted.progress,
-                              upload_bytes=wanted.upload_bytes)
-            writes[id(made)] = wanted
+            operations = [self._operation(op) for op in wanted.operations]
+            # Every LFS file on the Hub, each registered as it ends, before the commit: a kill
+            # in between leaves nothing visible, and a re-run sends none of them again. The
+            # commit then sends the very objects uploaded here (their upload state is on them).
+            with (Ticker(wanted.progress, wanted.upload_bytes, bytes_read_since_now()) if wanted.progress
+                  else nullcontext()):
+                self._preupload(operations, branch, what)
+            made = replace(wanted, operations=operations, progress=None)
+            sent[id(made)] = wanted
             return made
 
-        landed_cb = None if on_landed is None else (lambda oid, made: on_landed(oid, writes[id(made)]))
-        outcome = commit(self.remote, commit_plan, what=what, branch=branch, head=head, max_commits=max_writes,
+        landed_cb = None if on_landed is None else (lambda oid, made: on_landed(oid, sent[id(made)]))
+        outcome = commit(self.remote, finalized, what=what, branch=branch, head=head, max_commits=max_writes,
                          replan_on=replan_on, on_landed=landed_cb)
-        return WriteOutcome(outcome.revision, [writes[id(p)] for p in outcome.landed],
-                            None if outcome.last is None else writes[id(outcome.last)])
+        return WriteOutcome(outcome.pin, [sent[id(w)] for w in outcome.landed],
+                            None if outcome.last is None else sent[id(outcome.last)])
 
 
 def _unusable_paths(unusable: list[tuple[Entry, str]]) -> list[tuple[str, str]]:
@@ -301,10 +334,3 @@ def _unusable_paths(unusable: list[tuple[Entry, str]]) -> list[tuple[str, str]]:
             skipped.add(top)
     return inside
 
-
-def as_store(remote: Store | RemoteRepo) -> Store:
-    """The store of ``remote``: a :class:`RemoteRepo` (what the API hands the operations)
-    becomes its :class:`RepoStore`; a store passes through."""
-    if isinstance(remote, RemoteRepo):
-        return RepoStore(remote)
-    return remote

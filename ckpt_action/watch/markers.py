@@ -46,8 +46,16 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections.abc import Iterable
 from pathlib import Path
+
+# Opening a marker never waits for a writer: a FIFO or device that took a file's place since
+# the scan's lstat is opened non-blocking, then refused by its fstat (Windows has neither flag).
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+MARKER_MAX_BYTES = 64 * 1024 * 1024
+"""A marker file read whole (``trainer_state.json``, Orbax's metadata) is read up to this size."""
 
 FORMATS = ("auto", "trainer", "accelerate", "lightning", "dcp", "orbax", "plain")
 """The names ``--format`` takes; ``auto`` tells them from the dir."""
@@ -106,33 +114,69 @@ def detect(found: Iterable[str | None]) -> str | None:
     return None
 
 
+def open_file(path: Path) -> int | None:
+    """A descriptor on ``path`` if it is a regular file (not a link, FIFO, socket or device),
+    else None. Never blocks: the scan's ``lstat`` saw a file, but a FIFO may have taken its
+    place since, and a blocking open of one waits for a writer that may never come (a stop's
+    grace period with it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | _NONBLOCK | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None
+        if _NONBLOCK:
+            os.set_blocking(fd, True)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _read(path: Path, limit: int) -> bytes | None:
+    fd = open_file(path)
+    if fd is None:
+        return None
+    try:
+        with open(fd, "rb", buffering=0) as fh:
+            return fh.read(limit)
+    except OSError:
+        return None
+
+
 def whole_zip(path: Path) -> bool:
     """``torch.save``'s zip format ends with the central directory: a file cut short has none."""
     import zipfile  # only once a checkpoint is looked at: the CLI's start does not pay for it
 
+    fd = open_file(path)
+    if fd is None:
+        return False
     try:
-        with zipfile.ZipFile(path) as zf:
+        with open(fd, "rb") as fh, zipfile.ZipFile(fh) as zf:
             return bool(zf.namelist())
     except (OSError, zipfile.BadZipFile, ValueError):
         return False
 
 
 def _json_object(path: Path) -> dict[str, object] | None:
+    data = _read(path, MARKER_MAX_BYTES + 1)
+    if data is None or len(data) > MARKER_MAX_BYTES:
+        return None
     try:
-        with open(path, encoding="utf-8") as fh:
-            value = json.load(fh)
-    except (OSError, ValueError):
+        value = json.loads(data)
+    except ValueError:
         return None
     return value if isinstance(value, dict) else None
 
 
 def _commit_success(path: Path) -> bool:
     """Orbax's commit file, whole: "Checkpoint commit was successful to <the folder's path>"."""
-    try:
-        with open(path, "rb") as fh:
-            text = fh.read(4096).decode("utf-8", "replace").rstrip()
-    except OSError:
+    data = _read(path, 4096)
+    if data is None:
         return False
+    text = data.decode("utf-8", "replace").rstrip()
     return "commit was successful to " in text and text.endswith(path.parent.name)
 
 
@@ -195,23 +239,50 @@ def has_marker(fmt: str, path: Path, *, commit_files: bool = False) -> tuple[boo
     return True, ""
 
 
-def snapshot(path: Path) -> dict[str, tuple[int, int]] | None:
-    """Every file under ``path`` (or ``path`` itself, a file) with its size and mtime in ns;
-    None when it is gone or cannot be read whole. Links are recorded by what they point to,
-    as a push reads them."""
+def survey(path: Path) -> tuple[dict[str, tuple[int, int]] | None, str | None]:
+    """Every file under ``path`` (or ``path`` itself, a file) with its size and mtime in ns,
+    and what makes it a checkpoint watch will not push (None if nothing does).
+
+    Each entry is looked at with ``lstat``, nothing is opened: a FIFO, socket or device is a
+    refusal (opening one could hang), and so is a link out of the checkpoint (what it points
+    to is not the training's to publish); a link inside it is recorded by what it points to,
+    as a push reads it. The snapshot is None when the checkpoint is gone or cannot be read
+    whole (a rotation deleting it, permissions)."""
     try:
-        if path.is_file():
-            st = path.stat()
-            return {"": (st.st_size, st.st_mtime_ns)}
+        top = os.lstat(path)
+        if stat.S_ISREG(top.st_mode):
+            return {"": (top.st_size, top.st_mtime_ns)}, None
+        if not stat.S_ISDIR(top.st_mode):
+            return None, None
+        real = os.path.realpath(path)
         out: dict[str, tuple[int, int]] = {}
-        for root, dirs, files in os.walk(path):
-            dirs.sort()
-            for name in files:
-                full = Path(root, name)
-                st = full.stat()
-                out[str(full.relative_to(path))] = (st.st_size, st.st_mtime_ns)
-        if not path.is_dir():
-            return None
-        return out
-    except OSError:  # gone, or going (a rotation deleting it), or unreadable: not complete now
-        return None
+        problem: str | None = None
+        pending = [(os.fspath(path), "")]
+        while pending:
+            here, prefix = pending.pop()
+            with os.scandir(here) as it:
+                entries = sorted(it, key=lambda e: e.name)
+            for entry in entries:
+                rel = prefix + entry.name
+                st = entry.stat(follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode):
+                    pending.append((entry.path, rel + "/"))
+                    continue
+                if stat.S_ISLNK(st.st_mode):
+                    target = os.path.realpath(entry.path)
+                    if os.path.commonpath([real, target]) != real:
+                        problem = problem or f"it holds {rel}, a link to {target}, outside the checkpoint"
+                        continue
+                    st = os.stat(target)
+                if not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
+                    problem = problem or f"it holds {rel}, which is not a regular file (a FIFO, socket or device)"
+                    continue
+                out[rel] = (st.st_size, st.st_mtime_ns)
+        return out, problem
+    except (OSError, ValueError):  # gone, or going, or unreadable: not complete now
+        return None, None
+
+
+def snapshot(path: Path) -> dict[str, tuple[int, int]] | None:
+    """:func:`survey`'s snapshot of ``path``."""
+    return survey(path)[0]

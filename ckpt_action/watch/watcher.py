@@ -64,7 +64,8 @@ FORWARDED = ("SIGHUP", "SIGUSR1", "SIGUSR2")
 class WatchReport:
     """What a watch did: ``pushed`` (name, Hub subfolder, revision) in push order; ``skipped``
     (coalesced under the commit quota); ``failed`` (name: error); ``left`` (complete, not
-    pushed when it stopped: name: why); ``incomplete`` (never complete); ``pruned``."""
+    pushed when it stopped: name: why); ``incomplete`` (never complete); ``pruned``;
+    ``refused`` (never pushed, and what to change: a link, a FIFO, two names for one step)."""
 
     pushed: list[tuple[str, str, str]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
@@ -72,6 +73,7 @@ class WatchReport:
     left: dict[str, str] = field(default_factory=dict)
     incomplete: list[str] = field(default_factory=list)
     pruned: list[str] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)
     framework: str = "plain"
     command_status: int | None = None
     uploader: str = ""
@@ -80,7 +82,8 @@ class WatchReport:
     @property
     def ok(self) -> bool:
         """Every complete checkpoint was pushed, or skipped for the commit quota."""
-        return not self.failed and all(why.startswith("commit quota") for why in self.left.values())
+        return not self.failed and not self.refused and all(
+            why.startswith("commit quota") for why in self.left.values())
 
     def exit_code(self) -> int:
         """The command's status (a signal N as 128+N), else 0; 1 when that is 0 and a push failed."""
@@ -92,7 +95,8 @@ class WatchReport:
     def as_dict(self) -> dict[str, Any]:
         return {"pushed": [{"name": n, "subfolder": s, "revision": r} for n, s, r in self.pushed],
                 "skipped": self.skipped, "failed": self.failed, "left": self.left, "incomplete": self.incomplete,
-                "pruned": self.pruned, "framework": self.framework, "command_status": self.command_status}
+                "pruned": self.pruned, "refused": self.refused, "framework": self.framework,
+                "command_status": self.command_status}
 
 
 def compile_pattern(pattern: str | None, fmt: str) -> re.Pattern[str]:
@@ -319,7 +323,7 @@ class Watcher:
                 if child is not None and not self._writer_gone and child.poll() is not None:
                     self._writer_gone = True
                     self.log(f"the training command exited with status {child.returncode}: pushing what is complete")
-                ckpts = self.scanner.scan(writer_gone=self._writer_gone)
+                ckpts = self._scan()
                 self.report.framework = self.scanner.framework
                 answer = self._uploader.poll(timeout=self.poll if self._uploader.busy else 0)
                 if answer is not None:
@@ -338,6 +342,15 @@ class Watcher:
                 self._uploader.kill()
                 self._end_inflight()
             self._uploader.close()
+
+    def _scan(self) -> list[Checkpoint]:
+        """The scanner's look, its refusals said once each (and kept in the report as they stand)."""
+        ckpts = self.scanner.scan(writer_gone=self._writer_gone)
+        for name, why in self.scanner.refused.items():
+            if self.report.refused.get(name) != why:
+                self.log(f"not pushed: {why}")
+        self.report.refused = dict(self.scanner.refused)
+        return ckpts
 
     def _stopping(self) -> bool:
         return self._stop.is_set() or self._writer_gone
@@ -361,6 +374,7 @@ class Watcher:
             if len(waiting) > budget or self._coalesce:
                 for older in waiting[:-1]:
                     self._skipped.add(older.name)
+                    self.scanner.finish(older.name)
                     self.report.skipped.append(older.name)
                     self.log(f"commit quota: skipping {older.name}, pushing the newer {waiting[-1].name}")
                 waiting = waiting[-1:]
@@ -427,6 +441,7 @@ class Watcher:
                 return
             assert before is not None
             self._done[name] = before
+            self.scanner.finish(name)
             self.report.pushed.append((name, answer["subfolder"], answer["revision"]))
             self.report.left.pop(name, None)
             self._prune_due = True
@@ -440,6 +455,7 @@ class Watcher:
                      " when commits are allowed again")
         else:
             self.report.failed[name] = str(answer.get("error"))
+            self.scanner.finish(name)
             self.log(f"push of {name} failed: {answer.get('error')}")
 
     def _in_progress(self, ckpts: list[Checkpoint]) -> bool:
@@ -449,7 +465,8 @@ class Watcher:
             return False
         now = self.clock()
         return any(not c.ready and c.snapshot is not None and self._done.get(c.name) is None
-                   and now - c.quiet_since < self.stalled_after for c in ckpts) or any(
+                   and c.name not in self.scanner.refused and now - c.quiet_since < self.stalled_after
+                   for c in ckpts) or any(
             now - since < self.stalled_after for _snap, since in self.scanner.saving.values())
 
     def _finished(self, ckpts: list[Checkpoint]) -> bool:
@@ -457,7 +474,7 @@ class Watcher:
             return False
         # The round's scan may predate the stop: a save begun just before the signal would be
         # missed (neither pushed nor reported) were the loop to end on it. Look again.
-        ckpts = self.scanner.scan(writer_gone=self._writer_gone)
+        ckpts = self._scan()
         waiting = self._waiting(ckpts)
         budget = self._budget(self.clock())
         if (waiting and budget > 0) or self._prune_wanted(budget):
@@ -478,6 +495,7 @@ class Watcher:
                 "not pushed within the grace period"
             self.report.left.setdefault(c.name, why)
         self.report.incomplete = [c.name for c in ckpts if not c.ready and self._done.get(c.name) is None
-                                  and c.name not in self.report.left] + sorted(self.scanner.saving)
+                                  and c.name not in self.report.left and c.name not in self.report.refused] + \
+            sorted(self.scanner.saving)
         for name, why in self.report.left.items():
             self.log(f"not pushed: {name} ({why})")

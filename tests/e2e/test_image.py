@@ -2,7 +2,9 @@
 other CI systems use it: ``docker run -e HF_TOKEN IMAGE push ...`` against a Hub on the host.
 
 Needs Podman: ``.ci/podman.sh`` installs it and imports the base image (the tests call it
-too, which is quick once done). Skips only when podman is not installed at all.
+too, which is quick once done). Skips, saying so, when podman is not installed at all, and
+when not run as root: the script installs packages and debootstraps the base image, which a
+user without root cannot do.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ def podman_env() -> dict[str, str]:
     """Environment from ``.ci/podman.sh`` (CKPT_PODMAN, CONTAINERS_CONF, CKPT_BASE_IMAGE, ...)."""
     if shutil.which("podman") is None and not os.environ.get("CKPT_PODMAN"):
         pytest.skip("podman is not installed (run .ci/podman.sh first)")
+    if os.geteuid() != 0:
+        pytest.skip(f"the image tests need root: .ci/podman.sh installs packages and debootstraps the base "
+                    f"image (this run is uid {os.geteuid()})")
     proc = subprocess.run(["bash", str(ROOT / ".ci" / "podman.sh")], capture_output=True, text=True,
                           timeout=900, stdin=subprocess.DEVNULL)
     if proc.returncode != 0:

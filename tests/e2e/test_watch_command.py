@@ -7,6 +7,7 @@ save in progress when it gets SIGTERM, as a trainer with a preemption handler do
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import signal
@@ -162,6 +163,10 @@ def test_uploads_run_in_a_child_at_lower_cpu_and_io_priority():
                                                                           + NICENESS)
         if sys.platform.startswith("linux"):
             assert "ioprio best-effort 7" in uploader.priority, uploader.priority
+            # The child runs only on what the training leaves: the idle policy, for its
+            # threads too (hf_xet's runtime starts its own).
+            assert "SCHED_IDLE" in uploader.priority, uploader.priority
+            assert os.sched_getscheduler(uploader.proc.pid) == os.SCHED_IDLE
     finally:
         uploader.close()
     assert uploader.proc.returncode == 0
@@ -226,3 +231,44 @@ class LogLines:
         while not self.lines.empty():
             self.seen.append(self.lines.get())
         return "".join(self.seen)
+
+
+def test_a_fifo_named_trainer_state_json_neither_hangs_the_watch_nor_outlives_its_grace(hub_server, tmp_path):
+    """A FIFO where the Trainer's marker goes: the watch looks with lstat, refuses the
+    checkpoint naming the file, never opens it (a blocking open waited for a writer for good,
+    SIGTERM's grace with it), and stops within its grace on SIGTERM."""
+    import os
+
+    server = hub_server()
+    env = make_hub_env(server.url, tmp_path / "home")
+    out = tmp_path / "out"
+    (out / "checkpoint-1").mkdir(parents=True)
+    (out / "checkpoint-1" / "model.safetensors").write_bytes(b"m" * 101)
+    (out / "checkpoint-1" / "trainer_state.json").write_text(json.dumps({"global_step": 1}))
+    grace = 3
+    watch = subprocess.Popen([sys.executable, str(ENTRYPOINT), "watch", "--local-dir", str(out), "--repo", REPO,
+                              "--settle", str(SETTLE), "--grace", str(grace), "--json"], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    said = LogLines(watch)
+    fifo = out / "checkpoint-2" / "trainer_state.json"
+    try:
+        said.wait_for("pushed checkpoint-1:")
+        fifo.parent.mkdir()
+        (fifo.parent / "model.safetensors").write_bytes(b"m" * 102)
+        os.mkfifo(fifo)
+        said.wait_for("checkpoint-2: it holds trainer_state.json, which is not a regular file", timeout=60)
+        sent = time.monotonic()
+        watch.send_signal(signal.SIGTERM)
+        watch.wait(timeout=grace + 60)
+        took = time.monotonic() - sent
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            with contextlib.suppress(OSError):  # a watch stuck in open() is let go
+                os.close(os.open(fifo, os.O_RDWR | os.O_NONBLOCK))
+    assert watch.returncode == 1, said.text()  # a checkpoint it refused is not a clean run
+    assert watch.stdout is not None
+    report = json.loads(watch.stdout.read())
+    assert [p["name"] for p in report["pushed"]] == ["checkpoint-1"]
+    assert "trainer_state.json" in report["refused"]["checkpoint-2"], report
+    assert took < grace + 10, took

@@ -100,7 +100,9 @@ class InProcessHub(HubProcess):
         self.hub = LocalHub(self.data_dir, host=params["host"], port=port, faults=self.faults_path, token=self.token,
                             access_log=self.access_log, lfs_redirect=not params["lfs_direct"],
                             cdn_port=params["cdn_port"], xet=not params["no_xet"], cas_port=params["cas_port"],
-                            max_connections=params["max_connections"])
+                            max_connections=params["max_connections"], oidc_issuer=params["oidc_issuer"],
+                            trusted_publishers=params["trusted_publishers"],
+                            oidc_token_ttl=params["oidc_token_ttl"])
         self.running = True
         self.port, self.url = self.hub.port, self.hub.url
 

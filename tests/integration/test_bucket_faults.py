@@ -38,8 +38,8 @@ ENDPOINTS = {
 }
 MODE_ENDPOINTS = {
     "push": ["info", "tree", "paths-info", "batch", "xet-token", "xorb", "shard"],
-    "latest": ["info", "tree", "manifest"],
-    "pull": ["info", "tree", "manifest", "file-get"],
+    "latest": ["tree", "manifest"],
+    "pull": ["tree", "manifest", "file-get"],
 }
 FAULTS: dict[str, dict[str, object]] = {
     "500": {"status": 500},

@@ -235,3 +235,18 @@ def test_the_list_summary_names_the_tags_like_the_card(hub, env, cli, tmp_path):
     # folder the promote wrote, so a later card keeps the release row's tag.
     assert got["checkpoint-1"][5] == "v1" and got["checkpoint-2"][5] == "", got
     assert got["release"][5] == "v1", got
+
+
+def test_a_card_with_a_start_marker_and_no_end_is_refused_and_kept_whole(hub, env, cli, tmp_path):
+    """The second push of a card whose end marker was deleted: refused (exit 2, one line
+    saying how to fix the card), nothing committed, the user's text after the marker kept."""
+    push(cli, env, tmp_path, 1)
+    hand = b"# Title\n" + START + b"\nold table\n\n## Usage\nkeep me\n"
+    card_at = write_card(hub, hand)
+    src = write_checkpoint(tmp_path / "s2", {"w.bin": b"\x02" * 20})
+    run = cli("push", "--repo", "o/r", "--local-dir", str(src), "--step", "2", "--card", env=env)
+    assert run.code == 2, run.stderr
+    assert "README.md has a start marker and no end marker" in run.stderr and "--card" in run.stderr
+    assert len([line for line in run.stderr.splitlines() if line.startswith("error:")]) == 1, run.stderr
+    assert hf(hub).list_repo_commits("o/r")[0].commit_id == card_at, "nothing was committed"
+    assert readme(hub, "main") == hand

@@ -14,9 +14,10 @@ import json
 import pytest
 
 from ckpt_action.errors import RemoteError
-from ckpt_action.stores.hub.commits import MAX_CONFLICTS, CommitPlan, commit
-from ckpt_action.stores.hub.repo import RemoteRepo
 from ckpt_action.settings import Settings
+from ckpt_action.stores.hub.commits import MAX_CONFLICTS, commit
+from ckpt_action.stores.hub.repo import RemoteRepo
+from ckpt_action.stores.writes import Write
 from tests.conftest import write_checkpoint
 from tests.helpers.chaos_helpers import commit_ids, env_for, head_of, one_line_error
 from tests.helpers.commit_proxy import COMMIT, CommitProxy
@@ -59,14 +60,14 @@ def test_a_writer_racing_in_between_makes_the_commit_re_plan(remote_for):
         heads.append(head)
         if len(heads) == 1:  # another writer commits after this head was read
             remote.api.create_commit("o/r", operations=[_add("theirs.txt", b"t")], commit_message="racer")
-        return None if "mine.txt" in _files(remote, head) else CommitPlan([_add("mine.txt", b"m")], "mine")
+        return None if "mine.txt" in _files(remote, head) else Write([_add("mine.txt", b"m")], "mine")
 
     start = remote.resolve(None)
     outcome = commit(remote, plan, what="test")
     racer = commit_ids(remote.settings.endpoint, "o/r")[1]
     assert heads == [start, racer], "the commit was not refused as stale, so it was not pinned"
-    assert outcome.commits == 1 and outcome.revision == head_of(remote.settings.endpoint, "o/r")
-    assert {"theirs.txt", "mine.txt"} <= _files(remote, outcome.revision)
+    assert outcome.writes == 1 and outcome.pin == head_of(remote.settings.endpoint, "o/r")
+    assert {"theirs.txt", "mine.txt"} <= _files(remote, outcome.pin)
 
 
 def test_conflicts_are_bounded(remote_for):
@@ -76,7 +77,7 @@ def test_conflicts_are_bounded(remote_for):
     def plan(head):
         rounds.append(head)
         remote.api.create_commit("o/r", operations=[_add("theirs.txt", b"%d" % len(rounds))], commit_message="racer")
-        return CommitPlan([_add("mine.txt", b"m")], "mine")
+        return Write([_add("mine.txt", b"m")], "mine")
 
     with pytest.raises(RemoteError, match="kept moving"):
         commit(remote, plan, what="test")
@@ -91,13 +92,13 @@ def test_a_commit_that_landed_behind_a_500_is_counted_once(local_hub, remote_for
 
         def plan(head):
             plans.append(head)
-            return None if "mine.txt" in _files(remote, head) else CommitPlan([_add("mine.txt", b"m")], "mine")
+            return None if "mine.txt" in _files(remote, head) else Write([_add("mine.txt", b"m")], "mine")
 
         outcome = commit(remote, plan, what="test")
         posts = proxy.commits()
     assert [p.status for p in posts] == [500] and posts[0].upstream_status == 200
-    assert outcome.commits == 1 and outcome.last is None, "the planner's read proved it, no second commit"
-    assert len(plans) == 2 and outcome.revision == head_of(local_hub.url, "o/r")
+    assert outcome.writes == 1 and outcome.last is None, "the planner's read proved it, no second commit"
+    assert len(plans) == 2 and outcome.pin == head_of(local_hub.url, "o/r")
 
 
 def test_ambiguous_failures_are_bounded_by_retries(local_hub, remote_for):
@@ -105,7 +106,7 @@ def test_ambiguous_failures_are_bounded_by_retries(local_hub, remote_for):
         remote = remote_for(proxy.url, retries=2)
         proxy.fail("POST", COMMIT, status=503, times=-1)
         with pytest.raises(RemoteError, match="503"):
-            commit(remote, lambda head: CommitPlan([_add("mine.txt", b"m")], "mine"), what="test")
+            commit(remote, lambda head: Write([_add("mine.txt", b"m")], "mine"), what="test")
         assert len(proxy.commits()) == 3, "one attempt and --retries 2 retries"
 
 

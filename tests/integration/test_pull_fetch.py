@@ -130,8 +130,8 @@ def test_a_fresh_download_never_truncates_its_file_to_zero(servers, monkeypatch,
     import os
 
     from ckpt_action.checkpoint.manifest import FileDigest
-    from ckpt_action.stores.hub.fetch import fetch_file
     from ckpt_action.settings import Settings
+    from ckpt_action.stores.hub.fetch import fetch_file
 
     body = os.urandom(3 * download.BUFFER + 5)
     cdn = _Server({"/o/r/resolve/abc/ck/f.bin": (200, {}, body)})

@@ -117,8 +117,8 @@ def test_a_pull_that_cannot_fit_fails_before_downloading(hub, tmp_path, monkeypa
 
 
 def test_one_download_attempt_has_a_capped_deadline():
-    from ckpt_action.stores.hub.fetch import attempt_deadline
     from ckpt_action.settings import Settings
+    from ckpt_action.stores.hub.fetch import attempt_deadline
 
     settings = Settings.from_env({}, endpoint="http://127.0.0.1:9")
     assert attempt_deadline(settings, 10**12) == settings.max_attempt_seconds  # 1 TB: capped, not 177 days

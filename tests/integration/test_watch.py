@@ -270,3 +270,43 @@ def test_watch_records_the_eval_metrics_and_prunes_by_keep_best_and_keep_every(l
 def test_watch_refuses_a_bad_keep_best_before_anything_starts(tmp_path):
     with pytest.raises(ckpt.InputError, match="keep_best"):
         Watcher(tmp_path / "out", REPO, keep_best="eval_loss:sideways")
+
+
+def test_a_checkpoint_linked_out_of_the_dir_is_refused_naming_it_and_nothing_of_it_leaves(local_hub, tmp_path):
+    """``out/checkpoint-3 -> ../secret``: the watch never follows it; the secret's id_rsa
+    never reaches the Hub, and the warning names the link."""
+    secret = trainer_like(tmp_path / "secret", 3).parent / "checkpoint-3"
+    (secret / "id_rsa").write_text("PRIVATE KEY")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "checkpoint-3").symlink_to(secret)
+    trainer_like(out, 4)
+    said: list[str] = []
+    w = watcher(out, local_hub.url, log=said.append).start()
+    try:
+        wait_for(lambda: len(w.report.pushed) == 1)
+    finally:
+        report = w.stop(grace=5)
+    assert [n for n, _s, _r in report.pushed] == ["checkpoint-4"]
+    assert "checkpoint-3" in report.refused and not report.ok and report.exit_code() == 1
+    assert any("checkpoint-3 is a link to" in m and "outside" in m for m in said), said
+    assert on_hub(local_hub.url) == ["checkpoint-4"]
+
+
+def test_two_dirs_for_one_step_are_refused_naming_both_not_each_reported_pushed(local_hub, tmp_path):
+    out = tmp_path / "out"
+    for name in ("checkpoint_5", "checkpoint-5", "checkpoint-05"):
+        d = out / name
+        d.mkdir(parents=True)
+        (d / "weights.bin").write_bytes(name.encode())
+    plain(out, 6)
+    said: list[str] = []
+    w = watcher(out, local_hub.url, log=said.append).start()
+    try:
+        wait_for(lambda: len(w.report.pushed) == 1)
+    finally:
+        report = w.stop(grace=5)
+    assert [n for n, _s, _r in report.pushed] == ["checkpoint-6"]
+    assert sorted(report.refused) == ["checkpoint-05", "checkpoint-5", "checkpoint_5"]
+    assert any("checkpoint-05, checkpoint-5, checkpoint_5 are all step 5" in m for m in said), said
+    assert on_hub(local_hub.url) == ["checkpoint-6"]

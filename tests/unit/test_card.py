@@ -3,6 +3,9 @@ every byte outside them kept."""
 
 from __future__ import annotations
 
+import pytest
+
+from ckpt_action.errors import InputError
 from ckpt_action.ops.card import END, START, Row, splice, table
 
 SHA = "a" * 40
@@ -43,3 +46,30 @@ def test_the_table_between_markers_is_replaced_and_the_rest_kept():
     out = splice(card, "new\n")
     assert out == before + f"{START}\nnew\n{END}".encode() + after
     assert splice(out, "new\n") == out
+
+
+@pytest.mark.parametrize(("card", "words"), [
+    # A start marker without an end marker: splicing guessed, and lost the user's text after it.
+    (f"# Title\n{START}\nold table\n## Usage\nkeep me\n".encode(), "has a start marker and no end marker"),
+    # An end marker before the first start marker: a new table was appended on every write.
+    (f"# Title\n{END}\nnotes\n{START}\nold\n".encode(), "end marker comes before"),
+    (f"# Title\n{END}\nnotes\n{START}\nold\n{END}\n".encode(), "end marker comes before"),
+    (f"{START}\na\n{END}\n{START}\nb\n{END}\n".encode(), "more than one"),
+    (f"notes\n{END}\n".encode(), "has an end marker and no start marker"),
+])
+def test_unmatched_markers_are_refused_saying_how_to_fix_the_card(card, words):
+    with pytest.raises(InputError) as caught:
+        splice(card, "T\n")
+    message = caught.value.render("cli")
+    assert words in message and "\n" not in message
+    assert "README.md" in message and "--card" in message
+
+
+def test_a_refused_card_is_not_written(tmp_path):
+    """The refusal leaves the card as it was: the user's text after a lone start marker is
+    never replaced by a table."""
+    card = f"# Title\n{START}\nold table\n## Usage\nkeep me\n".encode()
+    with pytest.raises(InputError):
+        splice(card, "T\n")
+    assert splice(card.replace(b"old table\n", b"old table\n" + END.encode() + b"\n"), "T\n").endswith(
+        b"## Usage\nkeep me\n")

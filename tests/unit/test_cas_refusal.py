@@ -4,8 +4,8 @@ escaped, bounded, scrubbed of the token, and not retried as a network failure.""
 from __future__ import annotations
 
 from ckpt_action.errors import AuthError, RemoteError
-from ckpt_action.stores.hub.transport import is_transient, translate
 from ckpt_action.settings import Settings
+from ckpt_action.stores.hub.transport import is_transient, translate
 
 TOKEN = "hf_FAKE_cas_unit_token_0xq7"
 

@@ -29,14 +29,15 @@ import secrets
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ckpt_action.errors import CkptError, RemoteError
 from ckpt_action.handle import commit_id
+from ckpt_action.progress import Ticker, bytes_read_since_now
 from ckpt_action.stores.hub.deadline import stall
 from ckpt_action.stores.hub.transport import is_transient, retry_budget, retry_wait
-from ckpt_action.progress import Ticker, bytes_read_since_now
+from ckpt_action.stores.writes import Write, WriteOutcome
 
 if TYPE_CHECKING:
     from ckpt_action.stores.hub.repo import RemoteRepo
@@ -50,41 +51,9 @@ HISTORY_LIMIT = 200
 _ID_PREFIX = "ckpt-action write "
 
 
-@dataclass(frozen=True)
-class CommitPlan:
-    """The next commit a writer wants at some head."""
-
-    operations: list[Any]
-    """huggingface_hub ``CommitOperation*`` objects."""
-    title: str
-    final: bool = True
-    """Once this commit lands the write is done: no re-plan, no re-read of the head."""
-    description: str = ""
-    progress: str | None = None
-    """Label of the progress lines while the commit uploads (``push checkpoint-8: uploading``)."""
-    upload_bytes: int = 0
-    """Bytes of local files the commit uploads, for those lines."""
-
-
-@dataclass(frozen=True)
-class CommitOutcome:
-    revision: str | None
-    """The head that holds the result (None only if the branch never existed and the
-    writer had nothing to commit)."""
-    landed: list[CommitPlan] = field(default_factory=list)
-    """Plans whose commits are on the branch: answered OK, or found after an ambiguous failure."""
-    last: CommitPlan | None = None
-    """The commit the write ended on, answered OK; None when it ended on the planner
-    finding the head already right (its own read of the head is then the proof)."""
-
-    @property
-    def commits(self) -> int:
-        return len(self.landed)
-
-
 @dataclass
 class _Attempt:
-    plan: CommitPlan
+    plan: Write
     write_id: str
     parent: str | None
 
@@ -116,10 +85,15 @@ class _Budget:
         self.failures += 1
 
 
-def commit(remote: RemoteRepo, plan: Callable[[str | None], CommitPlan | None], *, what: str,
+def _as_given(op: Any) -> Any:
+    return op
+
+
+def commit(remote: RemoteRepo, plan: Callable[[str | None], Write | None], *, what: str,
            branch: str = "main", head: str | None = None, max_commits: int = 1,
            replan_on: Callable[[BaseException], bool] | None = None,
-           on_landed: Callable[[str, CommitPlan], None] | None = None) -> CommitOutcome:
+           on_landed: Callable[[str, Write], None] | None = None,
+           operations: Callable[[Any], Any] = _as_given) -> WriteOutcome:
     """Commit what ``plan(head)`` asks for, each commit pinned to the head it was planned
     at, until it answers None or a final commit lands; after a 412 or an ambiguous
     failure, read the head again and re-plan. The bounds are in this module.
@@ -133,6 +107,9 @@ def commit(remote: RemoteRepo, plan: Callable[[str | None], CommitPlan | None], 
     changed while it was sent); it counts as a conflict.
     ``on_landed(oid, plan)``: told of each commit answered OK as it lands, so a caller whose
     later planning fails still knows which commit of its own exists.
+    ``operations``: turns each of a write's operations into huggingface_hub's
+    ``CommitOperation*`` (:class:`~ckpt_action.stores.repo.RepoStore` turns the store-neutral
+    :class:`~ckpt_action.stores.writes.Put`, ``Delete``, ``Copy``); default: they are already.
 
     >>> from huggingface_hub import CommitOperationAdd
     >>> from ckpt_action.stores.hub.repo import RemoteRepo
@@ -140,9 +117,9 @@ def commit(remote: RemoteRepo, plan: Callable[[str | None], CommitPlan | None], 
     >>> def plan(head):  # one file, unless the head already has it
     ...     if remote.files(head, "notes").get("a.txt"):
     ...         return None
-    ...     return CommitPlan([CommitOperationAdd("notes/a.txt", b"hi")], "Add a note", final=True)
+    ...     return Write([CommitOperationAdd("notes/a.txt", b"hi")], "Add a note", final=True)
     >>> out = commit(remote, plan, what="adding a note")
-    >>> len(out.revision), len(out.landed), commit(remote, plan, what="adding a note").landed
+    >>> len(out.pin), len(out.landed), commit(remote, plan, what="adding a note").landed
     (40, 1, [])
     """
     from huggingface_hub.errors import HfHubHTTPError
@@ -151,21 +128,22 @@ def commit(remote: RemoteRepo, plan: Callable[[str | None], CommitPlan | None], 
     ref = None if branch == "main" else branch  # a missing main is a new repo's state, not an error
     if head is None:
         head = remote.resolve(ref)
-    landed: list[CommitPlan] = []
+    landed: list[Write] = []
     unsure: list[_Attempt] = []
     made = 0
     while True:
         wanted = plan(head)
         if wanted is None:
-            return CommitOutcome(head, landed + _found(remote, head, unsure), None)
+            return WriteOutcome(head, landed + _found(remote, head, unsure), None)
         if made >= max_commits:
             raise RemoteError(f"{what}: still not done after {made} commits: try again later")
         attempt = _Attempt(wanted, secrets.token_hex(8), head)
+        sent = [operations(op) for op in wanted.operations]
         description = "\n\n".join(p for p in (wanted.description, _ID_PREFIX + attempt.write_id) if p)
         try:
             with (Ticker(wanted.progress, wanted.upload_bytes, bytes_read_since_now()) if wanted.progress
                   else nullcontext()), stall(remote.settings.timeout):
-                info = remote.api.create_commit(remote.repo, operations=wanted.operations,
+                info = remote.api.create_commit(remote.repo, operations=sent,
                                                 commit_message=wanted.title, commit_description=description,
                                                 parent_commit=head, revision=branch)
         except CkptError:
@@ -190,10 +168,10 @@ def commit(remote: RemoteRepo, plan: Callable[[str | None], CommitPlan | None], 
         if on_landed is not None:
             on_landed(oid, wanted)
         if wanted.final:
-            return CommitOutcome(head, landed + _found(remote, head, unsure), wanted)
+            return WriteOutcome(head, landed + _found(remote, head, unsure), wanted)
 
 
-def _found(remote: RemoteRepo, head: str | None, unsure: list[_Attempt]) -> list[CommitPlan]:
+def _found(remote: RemoteRepo, head: str | None, unsure: list[_Attempt]) -> list[Write]:
     """The attempts that failed ambiguously yet are on the branch below ``head``.
 
     Once a later commit of ours landed (or the planner found the head right), an earlier

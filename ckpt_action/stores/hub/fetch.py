@@ -15,20 +15,15 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from ckpt_action.checkpoint.manifest import FileDigest, Hasher, satisfies
 from ckpt_action.errors import IntegrityError
+from ckpt_action.settings import THREADED_HASH_MIN, Settings
 from ckpt_action.stores.hub import download as filefetch
 from ckpt_action.stores.hub.deadline import RequestDeadline
-from ckpt_action.stores.hub.repo import RemoteRepo
 from ckpt_action.stores.hub.transport import call
-from ckpt_action.settings import Settings
 
-# A big file downloaded alone is hashed in a thread of its own while the next buffer
-# arrives, so one transfer can use two cores. When several big files download at once
-# they already keep the cores busy, and handing buffers between threads only adds CPU
-# (measured on 2 cores, 2 GiB in 5 files: 3.8 s of CPU inline, 4.4 s with hash threads).
-THREADED_HASH_MIN = 16 * 1024 * 1024
 # Files at least this big get their blocks reserved before the first write (see preallocate).
 PREALLOCATE_MIN = 1024 * 1024
 _FALLOC_FL_KEEP_SIZE = 1  # <linux/falloc.h>
@@ -69,6 +64,19 @@ def preallocate(fd: int, size: int) -> None:
     fn(fd, _FALLOC_FL_KEEP_SIZE, 0, size)
 
 
+class FileSource(Protocol):
+    """Where :func:`fetch_file` reads a file from: a model repo
+    (:class:`~ckpt_action.stores.hub.repo.RemoteRepo`) or a bucket
+    (:class:`~ckpt_action.stores.bucket.BucketStore`), each naming its resolve URL."""
+
+    settings: Settings
+    repo: str
+    """The repo id or bucket URI, as messages name it."""
+
+    def file_url(self, pin: str, path: str) -> str: ...
+    def headers(self) -> dict[str, str]: ...
+
+
 def attempt_deadline(settings: Settings, remaining: int) -> float:
     """Seconds one download attempt may take for ``remaining`` bytes: the request deadline
     plus the bytes at the minimum rate, capped (a listing claiming a terabyte would earn
@@ -76,7 +84,7 @@ def attempt_deadline(settings: Settings, remaining: int) -> float:
     return min(settings.max_attempt_seconds, settings.request_deadline + remaining / settings.min_download_rate)
 
 
-def fetch_file(remote: RemoteRepo, sha: str, path: str, dest: Path, want: FileDigest,
+def fetch_file(remote: FileSource, sha: str, path: str, dest: Path, want: FileDigest,
                stop: Callable[[], None] | None = None, *, alone: bool = True) -> FileDigest:
     """GET one file at sha into dest, hashing as it streams; resume with Range after a drop.
 

@@ -17,9 +17,9 @@ from urllib.parse import quote, urljoin, urlsplit
 
 from ckpt_action.errors import IntegrityError, LimitError, quoted
 from ckpt_action.handle import SHA256_RE, SHA_RE, is_whole
-from ckpt_action.stores.hub.transport import call, get_bounded
 from ckpt_action.names import file_name_problem, origin_parts, safe_relative
 from ckpt_action.settings import Settings
+from ckpt_action.stores.hub.transport import call, get_bounded
 
 
 @dataclass(frozen=True)

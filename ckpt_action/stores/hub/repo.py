@@ -19,9 +19,9 @@ from ckpt_action.checkpoint.manifest import MANIFEST_NAME, Manifest, RemoteFile
 from ckpt_action.checkpoint.snapshot import Snapshot
 from ckpt_action.errors import InputError, IntegrityError, LimitError, NotFoundError, UnreadableManifest, param, quoted
 from ckpt_action.handle import SHA_RE, commit_id
+from ckpt_action.settings import Settings
 from ckpt_action.stores.hub.listing import Listing, on_endpoint, parse_json, read_tree, tree_url
 from ckpt_action.stores.hub.transport import bind_shared_client, call, client_headers, get_bounded, make_api, translate
-from ckpt_action.settings import Settings
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi

@@ -31,9 +31,9 @@ from ckpt_action.errors import (
     quoted,
     scrub_chain,
 )
-from ckpt_action.stores.hub.deadline import RequestDeadline, deadline, install, stall
 from ckpt_action.names import is_public_hub
 from ckpt_action.settings import Settings
+from ckpt_action.stores.hub.deadline import RequestDeadline, deadline, install, stall
 
 if TYPE_CHECKING:
     import httpx2

@@ -3,8 +3,11 @@
 Fields: ``ts`` (unix time), ``method``, ``path`` (the target as sent, with its query),
 ``status`` (a number, ``"reset"`` for a connection dropped by a fault, or
 ``"disconnected"``), ``bytes_in``, ``bytes_out``, ``ms``, ``listener`` (``"hub"``,
-``"cdn"`` or ``"cas"``, the Xet CAS), ``auth`` (whether the request carried an ``Authorization`` header) and
-``request_id`` (the ``X-Request-Id`` answered, when there was an answer).
+``"cdn"`` or ``"cas"``, the Xet CAS), ``auth`` (whether the request carried an ``Authorization``
+header),
+``credential`` (which: ``exchanged:SCOPE:TYPE/REPO`` for a token from ``/oauth/token``, ``static``, ``xet``
+for a CAS token, ``invalid``, or null; never the token) and ``request_id`` (the ``X-Request-Id``
+answered, when there was an answer).
 """
 
 from __future__ import annotations

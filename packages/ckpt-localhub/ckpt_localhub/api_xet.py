@@ -62,8 +62,8 @@ def duplicate(call: Call) -> Response:
         raise HttpError(400, "Expected target: {type: model|dataset|space, name: namespace/repo}")
     if not isinstance(files, list) or not files or len(files) > MAX_DUPLICATE_FILES:
         raise HttpError(400, f"Expected files: [...] with 1 to {MAX_DUPLICATE_FILES} entries")
-    call.require_write()
     name = target["name"]
+    call.require_write((target["type"], name))
     if name.count("/") != 1:
         raise RepoNotFound("Repository not found")
     call.store.get_repo(target["type"], name)  # RepoNotFound as on the Hub

@@ -4,6 +4,7 @@ errors the way the Hub words them, every answer with an ``X-Request-Id``."""
 from __future__ import annotations
 
 import hmac
+import re
 import secrets
 import time
 from urllib.parse import quote
@@ -15,8 +16,11 @@ from .faults import FaultSet
 from .httpmessages import Headers, HttpError, Request, Response, json_response
 from .names import EntryNotFound, RepoMoved
 from .objects import StorageError
+from .oidc import Grant
 from .routes import RouteTable
 from .xet.tokens import grant_of
+
+_BUCKET_PATH = re.compile(r"/api/buckets(?:/|$)|/buckets/")
 
 
 def _request_id() -> str:
@@ -72,6 +76,12 @@ class HubApp:
         handler, params = found
         call = Call(self.hub, request, params)
         try:
+            grant = self.hub.credential(request.headers.get("Authorization")) \
+                if self.listener == "hub" and _BUCKET_PATH.match(request.path) else None
+            if isinstance(grant, Grant):
+                # The exchange's resource names repos (and users), never a bucket.
+                raise HttpError(403, f"Forbidden: this token is scoped to the {grant.repo_type} repo"
+                                f" {grant.repo_id}; an exchanged token cannot reach a bucket")
             return handler(call)
         except HttpError as exc:
             return error_response(exc.status, exc.message, exc.code, exc.headers)
@@ -98,6 +108,17 @@ class HubApp:
             return grant is not None and grant.scope == "write" and self.hub.token is not None
         return self.hub.token is not None and hmac.compare_digest(given.encode(), self.hub.token.encode())
 
+    def credential_kind(self, headers: Headers) -> str | None:
+        """What the access log records of a request's credential, never the credential itself:
+        ``exchanged:SCOPE:TYPE/REPO`` (a live exchanged token), ``static`` (the server's token,
+        or any on an open Hub), ``xet`` (a CAS token), ``invalid``, or None (none carried)."""
+        if self.listener == "cas":
+            return "xet" if headers.get("Authorization") else None
+        found = self.hub.credential(headers.get("Authorization"))
+        if isinstance(found, Grant):
+            return f"exchanged:{found.scope}:{found.repo_type}/{found.repo_id}"
+        return found
+
     def finished(self, request: Request, status: int | str, bytes_out: int, seconds: float) -> None:
         self.log.write({
             "ts": round(time.time(), 3),
@@ -109,5 +130,6 @@ class HubApp:
             "ms": round(seconds * 1000, 1),
             "listener": self.listener,
             "auth": "Authorization" in request.headers,
+            "credential": self.credential_kind(request.headers),
             "request_id": request.notes.get("request_id"),
         })

@@ -18,6 +18,7 @@ import click
 from .faults import FaultFileError
 from .httpserver import MAX_CONNECTIONS
 from .objects import StorageError
+from .oidc import TrustedPublisher
 from .server import run_server
 
 # Checked by Click before anything runs: a port out of range is exit 2 naming its flag, and the
@@ -45,14 +46,34 @@ PORT = click.IntRange(0, 65535)
               help="Port of the Xet CAS listener; 0 picks a free one.")
 @click.option("--max-connections", default=MAX_CONNECTIONS, show_default=True, type=click.IntRange(1, 10000),
               help="Connections served at once on each listener; more are answered 503 with Retry-After.")
+@click.option("--oidc-issuer", metavar="URL",
+              help="Trust id tokens of this OIDC issuer (keys found by discovery at URL/.well-known/"
+                   "openid-configuration): POST /oauth/token exchanges them for repo-scoped tokens.")
+@click.option("--trusted-publisher", "trusted_publishers", multiple=True,
+              metavar="OWNER/NAME=GITHUB_ORG/GITHUB_REPO[:write|read]",
+              help="Jobs of GITHUB_ORG/GITHUB_REPO (the id token's repository claim) may get a token for the repo"
+                   " OWNER/NAME (datasets/ or spaces/ before it for those), write by default. Repeatable.")
+@click.option("--oidc-token-ttl", default=3600, show_default=True, type=click.IntRange(1, 86400),
+              help="Seconds an exchanged token lives.")
 def local_hub(data_dir: str, host: str, port: int, port_file: str | None, access_log: str | None,
               faults: str | None, token: str | None, cdn_port: int, lfs_direct: bool, no_xet: bool,
-              cas_port: int, max_connections: int) -> None:
+              cas_port: int, max_connections: int, oidc_issuer: str | None, trusted_publishers: tuple[str, ...],
+              oidc_token_ttl: int) -> None:
     """Run the Hub-compatible local server (prints its URL as the first line once listening)."""
+    try:
+        publishers = [TrustedPublisher.parse(p) for p in trusted_publishers]
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--trusted-publisher") from None
+    if publishers and not oidc_issuer:
+        raise click.BadParameter("needs --oidc-issuer (the issuer whose id tokens it trusts)",
+                                 param_hint="--trusted-publisher")
+    if oidc_issuer and not oidc_issuer.startswith(("https://", "http://")):
+        raise click.BadParameter(f"{oidc_issuer!r} is not an http(s) URL", param_hint="--oidc-issuer")
     try:
         run_server(data_dir, host=host, port=port, port_file=port_file, access_log=access_log, faults=faults,
                    token=token or None, lfs_redirect=not lfs_direct, cdn_port=cdn_port, xet=not no_xet,
-                   cas_port=cas_port, max_connections=max_connections)
+                   cas_port=cas_port, max_connections=max_connections, oidc_issuer=oidc_issuer or None,
+                   trusted_publishers=publishers, oidc_token_ttl=oidc_token_ttl)
     except (FaultFileError, StorageError) as exc:
         click.echo(f"local-hub: error: {exc}", err=True)
         raise SystemExit(2) from None

@@ -8,7 +8,9 @@ change a repo, and which commit a revision names.
 Auth: with a token set, a wrong bearer token gets 401; anonymous requests may read
 public repos only (private ones answer 404 RepoNotFound, files of gated ones 401
 GatedRepo) and every write gets 401. Without a token everything is open and every
-caller counts as the owner.
+caller counts as the owner. With a trusted issuer (:mod:`.oidc`), a token it exchanged is
+accepted too, token or not, and only for what it grants: its one repo (403 for another, or
+any bucket), to write only when its scope is write; once expired it is an unknown token (401).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from urllib.parse import parse_qs
 
 from .httpmessages import HttpError, Request
 from .names import RepoMeta, RepoNotFound
+from .oidc import TOKEN_PREFIX, Grant, TrustedIssuer
 from .signing import Signer
 from .storage import Storage
 from .xet.store import XetStore
@@ -46,6 +49,24 @@ class Hub:
     """The CAS listener's base URL, once it listens."""
     xet_token_ttl: int = 3600
     """Seconds a CAS token lasts (the Hub's are short-lived too; clients refresh them)."""
+    oidc: TrustedIssuer | None = None
+    """The issuer whose id tokens ``/oauth/token`` exchanges; None: no exchange offered."""
+    url: str | None = None
+    """This Hub's own URL, once it listens: the audience an id token must name."""
+
+    def credential(self, authorization: str | None) -> str | Grant | None:
+        """What a request's ``Authorization`` carries: None (nothing), ``"static"`` (the
+        server's token, or anything on an open server), a :class:`Grant` (an exchanged token
+        still live), or ``"invalid"`` (a wrong token, an expired exchanged one)."""
+        header = authorization or ""
+        given = header[7:].strip() if header.lower().startswith("bearer ") else None
+        if not given:
+            return None
+        if self.oidc is not None and given.startswith(TOKEN_PREFIX):
+            return self.oidc.grant(given) or "invalid"
+        if self.token is None or hmac.compare_digest(given.encode(), self.token.encode()):
+            return "static"
+        return "invalid"
 
 
 def repo_url(base_url: str, repo_type: str, repo_id: str) -> str:
@@ -70,21 +91,42 @@ class Call:
         return self.hub.store
 
     # ------------------------------------------------------------------ who is asking
-    def authorized(self) -> bool:
-        """True when the caller is the owner (anyone, without a server token); raises 401 on a wrong token."""
-        header = self.req.headers.get("Authorization") or ""
-        given = header[7:].strip() if header.lower().startswith("bearer ") else None
-        if self.hub.token is None:
-            return True
-        if given is None:
-            return False
-        if not hmac.compare_digest(given.encode(), self.hub.token.encode()):
+    def credential(self) -> str | Grant | None:
+        """The request's credential (:meth:`Hub.credential`); 401 for an invalid one."""
+        found = self.hub.credential(self.req.headers.get("Authorization"))
+        if found == "invalid":
             raise HttpError(401, "Invalid credentials in Authorization header")
-        return True
+        return found
 
-    def require_write(self) -> None:
+    def grant(self) -> Grant | None:
+        """The exchanged token's grant, if the request carries one."""
+        found = self.credential()
+        return found if isinstance(found, Grant) else None
+
+    def authorized(self) -> bool:
+        """True when the caller is the owner (anyone, without a server token) or holds an
+        exchanged token (whose scope :meth:`check_grant` holds it to); raises 401 on a wrong token."""
+        found = self.credential()
+        return self.hub.token is None or found is not None
+
+    def check_grant(self, repo_type: str, repo_id: str, write: bool) -> None:
+        """403 when the request's exchanged token does not cover this access."""
+        grant = self.grant()
+        why = grant.covers(repo_type, repo_id, write) if grant is not None else None
+        if why is not None:
+            raise HttpError(403, f"Forbidden: {why}")
+
+    def require_write(self, target: tuple[str, str] | None = None) -> None:
+        """The caller may write: ``target`` (repo type, repo id) is what it writes, which an
+        exchanged token must cover; without one (buckets, deletes, moves) no exchanged token may."""
         if not self.authorized():
             raise HttpError(401, "You must be authenticated to perform this action (Invalid credentials)")
+        grant = self.grant()
+        if grant is not None and target is None:
+            raise HttpError(403, f"Forbidden: this token is scoped to the {grant.repo_type} repo {grant.repo_id};"
+                            " it may not do this")
+        if target is not None:
+            self.check_grant(*target, write=True)
 
     # ------------------------------------------------------------------ repos and revisions
     def repo_ref(self) -> tuple[str, str]:
@@ -96,10 +138,11 @@ class Call:
         """The route's repo, if the caller may see it (and, with ``write``, change it)."""
         repo_type, repo_id = self.repo_ref()
         if write:
-            self.require_write()
+            self.require_write((repo_type, repo_id))
             self.meta = self.store.get_repo(repo_type, repo_id)
             return self.meta
         authed = self.authorized()
+        self.check_grant(repo_type, repo_id, write=False)
         meta = self.store.get_repo(repo_type, repo_id)
         if meta.private and not authed:
             raise RepoNotFound("Repository not found")

@@ -14,7 +14,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from . import api_bucket_files, api_buckets, api_commit, api_git, api_repos, api_storage, api_xet, transfer
+from . import (
+    api_bucket_files,
+    api_buckets,
+    api_commit,
+    api_git,
+    api_oauth,
+    api_repos,
+    api_storage,
+    api_xet,
+    transfer,
+)
 from .context import Call
 from .httpmessages import Response
 from .names import RepoNotFound
@@ -57,6 +67,7 @@ def _no_such_repo(call: Call) -> Response:
 
 HUB_ROUTES = RouteTable([
     route("GET", r"/api/whoami-v2", api_repos.whoami),
+    route("POST", r"/oauth/token", api_oauth.token),
     route("POST", r"/api/repos/create", api_repos.create_repo),
     route("DELETE", r"/api/repos/delete", api_repos.delete_repo),
     route("POST", r"/api/repos/move", api_repos.move_repo),

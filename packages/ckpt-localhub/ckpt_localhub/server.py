@@ -24,6 +24,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 from .accesslog import AccessLog
@@ -31,6 +32,7 @@ from .app import HubApp
 from .context import Hub
 from .faults import FaultSet
 from .httpserver import MAX_CONNECTIONS, Listener
+from .oidc import TrustedIssuer, TrustedPublisher
 from .routes import CAS_ROUTES, CDN_ROUTES, HUB_ROUTES
 from .signing import Signer
 from .storage import Storage
@@ -38,6 +40,7 @@ from .xet.store import MAX_MATERIALIZE_BYTES, XetStore
 
 CDN_URL_TTL_S = 3600  # how long a redirect's CDN URL works, about what the Hub's signed URLs give
 XET_TOKEN_TTL_S = 3600  # a CAS token's life; hf_xet refreshes it through the token route
+OIDC_TOKEN_TTL_S = 3600  # an exchanged token's life, about the Hub's
 
 
 def _write_port_file(port_file: str | os.PathLike[str], port: int) -> None:
@@ -72,7 +75,9 @@ class LocalHub:
                  access_log: str | os.PathLike[str] | None = None, *, lfs_redirect: bool = True,
                  cdn_port: int = 0, cdn_url_ttl: int = CDN_URL_TTL_S, xet: bool = True, cas_port: int = 0,
                  xet_token_ttl: int = XET_TOKEN_TTL_S, max_connections: int = MAX_CONNECTIONS,
-                 xet_max_materialize_bytes: int = MAX_MATERIALIZE_BYTES) -> None:
+                 xet_max_materialize_bytes: int = MAX_MATERIALIZE_BYTES, oidc_issuer: str | None = None,
+                 trusted_publishers: Sequence[str | TrustedPublisher] = (),
+                 oidc_token_ttl: int = OIDC_TOKEN_TTL_S) -> None:
         self.data_dir = Path(data_dir)
         self.access_log = Path(access_log) if access_log else None
         fault_set = FaultSet(faults)
@@ -80,6 +85,12 @@ class LocalHub:
         xet_store = store.xet = XetStore(store.objects, xet_max_materialize_bytes) if xet else None
         self.hub = Hub(store, token=token, signer=Signer(cdn_url_ttl), lfs_redirect=lfs_redirect,
                        xet=xet_store, xet_token_ttl=xet_token_ttl)
+        if oidc_issuer is not None:
+            self.hub.oidc = TrustedIssuer(oidc_issuer, tuple(
+                p if isinstance(p, TrustedPublisher) else TrustedPublisher.parse(p) for p in trusted_publishers),
+                token_ttl=oidc_token_ttl)
+        elif trusted_publishers:
+            raise ValueError("trusted publishers need the issuer they trust (--oidc-issuer)")
         self._log = AccessLog(access_log)
         self._listeners: list[Listener] = []
         try:
@@ -103,6 +114,7 @@ class LocalHub:
             raise
         self.port: int = self._server.port
         self.url: str = self._server.url
+        self.hub.url = self.url
         for i, listener in enumerate(self._listeners):
             listener.start(("localhub", "localhub-cdn", "localhub-cas")[i] if i < 3 else "localhub")
 
@@ -139,7 +151,9 @@ def run_server(data_dir: str | os.PathLike[str], host: str = "127.0.0.1", port: 
                access_log: str | os.PathLike[str] | None = None,
                faults: str | os.PathLike[str] | None = None, token: str | None = None, *,
                lfs_redirect: bool = True, cdn_port: int = 0, xet: bool = True, cas_port: int = 0,
-               max_connections: int = MAX_CONNECTIONS) -> None:
+               max_connections: int = MAX_CONNECTIONS, oidc_issuer: str | None = None,
+               trusted_publishers: Sequence[str | TrustedPublisher] = (),
+               oidc_token_ttl: int = OIDC_TOKEN_TTL_S) -> None:
     """Serve until SIGTERM/SIGINT. Prints the base URL as the first stdout line once listening.
 
     Listening beyond loopback without a token prints a warning first (on stderr): such a
@@ -150,7 +164,8 @@ def run_server(data_dir: str | os.PathLike[str], host: str = "127.0.0.1", port: 
     """
     hub = LocalHub(data_dir, host=host, port=port, faults=faults, token=token, access_log=access_log,
                    lfs_redirect=lfs_redirect, cdn_port=cdn_port, xet=xet, cas_port=cas_port,
-                   max_connections=max_connections)
+                   max_connections=max_connections, oidc_issuer=oidc_issuer,
+                   trusted_publishers=trusted_publishers, oidc_token_ttl=oidc_token_ttl)
     if token is None and not _is_loopback(host):
         print(f"local-hub: warning: listening on {host} without --token: the server is open to everyone who "
               "can reach it (they can read, write and delete every repo)", file=sys.stderr, flush=True)

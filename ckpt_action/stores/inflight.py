@@ -1,0 +1,57 @@
+"""Files sent a few at a time, each registered on the Hub as soon as its own upload ends.
+
+One upload session for a whole checkpoint registers nothing until its end: hf_xet
+registers the xorbs it sent (their shard) when the session closes, and a bucket's paths
+come with the batch request after it. A push killed before that end leaves bytes on the
+Hub that nothing can find, and a re-run sends them all again. Sent one file per session,
+``concurrency`` at a time, every file whose upload ended is registered (an LFS object the
+batch API then skips, a shard that Xet's deduplication then finds, a bucket path the
+listing then shows) while the others are still going, so a re-run sends again at most the
+files that were in flight: ``concurrency`` times the biggest file. None of it is visible
+as a checkpoint: the one commit (a repo) or manifest (a bucket) that publishes it still
+comes after every file, alone and last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from typing import TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def each_file(items: Sequence[T], send: Callable[[T], R], *, concurrency: int) -> list[R]:
+    """``send(item)`` for every item, ``concurrency`` at once, answers in the items' order.
+
+    After the first failure no new item starts; the ones in flight finish (each is a
+    whole upload the client retries itself), then that failure is raised.
+    """
+    if concurrency <= 1 or len(items) <= 1:
+        return [send(item) for item in items]
+    # Submitted one at a time as others end, so a failure stops the items not yet started.
+    with ThreadPoolExecutor(max_workers=min(concurrency, len(items)), thread_name_prefix="ckpt-upload") as pool:
+        pending: dict[Future[R], int] = {}
+        answers: dict[int, R] = {}
+        queue = iter(enumerate(items))
+        failed: BaseException | None = None
+        while True:
+            while failed is None and len(pending) < concurrency:
+                nxt = next(queue, None)
+                if nxt is None:
+                    break
+                pending[pool.submit(send, nxt[1])] = nxt[0]
+            if not pending:
+                break
+            done, _ = wait(pending, return_when=FIRST_EXCEPTION)
+            for future in done:
+                index = pending.pop(future)
+                exc = future.exception()
+                if exc is not None:
+                    failed = failed or exc
+                else:
+                    answers[index] = future.result()
+        if failed is not None:
+            raise failed
+    return [answers[i] for i in range(len(items))]

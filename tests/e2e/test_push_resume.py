@@ -1,0 +1,112 @@
+"""A push killed part-way and run again sends again no file whose bytes had all reached the
+Hub, beyond the files that were in flight (``CKPT_UPLOAD_CONCURRENCY`` of them), on a model
+repo over LFS, over Xet, and on a Storage Bucket; and the checkpoint is still published by
+one commit (a bucket: one manifest), nothing of it visible before.
+
+The kill comes at a point the local Hub's fault injection sets: the first ``registered``
+registrations (an LFS PUT, a Xet shard) pass, the next is refused (503, forever), and the
+push process is SIGKILLed as soon as the access log shows that refusal. The bytes that had
+arrived and the bytes the re-run sends are read from the access log.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import write_checkpoint
+from tests.helpers.chaos_helpers import env_for
+from tests.helpers.localhub_fixtures import REPO_ROOT
+
+FILES = 4
+SIZE = 3 * 2**20
+CONCURRENCY = 1
+SUBFOLDER = "checkpoint-7"
+# Xet frames each ~64 KiB chunk with a header, and a shard or an LFS answer is not a file's bytes.
+SLACK = 64 * 1024
+WAIT_S = 120  # a bound on a hang, never a pause: the loop below ends on the refusal it waits for
+
+# Where each store registers a file, and which requests carry its bytes.
+STORES: dict[str, dict[str, Any]] = {
+    "lfs": {"repo": "o/resume-lfs", "env": {"HF_HUB_DISABLE_XET": "1"},
+            "registers": ("PUT", "/localhub-lfs/"), "bytes": ("PUT", "/localhub-lfs/")},
+    "xet": {"repo": "o/resume-xet", "env": {},
+            "registers": ("POST", "/v1/shards"), "bytes": ("POST", "/v1/xorbs/")},
+    "bucket": {"repo": "hf://buckets/o/resume", "env": {},
+               "registers": ("POST", "/v1/shards"), "bytes": ("POST", "/v1/xorbs/")},
+}
+
+
+def _matching(entries: list[dict[str, Any]], kind: tuple[str, str]) -> list[dict[str, Any]]:
+    method, part = kind
+    return [e for e in entries if e["method"] == method and part in e["path"]]
+
+
+def _push(repo: str, src: Path) -> list[str]:
+    return [sys.executable, "-m", "ckpt_action", "push", "--repo", repo, "--local-dir", str(src),
+            "--subfolder", SUBFOLDER, "--step", "7", "--json"]
+
+
+@pytest.mark.parametrize("registered", [1, 2])
+@pytest.mark.parametrize("store", sorted(STORES))
+def test_rerun_after_kill_resends_only_files_in_flight(hub_server, tmp_path, store, registered):
+    spec = STORES[store]
+    rng = random.Random(f"{store}-{registered}")  # noqa: S311 - test bytes, not a secret
+    files = {f"shard-{i}.bin": rng.randbytes(SIZE) for i in range(FILES)}
+    src = write_checkpoint(tmp_path / "src", files)
+    method, part = spec["registers"]
+    path_re = "^" + part
+    # Each request consumes one rule: the first ones pass (a 1 ms delay, a rule must act), then refusals.
+    hub = hub_server(faults=[*({"method": method, "path": path_re, "delay_s": 0.001} for _ in range(registered)),
+                             {"method": method, "path": path_re, "status": 503, "times": -1}])
+    env = env_for(hub, tmp_path, CKPT_UPLOAD_CONCURRENCY=str(CONCURRENCY), **spec["env"])
+
+    proc = subprocess.Popen(_push(spec["repo"], src), env=env, cwd=REPO_ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while not any(e["status"] == 503 for e in _matching(hub.log_entries(), spec["registers"])):
+            assert proc.poll() is None, f"the push ended before the refusal: {proc.stderr.read()!r}"[-2000:]
+            assert time.monotonic() < deadline, "the push never reached the refused registration"
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stderr.close()
+
+    before = hub.log_entries()
+    arrived = sum(e["bytes_in"] for e in _matching(before, spec["bytes"]) if e["status"] == 200)
+    missing = FILES * SIZE - min(arrived, FILES * SIZE)
+    latest = subprocess.run([sys.executable, "-m", "ckpt_action", "latest", "--repo", spec["repo"], "--json"],
+                            env=env, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    assert latest.returncode == 0, latest.stderr[-2000:]
+    assert json.loads(latest.stdout)["found"] is False, f"a checkpoint was visible after the kill: {latest.stdout}"
+
+    hub.set_faults([])
+    rerun = subprocess.run(_push(spec["repo"], src), env=env, cwd=REPO_ROOT, capture_output=True, text=True,
+                           check=False)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    resent = sum(e["bytes_in"] for e in _matching(hub.log_entries()[len(before):], spec["bytes"]))
+    in_flight = CONCURRENCY * SIZE
+    assert resent <= missing + in_flight + SLACK, (
+        f"{store}: the re-run sent {resent} bytes; {missing} were missing and at most {in_flight} in flight"
+        f" ({arrived} had arrived before the kill)")
+
+    out = json.loads(rerun.stdout)
+    if store == "bucket":
+        assert out["revision"].startswith("sha256:")
+    else:
+        from huggingface_hub import HfApi
+
+        commits = HfApi(endpoint=hub.url).list_repo_commits(spec["repo"])
+        pushes = [c for c in commits if c.title.startswith("Push ")]
+        assert [c.commit_id for c in pushes] == [out["revision"]] == [commits[0].commit_id]
