@@ -280,6 +280,9 @@ def promote(
     retries: int | None = None,
     best: str | None = None,
     card: bool = False,
+    as_model: bool = False,
+    max_shard_size: int | str | None = None,
+    strip_prefix: str | None = None,
 ) -> CheckpointHandle:
     """Copy a checkpoint to the folder ``to`` (``release``) in one commit, and return the target's handle.
 
@@ -293,6 +296,11 @@ def promote(
     ``best="eval_loss:min"`` (no ``subfolder``, and a repo id as ``source``) promotes the
     complete checkpoint best by that metric at ``revision`` (``latest(best=)``'s choice).
     ``card=True`` updates the table of checkpoints in ``README.md`` in the same commit.
+    ``as_model=True`` makes the target a folder ``from_pretrained`` loads: the weights (a DCP
+    checkpoint or ``.bin`` pickles converted to safetensors, sharded at ``max_shard_size``,
+    default ``"5GB"``, ``strip_prefix`` taken off their names), config, generation config,
+    tokenizer and processor files, model card and license; never the optimizer, scheduler,
+    RNG or trainer state, the training arguments or any pickle.
 
     >>> ckpt.promote(found, "release", tag="v1.0")  # doctest: +ELLIPSIS
     CheckpointHandle(repo='org/run', subfolder='release', revision='...', step=300, endpoint='http://127.0.0.1:...')
@@ -300,7 +308,8 @@ def promote(
     signing = Signing(signing_key, signing_certificate, signing_chain, sign_keyless, sigstore_trust_config)
     return Client(endpoint, token, timeout=timeout, retries=retries).promote(
         source, to, subfolder=subfolder, revision=revision, to_repo=to_repo, tag=tag, branch=branch,
-        signing=signing, best=best, card=card).handle
+        signing=signing, best=best, card=card, as_model=as_model, max_shard_size=max_shard_size,
+        strip_prefix=strip_prefix).handle
 
 
 def list_checkpoints(

@@ -476,12 +476,16 @@ class Client:
     def promote(self, source: CheckpointHandle | str, to: str, *, subfolder: str | None = None,
                 revision: str | None = None, to_repo: str | None = None, tag: str | None = None,
                 branch: str | None = None, signing: Signing | None = None, best: str | None = None,
-                card: bool = False, warn: Warn | None = None) -> PromoteResult:
+                card: bool = False, warn: Warn | None = None, as_model: bool = False,
+                max_shard_size: int | str | None = None, strip_prefix: str | None = None) -> PromoteResult:
         """Copy a checkpoint to the folder ``to`` in one commit (see :func:`ckpt_action.api.promote`),
         answering the target's handle, the source, commits made, the tag and branch, who signed,
         and with ``best`` (``METRIC:min|max``, no ``subfolder``) the metric and value that chose
         the source (:meth:`latest`'s choice). ``card``: the same commit updates the table of
-        checkpoints in ``README.md``."""
+        checkpoints in ``README.md``. ``as_model``: the target is a folder ``from_pretrained``
+        loads (:mod:`ckpt_action.ops.asmodel`), its converted weights sharded at ``max_shard_size``
+        (bytes, or ``"5GB"``) with ``strip_prefix`` taken off their names."""
+        from ckpt_action.ops import asmodel
         from ckpt_action.ops.release import promote
 
         repo, sub, rev = source_of(source, subfolder, revision)
@@ -493,6 +497,16 @@ class Client:
             raise InputError(f"promote needs {param('subfolder')} (or a handle, or {param('best')}): name the"
                              " checkpoint to promote", param="subfolder")
         to = names.subfolder(to, name="to")
+        if not as_model:
+            for name, value in (("max_shard_size", max_shard_size), ("strip_prefix", strip_prefix)):
+                if value not in (None, ""):
+                    raise InputError(f"{param(name)} goes with {param('as_model')}: add it, or drop {param(name)}",
+                                     param=name)
+        shard = asmodel.shard_size(max_shard_size or None)
+        if strip_prefix is not None and (not strip_prefix or len(strip_prefix) > 200 or not strip_prefix.isprintable()):
+            raise InputError(f"{param('strip_prefix')} must be a printable name prefix such as model.",
+                             param="strip_prefix")
+        model: dict[str, Any] = {"as_model": as_model, "max_shard_size": shard, "strip_prefix": strip_prefix or None}
         tag = names.revision(tag or None, name="tag")
         branch = names.revision(branch or None, name="branch")
         target_repo = names.repo_id(to_repo, "to_repo") if to_repo else None
@@ -511,14 +525,15 @@ class Client:
         target = self._store(settings, target_repo, api=getattr(remote, "api", None)) if target_repo else None
         if goal is None:
             assert sub is not None
-            return promote(remote, sub, rev, to, tag=tag, branch=branch, target=target, signer=sign, card=card)
+            return promote(remote, sub, rev, to, tag=tag, branch=branch, target=target, signer=sign, card=card,
+                           **model)
         from ckpt_action.ops.choose import latest
 
         found = latest(remote, rev, warn or _log_warning, best=goal, require=True,
                        purpose=f" recording {goal.metric} to promote")
         assert found.handle is not None
         res = promote(remote, found.handle.subfolder, found.handle.revision, to, tag=tag, branch=branch,
-                      target=target, signer=sign, card=card)
+                      target=target, signer=sign, card=card, **model)
         return replace(res, chosen_by=found.chosen_by)
 
     @boundary()

@@ -268,6 +268,16 @@ def pull(repo: str | None, subfolder: str | None, use_latest: bool, pointer: str
 @click.option("--to-repo", help="Promote into another repo (bytes stream through, verified).")
 @click.option("--tag", help="Tag the resulting commit; an existing tag elsewhere is refused.")
 @click.option("--branch", help="Commit the promotion on this branch (created from the source SHA).")
+@click.option("--as-model", is_flag=True,
+              help="Make the target a folder from_pretrained loads: weights (DCP or .bin converted to safetensors),"
+                   " config, generation config, tokenizer, processor, model card, license; no optimizer,"
+                   " scheduler, RNG, trainer state, training arguments or pickle.")
+@click.option("--max-shard-size",
+              help="With --as-model: the largest safetensors file a conversion writes (bytes, or 5GB, 500MB;"
+                   " default 5GB), sharded with model.safetensors.index.json past it.")
+@click.option("--strip-prefix",
+              help="With --as-model: a prefix taken off converted tensor names (model. for a state dict saved"
+                   " with a wrapper); tensors without it are left out.")
 @best_option
 @card_option
 @signing_options
@@ -275,13 +285,18 @@ def pull(repo: str | None, subfolder: str | None, use_latest: bool, pointer: str
 @hub_options
 @command
 def promote(repo: str, subfolder: str | None, revision: str | None, to: str, to_repo: str | None, tag: str | None,
-            branch: str | None, best: str | None, card: bool, signing: Signing, wandb: WandbOptions,
-            hub: HubOptions) -> None:
+            branch: str | None, as_model: bool, max_shard_size: str | None, strip_prefix: str | None,
+            best: str | None, card: bool, signing: Signing, wandb: WandbOptions, hub: HubOptions) -> None:
     """Copy a pinned checkpoint to a release folder (and/or branch, tag) in one commit, server-side."""
     from ckpt_action.ci.outputs import promote_outputs
 
     res = hub.client().promote(repo, to, subfolder=subfolder, revision=revision, to_repo=to_repo, tag=tag,
-                               branch=branch, signing=signing, best=best, card=card, warn=warn)
+                               branch=branch, signing=signing, best=best, card=card, warn=warn,
+                               as_model=as_model, max_shard_size=max_shard_size or None,
+                               strip_prefix=strip_prefix or None)
+    if res.left_out:
+        click.echo(f"{escape(res.handle.subfolder)}: left out {len(res.left_out)} file(s) of"
+                   f" {escape(res.source.subfolder)}: {escape(', '.join(res.left_out))[:2000]}", err=True)
     result = promote_outputs(res)
     if wandb.project:
         result |= _log_wandb(res.handle, wandb)
@@ -312,7 +327,10 @@ def list_(repo: str, revision: str | None, hub: HubOptions) -> None:
             why = f"  ({i.problem})" if i.problem else ""
             why += f"  (metrics unusable: {i.metrics_problem})" if i.metrics_problem else ""
             scores = "".join(f"  {k}={v:.6g}" for k, v in sorted((i.metrics or {}).items()))
-            echo(f"{name:<{width}}  {step:>8}  {i.status:<10}  {i.files:>5}  {human(i.size):>10}{scores}{why}")
+            src = i.source or {}
+            made = (f"  from {escape(src['repo']) + '/' if src.get('repo') not in (None, repo) else ''}"
+                    f"{escape(src.get('subfolder', '?'))}@{src.get('revision', '?')[:12]}" if src else "")
+            echo(f"{name:<{width}}  {step:>8}  {i.status:<10}  {i.files:>5}  {human(i.size):>10}{scores}{made}{why}")
 
     emit("list", list_outputs(res), hub, human=table, checkpoints=lambda: checkpoints_table(res))
 

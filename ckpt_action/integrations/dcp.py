@@ -29,20 +29,22 @@ entries (DCP's planners ``torch.load`` them with ``weights_only=False``) are loa
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import io
 import os
-import pathlib
-import pickle
 import shutil
 import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar, cast
+from typing import Any, cast
 
 from .. import api
+
+# The one allowed unpickler of .metadata lives with the checkpoint facts, where promote's
+# consolidation reads it too (pyproject.toml allows this one import).
+from ..checkpoint.dcpmeta import METADATA, read_metadata
+from ..checkpoint.dcpmeta import relative_path as _relative_path
 from ..errors import CkptError, InputError, one_line
 from ..handle import SHA_RE, CheckpointHandle
 
@@ -58,8 +60,6 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 __all__ = ["HubStorageReader", "HubStorageWriter"]
 
-METADATA = ".metadata"
-"""DCP's own name for the checkpoint's index (torch.distributed.checkpoint.filesystem)."""
 _OPTIONS = ("endpoint", "token", "timeout", "retries")
 
 
@@ -142,52 +142,6 @@ class HubStorageWriter(FileSystemWriter):
         return self._outcome
 
 
-def _metadata_classes() -> dict[tuple[str, str], Any]:
-    """Every global a DCP ``.metadata`` may name, each (module, name) to the object itself:
-    DCP's metadata classes and the torch values they hold, nothing that runs code on being
-    called with data. Names are looked up here, never imported or resolved through a
-    module's globals (``filesystem`` + ``os.system`` would run a command)."""
-    from torch.distributed.checkpoint import filesystem, metadata
-
-    allowed: dict[tuple[str, str], Any] = {
-        ("torch.distributed.checkpoint.filesystem", "_StorageInfo"): filesystem._StorageInfo,
-        ("torch.serialization", "_get_layout"): torch.serialization._get_layout,  # a layout by its name
-        ("torch", "Size"): torch.Size,
-        ("collections", "OrderedDict"): collections.OrderedDict,
-        ("builtins", "set"): set,
-        ("builtins", "frozenset"): frozenset,
-        ("pathlib", "PosixPath"): pathlib.PosixPath,  # storage_meta.checkpoint_id, as DCP's own writer records it
-        ("pathlib", "PurePosixPath"): pathlib.PurePosixPath,
-    }
-    for name in ("Metadata", "StorageMeta", "MetadataIndex", "TensorStorageMetadata", "TensorProperties",
-                 "ChunkStorageMetadata", "BytesStorageMetadata", "_MEM_FORMAT_ENCODING"):
-        allowed["torch.distributed.checkpoint.metadata", name] = getattr(metadata, name)
-    for name in dir(torch):  # dtypes, layouts and memory formats: values, not callables
-        value = getattr(torch, name, None)
-        if isinstance(value, (torch.dtype, torch.layout, torch.memory_format)):
-            allowed["torch", name] = value
-    return allowed
-
-
-class _MetadataUnpickler(pickle.Unpickler):
-    """Builds DCP's metadata and the torch values in it, nothing else: ``.metadata`` comes
-    from the Hub, and a plain unpickler would run whatever it names."""
-
-    _ALLOWED: ClassVar[dict[tuple[str, str], Any]] = {}
-
-    def find_class(self, module: str, name: str) -> Any:
-        if not self._ALLOWED:
-            type(self)._ALLOWED = _metadata_classes()
-        found = self._ALLOWED.get((module, name))
-        if found is None:
-            raise CkptError(f"{METADATA} names {one_line(module, 80)}.{one_line(name, 80)}, which DCP metadata"
-                            " does not hold: refusing to load it")
-        return found
-
-    def persistent_load(self, pid: Any) -> Any:
-        raise CkptError(f"{METADATA} holds a persistent reference, which DCP metadata does not: refusing to load it")
-
-
 class _SafeBytes:
     """The load planner, as the reader hands it to DCP's file reader: a bytes entry is
     unpickled with ``torch.load(weights_only=True)`` (DCP's own planners load them with
@@ -216,17 +170,6 @@ class _SafeBytes:
         torch.save(obj, clean)
         clean.seek(0)
         self._planner.load_bytes(read_item, clean)
-
-
-def _relative_path(value: object) -> str:
-    """A file name from ``.metadata`` (it comes from the Hub): a plain relative path inside
-    the checkpoint, matched literally by the pull's include patterns."""
-    if (not isinstance(value, str) or not value or len(value) > 255 or value.startswith("/")
-            or any(part in ("", ".", "..") for part in value.split("/")) or any(c in value for c in "*?[]\\")
-            or not value.isprintable()):
-        raise CkptError(f"{METADATA} names the file {one_line(repr(value), 80)}, which is not a file name of"
-                        " this checkpoint: refusing to load it")
-    return value
 
 
 class HubStorageReader(FileSystemReader):
@@ -277,14 +220,7 @@ class HubStorageReader(FileSystemReader):
 
     def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
         with self._pulled([METADATA]) as where, open(where / METADATA, "rb") as fh:
-            try:
-                metadata = _MetadataUnpickler(fh).load()
-            except CkptError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - a truncated or malformed pickle
-                raise CkptError(f"{METADATA} of this checkpoint cannot be read: {one_line(exc, 200)}") from None
-        if not isinstance(metadata, Metadata):
-            raise CkptError(f"{METADATA} of this checkpoint is not DCP metadata")
+            metadata = read_metadata(fh)
         meta = metadata.storage_meta or StorageMeta()  # as DCP's own reader does
         meta.load_id = self.load_id
         metadata.storage_meta = meta

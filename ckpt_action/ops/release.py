@@ -5,6 +5,10 @@ copies (no LFS bytes move), in one commit that also writes the target's manifest
 recording the source SHA. prune deletes old ``checkpoint-N`` folders in one commit,
 never the latest complete one, never a promoted checkpoint's source, never one a tag
 points at.
+
+Over 400 lines as one module: promote's three paths (server-side copy, into another repo,
+a converted model folder) share the tag check, the source record and the tagged-folders
+rule prune reads too; which files a model folder keeps lives apart, in ``asmodel``.
 """
 
 from __future__ import annotations
@@ -34,9 +38,10 @@ from ckpt_action.errors import (
     param,
 )
 from ckpt_action.handle import CheckpointHandle, step_of
+from ckpt_action.ops import asmodel
 from ckpt_action.ops.card import Row, card_operation
 from ckpt_action.ops.discover import latest, read_candidates
-from ckpt_action.ops.pull import pull
+from ckpt_action.ops.pull import Selection, pull
 from ckpt_action.ops.push import push
 from ckpt_action.ops.retention import Candidate, keep_reasons, ranked
 from ckpt_action.stores.base import Store, open_complete
@@ -57,6 +62,10 @@ class PromoteResult:
     """Who signed the target's ``model.sig`` (None: promoted unsigned)."""
     chosen_by: tuple[str, float] | None = None
     """With ``best``: the metric that chose the source, and its value there."""
+    left_out: tuple[str, ...] = ()
+    """With ``as_model``: the source's files the release does not hold."""
+    converted: str | None = None
+    """With ``as_model``: what was converted to safetensors (``dcp``, ``bin``), None: nothing."""
 
 
 def _same_promotion(have: Manifest, wanted: Manifest) -> bool:
@@ -74,8 +83,14 @@ def _same_promotion(have: Manifest, wanted: Manifest) -> bool:
 
 def promote(remote: Store, subfolder: str, revision: str | None, to: str, *, tag: str | None = None,
             branch: str | None = None, target: Store | None = None,
-            signer: LoadedSigner | None = None, card: bool = False) -> PromoteResult:
+            signer: LoadedSigner | None = None, card: bool = False, as_model: bool = False,
+            max_shard_size: int = asmodel.DEFAULT_MAX_SHARD_SIZE, strip_prefix: str | None = None) -> PromoteResult:
     """Copy ``subfolder`` at ``revision`` to ``to`` (in the same repo, or in ``target``).
+
+    With ``as_model`` the target is a folder ``from_pretrained`` loads (:mod:`~ckpt_action.ops.asmodel`):
+    only the model's files are kept (copied server-side in the same repo), and weights that
+    are not safetensors (a DCP checkpoint, ``.bin`` pickles) are converted, sharded at
+    ``max_shard_size`` bytes, with ``strip_prefix`` taken off their names.
 
     The source's ``model.sig`` and provenance statement are never copied: they vouch for the
     source folder. With ``signer`` the target gets its own, in the same commit as its manifest
@@ -93,12 +108,25 @@ def promote(remote: Store, subfolder: str, revision: str | None, to: str, *, tag
                          " it", param='to')
     snap, source = open_complete(remote, subfolder, remote.resolve(revision), "promote")
     sha, step = source.revision, source.step
+    selection = None
+    if as_model:
+        selection = asmodel.select([rel for rel in snap.files if rel not in (*WRITTEN, MANIFEST_NAME)])
+        if strip_prefix and selection.kind == "safetensors":
+            raise InputError(f"{param('strip_prefix')}: this checkpoint's weights are safetensors already, kept as"
+                             " saved: drop it", param="strip_prefix")
+        if selection.kind != "safetensors" or not same_repo:
+            return _promote_model(remote, source, target if target is not None else remote, to, selection,
+                                  tag=tag, branch=branch, signer=signer, card=card,
+                                  metrics=snap.manifest.metrics if snap.manifest else None,
+                                  max_shard_size=max_shard_size, strip_prefix=strip_prefix)
     if target is not None and not same_repo:
         return _promote_across(remote, source, target, to, tag=tag, signer=signer, card=card,
                                metrics=snap.manifest.metrics if snap.manifest else None)
 
     digests = dict(snap.manifest.files) if snap.manifest else expected_from_remote(snap.files)
     digests = {rel: d for rel, d in digests.items() if rel not in WRITTEN}
+    if selection is not None:  # only the model's files, copied server-side as any promote copies
+        digests = {rel: d for rel, d in digests.items() if rel in selection.keep}
     wanted = Manifest(files=digests, step=step, complete=True,
                       source={"repo": remote.name, "subfolder": subfolder, "revision": sha},
                       metrics=snap.manifest.metrics if snap.manifest else None)
@@ -114,7 +142,7 @@ def promote(remote: Store, subfolder: str, revision: str | None, to: str, *, tag
                 raise ConflictError(f"tag {tag} already points at {tagged[:12]}, which does not hold this promotion:"
                                     f" choose another {param('tag')}")
             return PromoteResult(CheckpointHandle(remote.name, to, tagged, step, remote.settings.endpoint), source, 0,
-                                 tag, branch)
+                                 tag, branch, left_out=_left_out(selection))
     if branch is not None:
         if branch not in remote.refs()[0]:
             remote.create_branch(branch, sha)
@@ -152,7 +180,59 @@ def promote(remote: Store, subfolder: str, revision: str | None, to: str, *, tag
     if tag is not None:
         remote.create_tag(tag, result_sha, f"{to} from {subfolder} @ {sha}")
     return PromoteResult(CheckpointHandle(remote.name, to, result_sha, step, remote.settings.endpoint), source,
-                         outcome.writes, tag, branch, sealed.signer if sealed else None)
+                         outcome.writes, tag, branch, sealed.signer if sealed else None, left_out=_left_out(selection))
+
+
+def _left_out(selection: asmodel.ModelSelection | None) -> tuple[str, ...]:
+    return tuple(selection.left_out_names()) if selection is not None else ()
+
+
+def _promote_model(remote: Store, source: CheckpointHandle, target: Store, to: str,
+                   selection: asmodel.ModelSelection, *, tag: str | None, branch: str | None,
+                   signer: LoadedSigner | None, card: bool, metrics: dict[str, float] | None,
+                   max_shard_size: int, strip_prefix: str | None) -> PromoteResult:
+    """A release folder that needs this machine: weights to convert, or another repo.
+
+    The model's files (and the weights to convert) are downloaded, each verified against
+    the source's manifest before anything reads it; the converted folder is pushed in one
+    commit whose manifest records the source (repo, folder, SHA), its step and metrics."""
+    same = target.name == remote.name
+    if tag is not None and (tagged := _target_tags(target).get(tag)) is not None:
+        at_tag = target.snapshot(tagged, to)
+        src = (at_tag.manifest.source or {}) if at_tag.manifest else {}
+        if (src.get("revision"), src.get("subfolder")) != (source.revision, source.subfolder):
+            raise ConflictError(f"tag {tag} already exists in {target.name} at {tagged[:12]}: choose another"
+                                f" {param('tag')}")
+        return PromoteResult(CheckpointHandle(target.name, to, tagged, source.step, target.settings.endpoint),
+                             source, 0, tag, branch, left_out=_left_out(selection),
+                             converted=None if selection.kind == "safetensors" else selection.kind)
+    if selection.kind != "safetensors":
+        asmodel.needs_torch()
+    if same and branch is not None and branch not in remote.refs()[0]:
+        remote.create_branch(branch, source.revision)
+    staging = Path(tempfile.mkdtemp(prefix="ckpt-promote-"))
+    try:
+        # Literal names: a file name holding a glob character matches itself and what else it
+        # matches is in the selection too, or is left out by the pull's own listing check.
+        wanted = Selection(include=(*selection.keep, *selection.convert))
+        pulled = pull(remote, source.subfolder, None, staging / "ckpt", sha=source.revision, select=wanted)
+        out = staging / "model"
+        asmodel.build(selection, pulled.local_dir, out, max_shard_size=max_shard_size, strip_prefix=strip_prefix)
+        shutil.rmtree(pulled.local_dir, ignore_errors=True)  # the disk holds the release, not both
+        what = "Convert" if selection.kind != "safetensors" else "Promote"
+        res = push(target, out, to, step=source.step, private=True, branch=(branch or "main") if same else "main",
+                   commit_message=f"{what} {remote.name}/{source.subfolder} @ {source.revision[:12]} to a model"
+                                  f" folder {to}",
+                   source={"repo": remote.name, "subfolder": source.subfolder, "revision": source.revision},
+                   signer=signer, promoted_from=f"{remote.name}/{source.subfolder}@{source.revision}",
+                   metrics=metrics, card=card, card_tags=tagged_folders if card else None, card_tag=tag)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    if tag is not None:
+        target.create_tag(tag, res.handle.revision)
+    return PromoteResult(res.handle, source, res.commits, tag, branch if same else None, signer=res.signer,
+                         left_out=_left_out(selection),
+                         converted=None if selection.kind == "safetensors" else selection.kind)
 
 
 def _source_commit(remote: Store, snap: Snapshot) -> str | None:

@@ -275,7 +275,9 @@ def test_example_release(hub_server, tool_cache: Path, cli, tmp_path: Path) -> N
     hub = hub_server(token=TOKEN)
     ckpt = tmp_path / "ck"
     ckpt.mkdir()
-    (ckpt / "model.bin").write_bytes(b"release me")
+    (ckpt / "model.safetensors").write_bytes(b"release me")
+    (ckpt / "config.json").write_text("{}")
+    (ckpt / "optimizer.pt").write_bytes(b"training only")
     pushed = cli("push", "--repo", "act/release", "--local-dir", str(ckpt), "--step", "5", "--json",
                  HF_ENDPOINT=hub.url, HF_TOKEN=TOKEN)
     assert pushed.code == 0, pushed.stderr
@@ -289,6 +291,8 @@ def test_example_release(hub_server, tool_cache: Path, cli, tmp_path: Path) -> N
     assert listed.code == 0, listed.stderr
     rows = {r["subfolder"]: r for r in listed.json["checkpoints"]}
     assert rows["release"]["complete"] and rows["release"]["source"]["revision"] == pushed.json["revision"]
+    # as-model (the example's default): the optimizer stays out of the release
+    assert rows["release"]["files"] == 2 and rows["checkpoint-5"]["files"] == 3
 
 
 CONTAINER_WORKFLOW = """

@@ -90,3 +90,19 @@ def test_wandb_is_not_imported_unless_used(hub, tmp_path):
     lines = proc.stdout.strip().splitlines()
     assert json.loads(lines[0])["found"] is False
     assert json.loads(lines[-1]) == []
+
+
+def test_a_promote_as_model_logs_a_pointer_naming_the_release_folder(hub, cli, tmp_path):
+    env = wandb_env(tmp_path, hub, HF_TOKEN=FAKE_TOKEN)
+    src = write_checkpoint(tmp_path / "c", {"model.safetensors": b"\x01" * 1000, "config.json": b"{}",
+                                            "optimizer.pt": b"\x02" * 1000})
+    assert cli("push", "--repo", "o/r", "--local-dir", str(src), "--step", "40", env=env).code == 0
+    run = cli("promote", "--repo", "o/r", "--subfolder", "checkpoint-40", "--as-model", "--to", "release", "--json",
+              "--wandb-project", "ckpts", "--wandb-run-id", "release-run", env=env)
+    assert run.code == 0, run.stderr
+    (art,) = decode_single_run(tmp_path / "wandb").artifacts
+    assert art.checkpoint_json["subfolder"] == "release" and art.checkpoint_json["revision"] == run.json["revision"]
+    dest = tmp_path / "d"
+    pulled = cli("pull", "--pointer", art.checkpoint_json_path, "--local-dir", str(dest), env=env)
+    assert pulled.code == 0, pulled.stderr
+    assert sorted(read_tree(dest)) == ["ckpt-manifest.json", "config.json", "model.safetensors"]

@@ -36,7 +36,8 @@ BEFORE = {
     "promote": "(source: 'CheckpointHandle | str', to: 'str', *, subfolder: 'str | None' = None, "
                "revision: 'str | None' = None, to_repo: 'str | None' = None, tag: 'str | None' = None, "
                "branch: 'str | None' = None, " + _SIGN + ", " + _HUB + ", best: 'str | None' = None, "
-               "card: 'bool' = False) -> 'CheckpointHandle'",
+               "card: 'bool' = False, as_model: 'bool' = False, max_shard_size: 'int | str | None' = None, "
+               "strip_prefix: 'str | None' = None) -> 'CheckpointHandle'",
     "list_checkpoints": "(repo: 'str', *, revision: 'str | None' = None, " + _HUB + ") -> 'list[CheckpointInfo]'",
     "prune": "(repo: 'str', keep_last: 'int', *, dry_run: 'bool' = False, free_storage: 'bool' = False, " + _HUB
              + ", keep_every: 'int | None' = None, keep_best: 'str | None' = None, card: 'bool' = False)"
