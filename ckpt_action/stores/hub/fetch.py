@@ -16,13 +16,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ckpt_action.checkpoint.manifest import FileDigest, Hasher, satisfies
+from ckpt_action.checkpoint.manifest import FileDigest, Hasher
+from ckpt_action.checkpoint.verdict import satisfies
 from ckpt_action.errors import IntegrityError
+from ckpt_action.settings import Settings
 from ckpt_action.stores.hub import download as filefetch
 from ckpt_action.stores.hub.deadline import RequestDeadline
 from ckpt_action.stores.hub.repo import RemoteRepo
 from ckpt_action.stores.hub.transport import call
-from ckpt_action.settings import Settings
 
 # A big file downloaded alone is hashed in a thread of its own while the next buffer
 # arrives, so one transfer can use two cores. When several big files download at once
