@@ -119,20 +119,6 @@ class Hasher:
         return FileDigest(self.done, self.sha.hexdigest(), git, lfs)
 
 
-def satisfies(have: FileDigest, want: FileDigest) -> bool:
-    """Bytes with digest ``have`` are what ``want`` (a manifest entry, or what a tree
-    listing vouches for: sha256 for LFS files, the git id for regular ones) describes.
-
-    An expectation with neither hash vouches for nothing, so nothing satisfies it: a
-    size alone would let any bytes of that length through.
-    """
-    if have.size != want.size:
-        return False
-    if want.sha256 is not None:
-        return have.sha256 == want.sha256
-    return want.git_oid is not None and have.git_oid == want.git_oid
-
-
 def digest_file(path: str | os.PathLike[str], rel: str | None = None) -> FileDigest:
     """sha256 (and git blob id for small files) in one read pass; with ``rel`` (the path in
     the checkpoint) also the predicted LFS flag."""
@@ -271,40 +257,6 @@ class Manifest:
         except ValueError as exc:
             raise UnreadableManifest(f"the checkpoint manifest is unreadable ({exc})") from exc
 
-    def mismatches(self, remote: Mapping[str, RemoteFile]) -> list[str]:
-        """Why the remote files (relative paths, manifest excluded) disagree with this manifest.
-
-        ``model.sig`` is the one file a manifest cannot list (it signs the manifest): its
-        presence is no mismatch; pull checks it against the signer asked for."""
-        problems = []
-        for path, want in self.files.items():
-            got = remote.get(path)
-            if got is None:
-                problems.append(f"{path} is missing")
-            elif got.size != want.size:
-                problems.append(f"{path} has {got.size} bytes, manifest says {want.size}")
-            elif xet_differs(want, got):
-                problems.append(overwritten_file(path, got, want))
-            elif got.lfs_sha256 is not None and got.lfs_sha256 != want.sha256:
-                problems.append(f"{path} has sha256 {got.lfs_sha256[:12]}…, manifest says {want.sha256}")
-            elif got.lfs_sha256 is None and want.git_oid and got.git_oid and got.git_oid != want.git_oid:
-                problems.append(f"{path} differs from the manifest (git blob id)")
-        problems.extend(f"{path} is not in the manifest" for path in remote
-                        if path not in self.files and path != SIGNATURE_NAME)
-        return problems
-
-
-def xet_differs(want: FileDigest, got: RemoteFile) -> bool:
-    """Both sides name the file's Xet hash, and not the same one: other bytes."""
-    return want.xet is not None and got.xet is not None and got.xet != want.xet
-
-
-def overwritten_file(path: str, got: RemoteFile, want: FileDigest) -> str:
-    """Why a file whose Xet hash is not the manifest's is not the checkpoint's."""
-    assert got.xet is not None and want.xet is not None
-    return (f"{path} was overwritten after the manifest was written (Xet hash {got.xet[:12]}…, manifest says"
-            f" {want.xet[:12]}…)")
-
 
 def parse_files(raw: object) -> dict[str, FileDigest]:
     """A manifest's ``files`` object (``to_dict`` of each digest), every path and hash
@@ -403,15 +355,6 @@ def folder_tree_oid(files: Mapping[str, FileDigest], manifest_bytes: bytes) -> s
                         else TreeItem(name, str(value)) for name, value in node.items())
 
     return oid_of(tree)
-
-
-def matches_remote(want: FileDigest, got: RemoteFile | None) -> bool:
-    """True when the remote file certainly holds these bytes (so it need not be uploaded)."""
-    if got is None or got.size != want.size or xet_differs(want, got):
-        return False
-    if got.lfs_sha256 is not None:
-        return got.lfs_sha256 == want.sha256
-    return want.git_oid is not None and got.git_oid == want.git_oid
 
 
 def expected_from_remote(remote: Mapping[str, RemoteFile]) -> dict[str, FileDigest]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ckpt_action.checkpoint.manifest import Manifest, RemoteFile
+from ckpt_action.checkpoint.verdict import Verdict, judge_folder
 
 
 @dataclass(frozen=True)
@@ -25,14 +26,14 @@ class Snapshot:
     def exists(self) -> bool:
         return bool(self.files) or self.manifest is not None
 
-    def problems(self) -> list[str]:
-        """Why this snapshot is not a complete checkpoint ([] when it is).
+    bucket = False
+    """Read from a Storage Bucket, where a folder without a manifest is never complete."""
 
-        Without a manifest (a folder written by Trainer or ``hf upload``) there is nothing
-        to check against, and the folder counts as complete if it holds files.
-        """
-        if self.manifest is None:
-            return [] if self.files else ["the folder is empty"]
-        if not self.manifest.complete:
-            return ["its push has not finished (manifest marked incomplete)"]
-        return self.manifest.mismatches(self.files)
+    def problems(self, manifests_here: bool = False) -> list[str]:
+        """Why this snapshot is not a complete checkpoint ([] when it is): the one verdict,
+        :func:`~ckpt_action.checkpoint.verdict.judge_folder` (``manifests_here``: other
+        ``checkpoint-N`` folders of its repo have a manifest)."""
+        return list(self.verdict(manifests_here).problems)
+
+    def verdict(self, manifests_here: bool = False) -> Verdict:
+        return judge_folder(self.manifest, self.files, bucket=self.bucket, manifests_here=manifests_here)

@@ -36,7 +36,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ckpt_action.checkpoint.manifest import FileDigest, Hasher, satisfies
+from ckpt_action.checkpoint.manifest import FileDigest, Hasher
+from ckpt_action.checkpoint.verdict import satisfies
 from ckpt_action.errors import CkptError, InputError, param
 from ckpt_action.handle import SHA256_RE
 

@@ -55,7 +55,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ckpt_action.checkpoint.manifest import PULL_RECORD_NAME, FileDigest, Hasher, satisfies
+from ckpt_action.checkpoint.manifest import PULL_RECORD_NAME, FileDigest, Hasher
+from ckpt_action.checkpoint.verdict import satisfies
 from ckpt_action.disk.access import not_writable_hint
 from ckpt_action.errors import CkptError, InputError, param
 from ckpt_action.filelock import try_lock

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from ckpt_action.checkpoint.manifest import MANIFEST_NAME, Manifest, RemoteFile, folder_tree_oid
+from ckpt_action.checkpoint.manifest import MANIFEST_NAME, Manifest, RemoteFile
 from ckpt_action.checkpoint.metrics import Objective
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME
 from ckpt_action.checkpoint.snapshot import Snapshot
+from ckpt_action.checkpoint.verdict import UNFINISHED, no_manifest_problem, tree_matches
 from ckpt_action.errors import IntegrityError, NotFoundError, UnreadableManifest
 from ckpt_action.handle import CheckpointHandle, step_of
 from ckpt_action.ops.retention import Candidate, ranked
-from ckpt_action.stores.base import Store
+from ckpt_action.stores.base import Store, manifests_here
 
 if TYPE_CHECKING:
     from ckpt_action.checkpoint.verifying import Verifier
@@ -84,7 +86,7 @@ def latest(store: Store, revision: str | None = None, verifier: Verifier | None 
     Lists only the top level, at a SHA resolved first, then checks candidates from the
     highest down: one with a manifest must match it; one without (written by Trainer or
     ``hf upload``) is taken as it is only where no candidate has a manifest
-    (:func:`foreign_problem`); one whose manifest or listing cannot be read is
+    (:func:`~ckpt_action.checkpoint.verdict.no_manifest_problem`); one whose manifest or listing cannot be read is
     passed over with why, so one bad folder never hides the others. A missing repo or
     branch is "none"; any other failure raises, because "could not tell" must never look
     like "start from scratch". With ``verifier``, a complete folder whose signature does not
@@ -108,10 +110,8 @@ def latest(store: Store, revision: str | None = None, verifier: Verifier | None 
         problems, chosen = _check(store, sha, name, folders[name])
         if not problems and chosen.manifest_bytes is None:
             if ours is None:
-                manifests = [f"{n}/{MANIFEST_NAME}" for _s, n in candidates]
-                ours = any(store.existing(sha, manifests[i:i + _PATHS_PER_REQUEST])
-                           for i in range(0, len(manifests), _PATHS_PER_REQUEST))
-            problems = [why] if (why := foreign_problem(ours, bucket=store.kind == "bucket")) else []
+                ours = manifests_here(store, sha, [n for _s, n in candidates])
+            problems = [why] if (why := no_manifest_problem(ours, bucket=store.kind == "bucket")) else []
         if not problems and verifier is not None:
             problems, chosen = _verified(store, sha, name, verifier, chosen)
         if not problems:
@@ -133,30 +133,41 @@ def _verified(store: Store, sha: str, name: str, verifier: Verifier,
     return ([why] if why else []), Chosen(sha, name, chosen.manifest_bytes, snap, check, verifier)
 
 
-def read_candidates(store: Store, sha: str, names: list[str]) -> dict[str, Candidate]:
-    """Each ``checkpoint-N`` folder of ``names`` as the retention rules and ``best`` see it:
-    its step and its manifest's metrics (one read each, in parallel). A folder without a
-    manifest, or whose manifest cannot be read, has no metrics (``metrics_problem`` says why
-    for an unreadable one); it is never chosen by a metric."""
+def judge_candidates(store: Store, sha: str, folders: Mapping[str, str]) -> dict[str, tuple[Candidate, Chosen]]:
+    """Each top-level ``checkpoint-N`` of ``folders`` (name to the id the listing gave it) as
+    the retention rules and ``best`` see it: its step, its manifest's metrics, and the one
+    verdict on it (``Candidate.incomplete`` says why it is not a complete checkpoint; a
+    folder that could not be judged, an unreadable manifest or listing, is ``unreadable``),
+    with what was read of it (one manifest read each, in parallel, and a listing where the
+    store's content id does not settle it). No rule keeps a folder the verdict fails for
+    itself, so a broken folder never takes a complete one's place."""
+    names = sorted(name for name in folders if step_of(name) is not None)
 
-    def one(name: str) -> Candidate:
+    def one(name: str) -> tuple[Candidate, Chosen, bool]:
         step = step_of(name)
         assert step is not None
         try:
-            data = store.read_small_file(sha, f"{name}/{MANIFEST_NAME}", missing_ok=True)
-            if data is None:
-                return Candidate(name, step)
-            manifest = Manifest.from_json(data)
-        except IntegrityError as exc:
-            return Candidate(name, step, None, f"its manifest cannot be read ({exc})", unreadable=str(exc))
+            problems, chosen, manifest = _judge(store, sha, name, folders[name])
+        except IntegrityError as exc:  # this folder's manifest or listing: the others may be fine
+            return (Candidate(name, step, None, f"its manifest cannot be read ({exc})", unreadable=str(exc),
+                              incomplete=str(exc)), Chosen(sha, name, None), True)
+        if manifest is None:
+            return Candidate(name, step, incomplete=problems[0] if problems else None), chosen, False
+        incomplete = problems[0] if problems else None
         if manifest.metrics_problem is not None:
-            return Candidate(name, step, None, f"its manifest's {manifest.metrics_problem}")
-        return Candidate(name, step, manifest.metrics if manifest.complete else None,
-                         None if manifest.complete else "its push has not finished")
+            return (Candidate(name, step, None, f"its manifest's {manifest.metrics_problem}", incomplete=incomplete),
+                    chosen, True)
+        return Candidate(name, step, manifest.metrics, None, incomplete=incomplete), chosen, True
 
     with ThreadPoolExecutor(max_workers=8) as pool:
-        return dict(zip(names, pool.map(one, names), strict=True))
-
+        read = dict(zip(names, pool.map(one, names), strict=True))
+    ours = store.kind == "bucket" or any(has for _c, _ch, has in read.values())
+    out: dict[str, tuple[Candidate, Chosen]] = {}
+    for name, (cand, chosen, has) in read.items():
+        if not has and cand.incomplete is None and (why := no_manifest_problem(ours, bucket=store.kind == "bucket")):
+            cand = replace(cand, incomplete=why)
+        out[name] = (cand, chosen)
+    return out
 
 
 def _head(store: Store, revision: str | None) -> tuple[str, dict[str, str]] | LatestResult:
@@ -182,12 +193,15 @@ def latest_best(store: Store, objective: Objective, revision: str | None = None,
     if isinstance(head, LatestResult):
         return head
     sha, folders = head
-    found = read_candidates(store, sha, sorted(name for name in folders if step_of(name) is not None))
-    skipped = [(c.name, c.metrics_problem) for c in found.values()
-               if c.metrics_problem is not None and c.metrics_problem != "its push has not finished"]
-    for cand, value in ranked(list(found.values()), objective):
-        problems, chosen = _check(store, sha, cand.name, folders[cand.name])
-        if not problems and verifier is not None:
+    judged = judge_candidates(store, sha, folders)
+    found = [cand for cand, _chosen in judged.values()]
+    skipped = [(c.name, c.metrics_problem) for c in found if c.metrics_problem is not None and c.unreadable is None]
+    skipped += [(c.name, c.incomplete) for c in found if c.incomplete is not None
+                and (c.unreadable is not None or objective.metric in (c.metrics or {}))]
+    for cand, value in ranked(found, objective):
+        chosen = judged[cand.name][1]
+        problems: list[str] = []
+        if verifier is not None:
             problems, chosen = _verified(store, sha, cand.name, verifier, chosen)
         if not problems:
             handle = CheckpointHandle(store.name, cand.name, store.pin_of(sha, cand.name, chosen.manifest_bytes),
@@ -197,48 +211,34 @@ def latest_best(store: Store, objective: Objective, revision: str | None = None,
     return LatestResult(None, sha, skipped)
 
 
-_PATHS_PER_REQUEST = 100
-"""Manifest paths asked about in one paths-info request (latest stops at the first found)."""
-TORN = ("it has no manifest, and other checkpoint-N folders of this repo have one: taken as a push cut short,"
-        " not as a checkpoint another tool wrote")
-
-
-BUCKET_TORN = ("it has no manifest: in a bucket a folder without one is a push cut short (or another tool's),"
-               " never a checkpoint")
-
-
-def foreign_problem(manifests_here: bool, *, bucket: bool = False) -> str | None:
-    """The one rule for a ``checkpoint-N`` folder without a manifest (latest, pull --latest,
-    prune's "latest", list): taken as another tool's checkpoint (Trainer, ``hf upload``)
-    only where no ``checkpoint-N`` folder of the repo has a manifest. Beside ckpt-action's
-    own checkpoints such a folder is far more likely a push that was cut short (or ranks
-    that wrote elsewhere), so it is never resumed from by default."""
-    if bucket:
-        return BUCKET_TORN
-    return TORN if manifests_here else None
-
-
-def _check(store: Store, sha: str, name: str, tree_id: str) -> tuple[list[str], Chosen]:
-    """Is ``name`` at ``sha`` a complete checkpoint? (problems, what was read of it).
-
-    Fast path, one request: read the manifest and recompute the folder's git tree id from
-    it; equal to the id the listing gave, the folder holds exactly the manifest's files.
-    A folder without a manifest (Trainer, ``hf upload``) is taken as it is: git has no
-    empty folders. Otherwise list the folder and compare file by file.
-    """
-    chosen = Chosen(sha, name, None)
+def _check(store: Store, sha: str, name: str, tree_id: str | None) -> tuple[list[str], Chosen]:
+    """Is ``name`` at ``sha`` a complete checkpoint? (problems, what was read of it): the one
+    verdict (:func:`_judge`), a folder whose manifest or listing cannot be read passed over
+    with why."""
     try:
-        data = store.read_small_file(sha, f"{name}/{MANIFEST_NAME}", missing_ok=True)
-        if data is None:
-            return [], chosen
-        chosen = Chosen(sha, name, data)
-        manifest = Manifest.from_json(data)
-        if folder_tree_oid(manifest.files, data) == tree_id:
-            return ([] if manifest.complete else ["its push has not finished (manifest marked incomplete)"]), chosen
-        snap = store.snapshot(sha, name, manifest_bytes=data)
+        problems, chosen, _manifest = _judge(store, sha, name, tree_id)
     except IntegrityError as exc:  # this folder's manifest or listing: the others may be fine
-        return [str(exc)], chosen
-    return snap.problems(), Chosen(sha, name, snap.manifest_bytes, snap)
+        return [str(exc)], Chosen(sha, name, None)
+    return problems, chosen
+
+
+def _judge(store: Store, sha: str, name: str, tree_id: str | None) -> tuple[list[str], Chosen, Manifest | None]:
+    """The one verdict on ``name`` at ``sha`` (problems, what was read of it, its manifest).
+
+    Fast path, one request: read the manifest and hold the folder's git tree id, as the
+    listing gave it, to the manifest's files (:func:`~ckpt_action.checkpoint.verdict.tree_matches`);
+    equal, the folder holds exactly those files. A folder without a manifest is judged by
+    the caller, which knows whether its neighbours have one. Otherwise list the folder and
+    judge it file by file (:func:`~ckpt_action.checkpoint.verdict.judge_folder`).
+    """
+    data = store.read_small_file(sha, f"{name}/{MANIFEST_NAME}", missing_ok=True)
+    if data is None:
+        return [], Chosen(sha, name, None), None
+    manifest = Manifest.from_json(data)
+    if tree_matches(manifest, data, tree_id):
+        return ([] if manifest.complete else [UNFINISHED]), Chosen(sha, name, data), manifest
+    snap = store.snapshot(sha, name, manifest_bytes=data)
+    return snap.problems(), Chosen(sha, name, snap.manifest_bytes, snap), snap.manifest
 
 
 @dataclass(frozen=True)
@@ -279,14 +279,10 @@ class CheckpointInfo:
         }
 
 
-def describe(snap: Snapshot) -> CheckpointInfo:
-    problems = snap.problems()
-    if snap.manifest is None:
-        status = "foreign"
-    elif not snap.manifest.complete:
-        status = "incomplete"
-    else:
-        status = "complete" if not problems else "mismatch"
+def describe(snap: Snapshot, manifests_here: bool = False) -> CheckpointInfo:
+    """A folder as list shows it: the one verdict's status and first problem."""
+    verdict = snap.verdict(manifests_here and step_of(snap.subfolder) is not None)
+    problems, status = list(verdict.problems), verdict.status
     return CheckpointInfo(
         subfolder=snap.subfolder,
         step=snap.manifest.step if snap.manifest and snap.manifest.step is not None else step_of(snap.subfolder),
@@ -322,19 +318,17 @@ def list_checkpoints(store: Store, revision: str | None = None) -> tuple[str | N
     grouped, tainted = store.catalog(sha)
     roots = set(grouped)
 
+    ours = store.kind == "bucket" or any(MANIFEST_NAME in grouped[r] for r in roots if step_of(r) is not None)
+
     def info(root: str) -> CheckpointInfo:
         if root in tainted:
             return _unreadable(sha, root, grouped[root], tainted[root])
         try:
-            return describe(store.snapshot(sha, root, files=grouped[root]))
+            return describe(store.snapshot(sha, root, files=grouped[root]), ours)
         except UnreadableManifest as exc:
             return _unreadable(sha, root, grouped[root], str(exc))
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         infos = list(pool.map(info, sorted(grouped)))
-    ours = any(MANIFEST_NAME in grouped[r] for r in roots if step_of(r) is not None)
-    if (why := foreign_problem(ours, bucket=store.kind == "bucket")) is not None:
-        infos = [replace(i, complete=False, problem=why) if i.status == "foreign" and step_of(i.subfolder) is not None
-                 else i for i in infos]
     infos.sort(key=lambda i: (i.step is None, -(i.step or 0), i.subfolder))
     return sha, infos

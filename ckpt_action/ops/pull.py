@@ -44,10 +44,10 @@ from ckpt_action.checkpoint.manifest import (
     FileDigest,
     Hasher,
     expected_from_remote,
-    satisfies,
 )
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME
 from ckpt_action.checkpoint.snapshot import Snapshot
+from ckpt_action.checkpoint.verdict import satisfies
 from ckpt_action.disk import target as localdir
 from ckpt_action.disk.cache import CacheConfig, ContentCache, Stopped, hash_copy
 from ckpt_action.errors import CkptError, InputError, IntegrityError, param, quoted

@@ -39,13 +39,13 @@ from ckpt_action.checkpoint.manifest import (
     digest_bytes,
     digest_files,
     folder_tree_oid,
-    matches_remote,
     scan_dir,
 )
 from ckpt_action.checkpoint.provenance import PROVENANCE_NAME, Provenance
 from ckpt_action.checkpoint.sealing import model_name, seal, with_provenance
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME, LoadedSigner
 from ckpt_action.checkpoint.snapshot import Snapshot
+from ckpt_action.checkpoint.verdict import confirmed
 from ckpt_action.errors import InputError, IntegrityError, LandedError
 from ckpt_action.handle import CheckpointHandle
 from ckpt_action.ops.card import Row, TagsOf, card_operation
@@ -171,7 +171,7 @@ class LocalDir:
         if bucket:
             for rel in sorted(set(self.digests) - set(self.sent) - send):
                 digest, got = replace(self.digests[rel], xet=None), have.get(rel)
-                if got is not None and got.xet is not None and matches_remote(digest, got):
+                if got is not None and got.xet is not None and confirmed(digest, got):
                     self.digests[rel] = replace(digest, xet=got.xet)
                 else:
                     send.add(rel)
@@ -402,7 +402,7 @@ def planner(store: Store, subfolder: str, digests: Callable[[dict[str, RemoteFil
         files, statement = dict(digests(have)), b""
         if provenance is not None:
             files, statement = with_provenance(files, provenance)
-        pending = [rel for rel in sorted(files) if not matches_remote(files[rel], have.get(rel))]
+        pending = [rel for rel in sorted(files) if not confirmed(files[rel], have.get(rel))]
         stale = sorted(rel for rel in have if rel not in files and not (signer and rel == SIGNATURE_NAME))
         complete = Manifest(files=dict(files), step=step, complete=True, source=source, metrics=metrics or None)
         current = state.manifest if state else None
@@ -501,7 +501,7 @@ def _prove(store: Store, sha: str, subfolder: str, last: Write) -> None:
         return
     files = store.files(sha, subfolder)
     expected = listed | {MANIFEST_NAME: digest_bytes(MANIFEST_NAME, data)}
-    problems = [f"{rel} differs" for rel, digest in sorted(expected.items()) if not matches_remote(digest,
+    problems = [f"{rel} differs" for rel, digest in sorted(expected.items()) if not confirmed(digest,
                                                                                                  files.get(rel))]
     problems += [f"{rel} is not in the manifest" for rel in sorted(files) if rel not in expected]
     if problems:

@@ -18,17 +18,17 @@ import os
 import posixpath
 import shutil
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ckpt_action.checkpoint.manifest import MANIFEST_NAME, Manifest, expected_from_remote, matches_remote
+from ckpt_action.checkpoint.manifest import MANIFEST_NAME, Manifest, expected_from_remote
 from ckpt_action.checkpoint.metrics import Objective
 from ckpt_action.checkpoint.provenance import PROVENANCE_NAME, Provenance
 from ckpt_action.checkpoint.sealing import WRITTEN, Sealed, model_name, seal, with_provenance
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME, LoadedSigner, SignatureError
 from ckpt_action.checkpoint.snapshot import Snapshot
+from ckpt_action.checkpoint.verdict import confirmed
 from ckpt_action.errors import (
     ConflictError,
     InputError,
@@ -40,10 +40,10 @@ from ckpt_action.errors import (
 from ckpt_action.handle import CheckpointHandle, step_of
 from ckpt_action.ops import asmodel
 from ckpt_action.ops.card import Row, card_operation
-from ckpt_action.ops.discover import latest, read_candidates
+from ckpt_action.ops.discover import judge_candidates
 from ckpt_action.ops.pull import Selection, pull
 from ckpt_action.ops.push import push
-from ckpt_action.ops.retention import Candidate, keep_reasons, ranked
+from ckpt_action.ops.retention import keep_reasons, ranked
 from ckpt_action.stores.base import Store, open_complete
 from ckpt_action.stores.writes import Copy, Delete, Final, Put, Write
 
@@ -155,7 +155,7 @@ def promote(remote: Store, subfolder: str, revision: str | None, to: str, *, tag
         have = remote.snapshot(head, to)
         keep = set(wanted.files) | ({SIGNATURE_NAME} if sealed else set())
         stale = [rel for rel in have.files if rel not in keep]
-        copies = [rel for rel in digests if not matches_remote(digests[rel], have.files.get(rel))]
+        copies = [rel for rel in digests if not confirmed(digests[rel], have.files.get(rel))]
         if (not stale and not copies and have.manifest is not None and _same_promotion(have.manifest, wanted)
                 and (sealed is None or SIGNATURE_NAME in have.files)):
             return None
@@ -309,8 +309,13 @@ def plan_prune(remote: Store, keep_last: int | None, head: str | None = None, *,
     """What prune would delete at ``head`` (default: main's current head), and why everything else stays.
 
     Only top-level ``checkpoint-N`` folders are candidates; ``sft/``, promoted targets and
-    any other folder are never touched. A candidate whose manifest cannot be read is kept
-    with that reason: it may be anything, and deleting it would hide the question.
+    any other folder are never touched. The rules count only complete checkpoints (the one
+    verdict, :func:`~ckpt_action.ops.discover.judge_candidates`): a folder that fails it is
+    never kept as the last, an N-th or the best, so it never costs a complete one its place;
+    it is kept while it is newer than the latest complete checkpoint (a push may still be
+    finishing it) and deleted once a complete one is newer. A candidate whose manifest
+    cannot be read is kept with that reason: it may be anything, and deleting it would hide
+    the question.
     ``keep_last``, ``keep_every`` and ``keep_best`` keep the union of what each keeps
     (:func:`~ckpt_action.ops.retention.keep_reasons`); ``keep_best`` on a metric no
     checkpoint here has is an InputError, raised before anything is deleted.
@@ -328,20 +333,19 @@ def plan_prune(remote: Store, keep_last: int | None, head: str | None = None, *,
     folders = remote.folders(head)
     ckpts = sorted((s, name) for name in folders if (s := step_of(name)) is not None)
     reasons: dict[str, str] = {}
-    read: dict[str, Candidate] = {}
-    if keep_best is not None:
-        read = read_candidates(remote, head, [n for _s, n in ckpts])
-        if not ranked(list(read.values()), keep_best):
-            raise InputError(f"{param('keep_best')} {keep_best}: no checkpoint-N here records {keep_best.metric}:"
-                             " name a metric they have (see list), or drop it; nothing was deleted",
-                             param="keep_best")
-    cands = list(read.values()) if read else [Candidate(n, s) for s, n in ckpts]
-    for name, whys in keep_reasons(cands, keep_last=keep_last, keep_every=keep_every,
+    # The one verdict on every candidate first: the rules count complete checkpoints only.
+    judged = {name: cand for name, (cand, _chosen) in judge_candidates(remote, head, folders).items()}
+    complete = [c for c in judged.values() if c.incomplete is None]
+    if keep_best is not None and not ranked(complete, keep_best):
+        raise InputError(f"{param('keep_best')} {keep_best}: no complete checkpoint-N here records {keep_best.metric}:"
+                         " name a metric they have (see list), or drop it; nothing was deleted",
+                         param="keep_best")
+    for name, whys in keep_reasons(complete, keep_last=keep_last, keep_every=keep_every,
                                    keep_best=keep_best).items():
         reasons[name] = "; ".join(whys)
-    newest = latest(remote, head)
-    if newest.handle is not None:
-        reasons.setdefault(newest.handle.subfolder, "the latest complete checkpoint")
+    newest = max(complete, key=lambda c: c.step, default=None)
+    if newest is not None:
+        reasons.setdefault(newest.name, "the latest complete checkpoint")
     # Promoted targets name their source in the manifest; the source stays.
     for name in sorted(_promoted_sources(remote, head, list(folders))):
         if name in folders:
@@ -352,30 +356,17 @@ def plan_prune(remote: Store, keep_last: int | None, head: str | None = None, *,
         for name in _tagged_checkpoints(remote, tagged):
             if name in folders:
                 reasons.setdefault(name, f"tagged {tag}")
-    unread = [n for _s, n in ckpts if n not in reasons]
-    unreadable = ({n: why for n in unread if (why := read[n].unreadable) is not None} if read
-                  else _unreadable_manifests(remote, head, unread))
-    for name, why in unreadable.items():
-        reasons[name] = f"{why}; not deleted: delete it by hand if it is garbage"
+    for name, cand in judged.items():
+        if name in reasons or cand.incomplete is None:
+            continue
+        if cand.unreadable is not None:
+            reasons[name] = f"{cand.unreadable}; not deleted: delete it by hand if it is garbage"
+        elif newest is None or cand.step > newest.step:
+            # Newer than every complete checkpoint: a push may still be finishing it.
+            reasons[name] = f"not complete ({cand.incomplete}), but newer than the latest complete checkpoint"
     delete = [name for _s, name in ckpts if name not in reasons]
     keep = [name for _s, name in ckpts if name in reasons]
     return PrunePlan(head, delete, keep, reasons)
-
-
-def _unreadable_manifests(remote: Store, sha: str, names: list[str]) -> dict[str, str]:
-    """Which of these folders have a manifest that cannot be read, and why (one read each)."""
-    def problem(name: str) -> str | None:
-        try:
-            data = remote.read_small_file(sha, f"{name}/{MANIFEST_NAME}", missing_ok=True)
-            if data is not None:
-                Manifest.from_json(data)
-        except UnreadableManifest as exc:
-            return str(exc)
-        return None
-
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        found = dict(zip(names, pool.map(problem, names), strict=True))
-    return {name: why for name, why in found.items() if why is not None}
 
 
 def _promotions(remote: Store, sha: str, folders: list[str]) -> list[tuple[str, dict[str, Any]]]:

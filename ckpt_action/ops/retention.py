@@ -3,6 +3,9 @@ checkpoints (no request; :func:`~ckpt_action.ops.release.plan_prune` reads the H
 what it protects besides: the latest complete checkpoint, promoted sources, tagged ones).
 
 The rules combine as a union: a folder is kept when any rule keeps it, with every reason.
+Only complete checkpoints are candidates: one the verdict fails (``Candidate.incomplete``)
+is never kept as the last, an N-th or the best, so it never costs a complete one its place
+(what prune does with it is :func:`~ckpt_action.ops.release.plan_prune`'s).
 A checkpoint without the metric (or whose manifest's metrics are malformed) is never
 chosen by it, so it is never kept by ``keep_best`` alone, and never deleted by it either:
 ``keep_best`` only adds.
@@ -27,6 +30,9 @@ class Candidate:
     """Why its manifest's metrics are unusable (then ``metrics`` is None)."""
     unreadable: str | None = None
     """Why its manifest cannot be read at all (prune keeps such a folder, saying why)."""
+    incomplete: str | None = None
+    """Why the one verdict (:mod:`ckpt_action.checkpoint.verdict`) finds it no complete
+    checkpoint: then no rule keeps it, and it takes no complete one's place."""
 
 
 def ranked(candidates: Sequence[Candidate], objective: Objective) -> list[tuple[Candidate, float]]:
@@ -37,8 +43,8 @@ def ranked(candidates: Sequence[Candidate], objective: Objective) -> list[tuple[
     >>> [(x.name, v) for x, v in ranked(c, Objective("loss", "min"))]
     [('checkpoint-1', 2.0)]
     """
-    have = [(c, c.metrics[objective.metric]) for c in candidates
-            if c.metrics is not None and c.metrics_problem is None and objective.metric in c.metrics]
+    have = [(c, c.metrics[objective.metric]) for c in candidates if c.incomplete is None
+            and c.metrics is not None and c.metrics_problem is None and objective.metric in c.metrics]
     sign = 1.0 if objective.mode == "min" else -1.0
     return sorted(have, key=lambda cv: (sign * cv[1], -cv[0].step, cv[0].name))
 
@@ -67,7 +73,7 @@ def keep_reasons(candidates: Sequence[Candidate], *, keep_last: int | None = Non
     if keep_best is not None and keep_best.count < 1:
         raise ValueError(f"keep_best's count must be at least 1, not {keep_best.count}")
     reasons: dict[str, list[str]] = {}
-    by_step = sorted(candidates, key=lambda c: (c.step, c.name))
+    by_step = sorted((c for c in candidates if c.incomplete is None), key=lambda c: (c.step, c.name))
     if keep_last is not None:
         for c in by_step[-keep_last:]:
             reasons.setdefault(c.name, []).append(f"among the last {keep_last}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ckpt_action.checkpoint.manifest import FileDigest, digest_bytes, expected_from_remote, satisfies
+from ckpt_action.checkpoint.manifest import FileDigest, digest_bytes, expected_from_remote
 from ckpt_action.checkpoint.provenance import PROVENANCE_NAME, Provenance
 from ckpt_action.checkpoint.sealing import (
     BelowMinimumStep,
@@ -22,6 +22,7 @@ from ckpt_action.checkpoint.sealing import (
 )
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME, SignatureError
 from ckpt_action.checkpoint.snapshot import Snapshot
+from ckpt_action.checkpoint.verdict import satisfies
 from ckpt_action.checkpoint.verifying import Verified, Verifier
 from ckpt_action.errors import UnreadableManifest
 from ckpt_action.stores.base import Store

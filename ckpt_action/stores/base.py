@@ -88,7 +88,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ckpt_action.checkpoint.manifest import FileDigest, RemoteFile
+from ckpt_action.checkpoint.manifest import MANIFEST_NAME, FileDigest, RemoteFile
 from ckpt_action.checkpoint.snapshot import Snapshot
 from ckpt_action.errors import IntegrityError, NotFoundError, param
 from ckpt_action.handle import CheckpointHandle, step_of
@@ -161,6 +161,21 @@ class HistoryStore(Store, Protocol):
     def delete_objects(self, chosen: Mapping[str, int], *, batch: int) -> None: ...
 
 
+PATHS_PER_REQUEST = 100
+"""Manifest paths asked about in one paths-info request (:func:`manifests_here` stops at the first found)."""
+
+
+def manifests_here(store: Store, pin: Pin, names: list[str] | None = None) -> bool:
+    """Whether a top-level ``checkpoint-N`` folder at ``pin`` (of ``names``, default: every
+    one listed) has a manifest: what the verdict on a folder without one needs to know
+    (:func:`~ckpt_action.checkpoint.verdict.no_manifest_problem`)."""
+    if names is None:
+        names = sorted((n for n in store.folders(pin) if step_of(n) is not None),
+                       key=lambda n: step_of(n) or 0, reverse=True)
+    paths = [f"{n}/{MANIFEST_NAME}" for n in names]
+    return any(store.existing(pin, paths[i:i + PATHS_PER_REQUEST]) for i in range(0, len(paths), PATHS_PER_REQUEST))
+
+
 def open_complete(store: Store, subfolder: str, sha: Pin | None, doing: str,
                   vet: Callable[[Snapshot], None] | None = None, *, read: Snapshot | None = None,
                   manifest_bytes: bytes | None = None) -> tuple[Snapshot, CheckpointHandle]:
@@ -180,7 +195,8 @@ def open_complete(store: Store, subfolder: str, sha: Pin | None, doing: str,
         raise NotFoundError(f"{subfolder}/ does not exist in {store.name} at {sha[:12]}: check {param('subfolder')}")
     if vet is not None:
         vet(snap)
-    problems = snap.problems()
+    here = snap.manifest is None and bool(snap.files) and store.kind == "repo" and step_of(subfolder) is not None
+    problems = snap.problems(manifests_here=here and manifests_here(store, sha))
     if problems:
         raise IntegrityError(f"{subfolder}/ at {sha[:12]} is not a complete checkpoint: {problems[0]}")
     step = snap.manifest.step if snap.manifest and snap.manifest.step is not None else step_of(subfolder)

@@ -49,11 +49,10 @@ from ckpt_action.checkpoint.manifest import (
     Hasher,
     Manifest,
     RemoteFile,
-    overwritten_file,
-    xet_differs,
 )
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME
 from ckpt_action.checkpoint.snapshot import Snapshot
+from ckpt_action.checkpoint.verdict import confirmed, file_problem, overwritten_file, xet_differs
 from ckpt_action.errors import (
     InputError,
     IntegrityError,
@@ -91,13 +90,7 @@ class BucketSnapshot(Snapshot):
     """A bucket folder's files and manifest: without a manifest it is never complete (a push
     cut short, or another tool's files), whatever it holds."""
 
-    def problems(self) -> list[str]:
-        if self.manifest is None and self.files:
-            return [NO_MANIFEST]
-        return super().problems()
-
-
-NO_MANIFEST = "it has no manifest (in a bucket, a push cut short)"
+    bucket = True
 
 
 def _digest_opened(local: str, rel: str) -> FileDigest:
@@ -388,8 +381,11 @@ class BucketStore:
             self._batch([Delete(path)], f"taking {path} away before writing {folder}/")
 
     def _copies(self, ops: list[Copy]) -> list[tuple[str, str, str, str]]:
-        """Server-side copies by Xet hash (0 bytes sent): each source's hash from one
-        paths-info, its sha256 from the pinned manifest it was read under."""
+        """Server-side copies by Xet hash (0 bytes sent), each of a file whose identity the
+        one verdict confirmed: its size and Xet hash now (one paths-info) are the pinned
+        manifest's. A manifest without Xet hashes (written before they were recorded)
+        vouches for sha256 only, which the listing cannot show: those bytes are read and
+        checked first (:meth:`_confirm_by_reading`), never copied on trust."""
         if not ops:
             return []
         sources = [self.path(o.src) for o in ops]
@@ -401,13 +397,34 @@ class BucketStore:
             entry = by_path.get(self.path(op.src))
             folder, manifest = self._manifests.get(op.pin, ("", None))
             want = manifest.files.get(op.src[len(folder) + 1:]) if manifest is not None else None
-            known = want.xet if want is not None and want.xet else op.file.xet  # the manifest's, else the listing's
-            if entry is None or int(entry.size) != op.file.size or (known is not None and entry.xet_hash != known):
+            if want is None:
+                raise IntegrityError(f"{op.src} was not read under a pinned manifest ({op.pin[:19]}…): nothing copied")
+            listed = None if entry is None else self._remote_file(entry)
+            if entry is None or listed is None or file_problem(op.src, want, listed) is not None:
                 raise IntegrityError(f"{op.src} changed since it was pinned ({op.pin[:19]}…): nothing copied")
-            if want is not None and want.sha256 is not None:
+            if not confirmed(want, listed):
+                self._confirm_by_reading(op, want, str(entry.xet_hash))
+            if want.sha256 is not None:
                 self._sha[str(entry.xet_hash)] = want.sha256
             out.append(("bucket", self.bucket_id, str(entry.xet_hash), self.path(op.dst)))
         return out
+
+    def _confirm_by_reading(self, op: Copy, want: FileDigest, xet: str) -> None:
+        """Read ``op.src`` whole and hold its bytes to ``want`` (sha256, through the one
+        verdict on bytes the download applies); then its Xet hash must still be ``xet``, so
+        the bytes read are the ones the copy names."""
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="ckpt-promote-") as tmp:
+            try:
+                self.download(op.pin, op.src, Path(tmp) / "file", want)
+            except IntegrityError as exc:
+                raise IntegrityError(f"{op.src}: its bytes are not the pinned manifest's, read to check them because"
+                                     f" the manifest records no Xet hash ({exc}); nothing copied") from exc
+        again = self._call(f"reading {op.src}",
+                           lambda: list(self.api.get_bucket_paths_info(self.bucket_id, [self.path(op.src)])))
+        if [str(e.xet_hash) for e in again] != [xet]:
+            raise IntegrityError(f"{op.src} changed while it was read to check it ({op.pin[:19]}…): nothing copied")
 
     def _batch(self, ops: list[Put | Delete | Copy], what: str) -> dict[str, str]:
         """One batch of adds, copies and deletes; the Xet hash of each added path."""

@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 
-from ckpt_action.checkpoint.manifest import FileDigest, Manifest, RemoteFile, matches_remote
+from ckpt_action.checkpoint.manifest import FileDigest, Manifest, RemoteFile
+from ckpt_action.checkpoint.verdict import confirmed
 from ckpt_action.errors import IntegrityError, UnreadableManifest, quoted
 
 
@@ -57,7 +58,7 @@ class Identity:
 
 def _same(want: FileDigest, got: FileDigest | RemoteFile | None) -> bool:
     if isinstance(got, RemoteFile) or got is None:
-        return matches_remote(want, got)
+        return confirmed(want, got)
     if got.size != want.size or (want.xet is not None and got.xet is not None and got.xet != want.xet):
         return False
     if want.sha256 is not None and got.sha256 is not None:

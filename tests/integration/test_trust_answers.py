@@ -12,7 +12,8 @@ import json
 
 import pytest
 
-from ckpt_action.checkpoint.manifest import FileDigest, Manifest, satisfies
+from ckpt_action.checkpoint.manifest import FileDigest, Manifest
+from ckpt_action.checkpoint.verdict import satisfies
 from tests.conftest import clean_env
 from tests.helpers.chaos_helpers import FAST, ckpt, one_line_error, seed
 from tests.helpers.hostile_proxy import hostile_fixture  # noqa: F401 - provides the hostile fixture

@@ -68,10 +68,18 @@ def test_a_files_xet_hash_is_recorded_and_checked_as_data_from_outside():
     assert back.files["w.bin"].xet == xet and back.files["old.bin"].xet is None
     # the listing's Xet hash is compared when both sides have one, with the size
     other = "cd" * 32
-    assert back.mismatches({"w.bin": RemoteFile(5, None, None, xet), "old.bin": RemoteFile(3, None, None, other)}) == []
-    (problem,) = back.mismatches({"w.bin": RemoteFile(5, None, None, other), "old.bin": RemoteFile(3, None, None)})
+    listed = {"w.bin": RemoteFile(5, None, None, xet), "old.bin": RemoteFile(3, None, None, other)}
+    assert _mismatches(back, listed) == []
+    (problem,) = _mismatches(back, {"w.bin": RemoteFile(5, None, None, other),
+                                    "old.bin": RemoteFile(3, None, None)})
     assert problem.startswith("w.bin was overwritten") and "Xet hash" in problem
     for bad in ("AB" * 32, "ab" * 31, "ab" * 33, 7, "", "ab" * 31 + "zz"):
         doc["files"]["w.bin"]["xet"] = bad
         with pytest.raises(UnreadableManifest, match=r"the xet of 'w\.bin' is not 64 lowercase hex"):
             Manifest.from_json(json.dumps(doc).encode())
+
+
+def _mismatches(manifest, files):
+    from ckpt_action.checkpoint.verdict import judge_folder
+
+    return list(judge_folder(manifest, files, bucket=True).problems)

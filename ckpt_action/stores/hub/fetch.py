@@ -17,7 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from ckpt_action.checkpoint.manifest import FileDigest, Hasher, satisfies
+from ckpt_action.checkpoint.manifest import FileDigest, Hasher
+from ckpt_action.checkpoint.verdict import satisfies
 from ckpt_action.errors import IntegrityError
 from ckpt_action.settings import THREADED_HASH_MIN, Settings
 from ckpt_action.stores.hub import download as filefetch
