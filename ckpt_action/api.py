@@ -32,12 +32,14 @@ b'weights'
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from ckpt_action.client import Client, pulled_checkpoint
-from ckpt_action.options import Retention, Signing, Verification
+from ckpt_action.options import Connection, Retention, Signing, Verification
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -59,6 +61,25 @@ def __getattr__(name: str) -> Any:
     from ckpt_action import client
 
     return getattr(client, name)
+
+
+GROUPS: dict[str, Any] = {"signing": Signing, "verification": Verification, "retention": Retention}
+"""The option groups a method takes, which the functions spell as their fields' keywords."""
+CONNECTION = tuple(f.name for f in fields(Connection))
+"""The keywords that make the function's :class:`Client` (``endpoint``, ``token``, ...)."""
+
+
+def _on_client(method: str, given: dict[str, Any]) -> Any:
+    """The one call every function makes: its connection keywords make a :class:`Client`, the
+    keywords of an option group (``signing_key=``...) become the group the method takes
+    (:class:`~ckpt_action.options.Signing`...), the rest go to the method by name."""
+    given = dict(given)
+    client = Client(**{name: given.pop(name) for name in CONNECTION if name in given})
+    takes = inspect.signature(getattr(Client, method)).parameters
+    for name, group in GROUPS.items():
+        if name in takes:
+            given[name] = group(**{f.name: given.pop(f.name) for f in fields(group) if f.name in given})
+    return getattr(client, method)(**given)
 
 
 def push(
@@ -120,10 +141,7 @@ def push(
         ckpt.push(f"out/checkpoint-300", repo="org/run", step=300, distributed=True)
         # -> CheckpointHandle(repo='org/run', subfolder='checkpoint-300', revision='3f1c…', step=300, ...)
     """
-    signing = Signing(signing_key, signing_certificate, signing_chain, sign_keyless, sigstore_trust_config)
-    return Client(endpoint, token, timeout=timeout, retries=retries).push(
-        local_dir, repo, step=step, subfolder=subfolder, private=private, commit_message=commit_message,
-        signing=signing, distributed=distributed, group=group, metrics=metrics, card=card).handle
+    return _on_client("push", locals()).handle
 
 
 def latest(
@@ -159,10 +177,7 @@ def latest(
     >>> ckpt.latest("org/run")  # doctest: +ELLIPSIS
     CheckpointHandle(repo='org/run', subfolder='checkpoint-300', revision='...', step=300, endpoint='http://127.0.0.1:...')
     """
-    verification = Verification(verify_key, verify_certificate_chain, verify_identity, verify_issuer,
-                                sigstore_trust_config, verify_min_step, verify_require_provenance)
-    return Client(endpoint, token, timeout=timeout, retries=retries).latest(
-        repo, revision=revision, require=require, verification=verification, best=best).handle
+    return _on_client("latest", locals()).handle
 
 
 def pull(
@@ -221,12 +236,7 @@ def pull(
     >>> ckpt.pull("org/run", "copy-200/", subfolder="checkpoint-200", revision=sha).name
     'copy-200'
     """
-    verification = Verification(verify_key, verify_certificate_chain, verify_identity, verify_issuer,
-                                sigstore_trust_config, verify_min_step, verify_require_provenance)
-    return Client(endpoint, token, timeout=timeout, retries=retries).pull(
-        source, local_dir, subfolder=subfolder, revision=revision, pointer=pointer, from_wandb=from_wandb,
-        force=force, include=include, exclude=exclude, cache_dir=cache_dir, verification=verification,
-        found=found).local_dir
+    return _on_client("pull", locals()).local_dir
 
 
 def log_pointer(
@@ -256,8 +266,7 @@ def log_pointer(
         run = wandb.init(project="llama-sft")
         ckpt.log_pointer(h).aliases  # ('latest', 'step-300')
     """
-    return Client().log_pointer(handle, run, artifact_name=artifact_name, extra=extra, project=project,
-                                entity=entity, run_id=run_id, registry=registry, warn=warn)
+    return _on_client("log_pointer", locals())
 
 
 def promote(
@@ -305,11 +314,7 @@ def promote(
     >>> ckpt.promote(found, "release", tag="v1.0")  # doctest: +ELLIPSIS
     CheckpointHandle(repo='org/run', subfolder='release', revision='...', step=300, endpoint='http://127.0.0.1:...')
     """
-    signing = Signing(signing_key, signing_certificate, signing_chain, sign_keyless, sigstore_trust_config)
-    return Client(endpoint, token, timeout=timeout, retries=retries).promote(
-        source, to, subfolder=subfolder, revision=revision, to_repo=to_repo, tag=tag, branch=branch,
-        signing=signing, best=best, card=card, as_model=as_model, max_shard_size=max_shard_size,
-        strip_prefix=strip_prefix).handle
+    return _on_client("promote", locals()).handle
 
 
 def list_checkpoints(
@@ -332,7 +337,7 @@ def list_checkpoints(
     >>> [(i.subfolder, i.status) for i in ckpt.list_checkpoints("org/run")]
     [('checkpoint-300', 'complete'), ('checkpoint-200', 'complete')]
     """
-    return Client(endpoint, token, timeout=timeout, retries=retries).list(repo, revision=revision).checkpoints
+    return _on_client("list", locals()).checkpoints
 
 
 def prune(
@@ -371,7 +376,4 @@ def prune(
     >>> ckpt.prune("org/run", keep_last=1, dry_run=True).deleted
     ['checkpoint-200']
     """
-    retention = Retention(keep_last=keep_last, keep_every=keep_every, keep_best=keep_best)
-    return Client(endpoint, token, timeout=timeout, retries=retries).prune(repo, dry_run=dry_run,
-                                                                         free_storage=free_storage,
-                                                                         retention=retention, card=card)
+    return _on_client("prune", locals())

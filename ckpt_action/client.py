@@ -245,6 +245,33 @@ def retention_rules(retention: Retention) -> tuple[int | None, int | None, Objec
     return keep, every, best
 
 
+def connection_of(client: Client | None, **given: Any) -> dict[str, Any]:
+    """The connection keywords (``Connection``'s fields: ``endpoint``, ``token``, ...) of a
+    watch or a callback: the ``client``'s when one is given, else the loose ``given`` ones.
+    Both at once is an InputError naming them (the connection is given once)."""
+    if client is None:
+        return dict(given)
+    loose = [name for name, value in given.items() if value is not None]
+    if loose:
+        raise InputError(f"{param('client')} does not go with {', '.join(param(n) for n in loose)}: give the"
+                         " connection once, in the client", param="client")
+    from dataclasses import asdict
+
+    return asdict(client.connection)
+
+
+def retention_of(retention: Retention | None, **given: Any) -> Retention:
+    """The retention of a watch or a callback: the ``Retention`` group when given, else one made
+    from the loose ``keep_last``/``keep_every``/``keep_best``; both is an InputError naming them."""
+    if retention is None:
+        return Retention(**given)
+    loose = [name for name, value in given.items() if value is not None]
+    if loose:
+        raise InputError(f"{param('retention')} does not go with {', '.join(param(n) for n in loose)}: give the"
+                         " rules once, in the retention", param="retention")
+    return retention
+
+
 def _refuse_card_on_bucket(card: bool, repo: str) -> None:
     """``card`` for a Storage Bucket: it has no model card, so refuse it before anything is sent."""
     if card and names.bucket(repo) is not None:

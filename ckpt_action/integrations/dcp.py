@@ -50,7 +50,6 @@ from ..handle import SHA_RE, CheckpointHandle
 
 try:
     import torch
-    import torch.distributed as dist
     from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
     from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
     from torch.distributed.checkpoint.planner import LoadPlanner
@@ -61,10 +60,6 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 __all__ = ["HubStorageReader", "HubStorageWriter"]
 
 _OPTIONS = ("endpoint", "token", "timeout", "retries")
-
-
-def _rank() -> int:
-    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
 
 
 class HubStorageWriter(FileSystemWriter):

@@ -33,7 +33,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ckpt_action import names
-from ckpt_action.client import Client, active_wandb_run, pulled_checkpoint, retention_rules, trainer_metrics
+from ckpt_action.client import (
+    Client,
+    active_wandb_run,
+    connection_of,
+    pulled_checkpoint,
+    retention_of,
+    retention_rules,
+    trainer_metrics,
+)
 from ckpt_action.options import Retention
 
 from ..errors import CkptError, InputError, RemoteError
@@ -204,7 +212,14 @@ class CheckpointCallback(TrainerCallback):
         card: bool = False,
         uploads: Literal["process", "thread"] = "process",
         sigterm_grace: float = 25.0,
+        client: Client | None = None,
+        retention: Retention | None = None,
     ) -> None:
+        # client= and retention= stand for the loose keywords (given both: an InputError).
+        hub = connection_of(client, endpoint=endpoint, token=token, timeout=timeout, retries=retries)
+        endpoint, token, timeout, retries = hub["endpoint"], hub["token"], hub["timeout"], hub["retries"]
+        given = retention_of(retention, keep_last=keep_last, keep_every=keep_every, keep_best=keep_best)
+        keep_last, keep_every, keep_best = given.keep_last, given.keep_every, given.keep_best
         self.repo = names.repo_id(repo)
         if uploads not in ("process", "thread"):
             raise InputError(f"uploads must be 'process' or 'thread', not {uploads!r}")

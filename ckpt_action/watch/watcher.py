@@ -41,10 +41,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError, param
 from ..options import Retention
+
+if TYPE_CHECKING:
+    from ckpt_action.client import Client
 from . import markers
 from .scanner import Checkpoint, Scanner, Snapshot
 from .uploader import ProcessUploader, ThreadUploader
@@ -154,8 +157,14 @@ class Watcher:
                  endpoint: str | None = None, token: str | None = None, timeout: float | None = None,
                  retries: int | None = None, poll: float = 0.5, uploader: str = "process",
                  stalled_after: float = SAVE_IN_PROGRESS, log: Callable[[str], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, client: Client | None = None,
+                 retention: Retention | None = None) -> None:
         from ckpt_action import names
+        from ckpt_action.client import connection_of, retention_of
+
+        # client= and retention= stand for the loose keywords (given both: an InputError).
+        hub = connection_of(client, endpoint=endpoint, token=token, timeout=timeout, retries=retries)
+        given = retention_of(retention, keep_last=keep_last, keep_every=keep_every, keep_best=keep_best)
 
         if format not in markers.FORMATS:
             raise InputError(f"{param('format')} must be one of {', '.join(markers.FORMATS)}, not {format!r}",
@@ -172,7 +181,7 @@ class Watcher:
         self.stalled_after = _seconds(stalled_after, "stalled_after")
         from ckpt_action.client import retention_rules
 
-        retention = Retention(keep_last=keep_last, keep_every=keep_every, keep_best=keep_best)
+        retention = given
         if retention.wanted:
             retention_rules(retention)  # prune's own checks of them, before anything starts
         self.retention = retention if retention.wanted else None
@@ -184,7 +193,7 @@ class Watcher:
             raise InputError(f"{param('uploader')} must be 'process' or 'thread'", param="uploader")
         self.uploader_kind = uploader
         self.private = private
-        self.hub = {"endpoint": endpoint, "token": token, "timeout": timeout, "retries": retries}
+        self.hub = hub
         self.log = log or (lambda message: None)
         self.clock = clock
         self.scanner = Scanner(self.local_dir, self.pattern, fmt=format, settle=self.settle, clock=clock)

@@ -52,3 +52,31 @@ BEFORE = {
 @pytest.mark.parametrize("name", sorted(BEFORE))
 def test_the_module_level_command_keeps_its_signature(name: str) -> None:
     assert str(inspect.signature(getattr(ckpt, name))) == BEFORE[name]
+
+
+# What a method takes that its function does not offer (the doors' own hooks).
+CLIENT_ONLY = {"push": {"join_job", "note"}, "latest": {"warn"}, "pull": {"latest", "warn"}, "promote": {"warn"},
+               "list": {"warn", "tags"}, "prune": set(), "log_pointer": set()}
+METHOD = {"list_checkpoints": "list"}
+
+
+@pytest.mark.parametrize("name", sorted(BEFORE))
+def test_each_function_takes_its_client_methods_parameters_plus_the_connection(name: str) -> None:
+    """A function is its method's parameters, each option group spelled as its fields, plus the
+    connection keywords (``Connection``'s fields) that make its client: nothing re-declared
+    that the method does not take, nothing the method takes left out."""
+    from dataclasses import fields
+
+    from ckpt_action.api import CONNECTION, GROUPS
+    from ckpt_action.client import Client
+
+    method = METHOD.get(name, name)
+    expected: set[str] = set()
+    for param in list(inspect.signature(getattr(Client, method)).parameters)[1:]:
+        if param in GROUPS:
+            expected |= {f.name for f in fields(GROUPS[param])}
+        elif param not in CLIENT_ONLY[method]:
+            expected.add(param)
+    if method != "log_pointer":  # W&B's connection is its own
+        expected |= set(CONNECTION)
+    assert set(inspect.signature(getattr(ckpt, name)).parameters) == expected

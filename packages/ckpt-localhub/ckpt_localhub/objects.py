@@ -284,6 +284,3 @@ class ObjectStore:
                   "message": message}
         self.write(self._path("commits", oid), json.dumps(record).encode())
         return oid
-
-    def commit_exists(self, oid: str) -> bool:
-        return bool(SHA1_RE.fullmatch(oid)) and self._path("commits", oid).exists()

@@ -17,6 +17,7 @@ from urllib.parse import unquote
 from . import (
     api_bucket_files,
     api_buckets,
+    api_cas,
     api_commit,
     api_git,
     api_oauth,
@@ -28,7 +29,6 @@ from . import (
 from .context import Call
 from .httpmessages import Response
 from .names import RepoNotFound
-from .xet import cas_api
 
 Handler = Callable[[Call], Response]
 
@@ -123,14 +123,14 @@ _HASH = r"(?P<hash>[^/]+)"
 _GEN = r"(?:/g[0-9]{1,9})?"
 
 CAS_ROUTES = RouteTable([
-    route("GET", _GEN + r"/v1/chunks/(?P<prefix>[^/]+)/" + _HASH, cas_api.dedupe_query),
-    route("POST", _GEN + r"/v1/xorbs/default/" + _HASH, cas_api.upload_xorb),
-    route("HEAD", _GEN + r"/v1/xorbs/default/" + _HASH, cas_api.head_xorb),
-    route("POST", _GEN + r"/v1/shards", cas_api.upload_shard),
-    route("GET", _GEN + r"/v1/reconstructions/" + _HASH, cas_api.reconstruction_v1),
-    route("GET", _GEN + r"/v2/reconstructions/" + _HASH, cas_api.reconstruction_v2),
-    route("HEAD", _GEN + r"/v1/files/" + _HASH, cas_api.head_file),
-    route("GET", r"/v1/fetch/xorb/" + _HASH, cas_api.fetch_xorb),
-    route("POST", _GEN + r"/v1/telemetry", cas_api.telemetry),
-    route("POST", _GEN + r"(?:/v2/shards|/v1/xorb-grants/.*)", cas_api.not_offered),
+    route("GET", _GEN + r"/v1/chunks/(?P<prefix>[^/]+)/" + _HASH, api_cas.dedupe_query),
+    route("POST", _GEN + r"/v1/xorbs/default/" + _HASH, api_cas.upload_xorb),
+    route("HEAD", _GEN + r"/v1/xorbs/default/" + _HASH, api_cas.head_xorb),
+    route("POST", _GEN + r"/v1/shards", api_cas.upload_shard),
+    route("GET", _GEN + r"/v1/reconstructions/" + _HASH, api_cas.reconstruction_v1),
+    route("GET", _GEN + r"/v2/reconstructions/" + _HASH, api_cas.reconstruction_v2),
+    route("HEAD", _GEN + r"/v1/files/" + _HASH, api_cas.head_file),
+    route("GET", r"/v1/fetch/xorb/" + _HASH, api_cas.fetch_xorb),
+    route("POST", _GEN + r"/v1/telemetry", api_cas.telemetry),
+    route("POST", _GEN + r"(?:/v2/shards|/v1/xorb-grants/.*)", api_cas.not_offered),
 ])

@@ -22,14 +22,14 @@ import secrets
 import time
 from typing import Any
 
-from ..context import Call
-from ..httpmessages import FileSlice, HttpError, Response, json_response, parse_range
-from ..usage import lfs_held
-from .hashes import HEX_RE, hash_from_hex, xorb_hash
-from .shard import MAX_SHARD_BYTES, ShardError, build_dedupe_shard
-from .store import FileRecord, XetStore
-from .tokens import Grant, grant_of
-from .xorb import MAX_XORB_BYTES, ChunkInfo, XorbError, parse_xorb
+from .context import Call
+from .httpmessages import FileSlice, HttpError, Response, json_response, parse_range
+from .usage import lfs_held
+from .xet.hashes import HEX_RE, hash_from_hex, xorb_hash
+from .xet.shard import MAX_SHARD_BYTES, ShardError, build_dedupe_shard
+from .xet.store import FileRecord, XetStore
+from .xet.tokens import Grant, grant_of
+from .xet.xorb import MAX_XORB_BYTES, ChunkInfo, XorbError, parse_xorb
 
 FETCH_URL_TTL_S = 3600
 MAX_TELEMETRY_BYTES = 1024 * 1024
