@@ -140,7 +140,8 @@ def benchmarks_md(sections: list[Section], info: dict[str, str], seconds: float)
         "<!-- not-run: the full bench takes many minutes; tests/e2e/test_bench_quick.py runs "
         "python -m bench --quick -->",
         "```sh",
-        "pip install -e '.[dev]'         # huggingface_hub, click, the hf CLI",
+        "python3 -m venv .venv && . .venv/bin/activate  # in a clone of this repository",
+        "pip install -e '.[dev]' -e ./packages/ckpt-localhub  # ckpt-action, hf, the dev tools; the local Hub",
         "python -m bench                 # full run: table, bench/out/results.json, BENCHMARKS.md",
         "python -m bench --only 1,3      # some sections",
         "python -m bench --quick         # < 2 min; asserts only counts and bytes (runs in .ci/run)",
