@@ -25,16 +25,19 @@ def test_the_offline_section_runs_as_written(tmp_path: Path) -> None:
     work.mkdir()
     env = clean_env(tmp_path, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     env.pop("HF_ENDPOINT", None)
-    # errexit, so a failing command fails the test; a session of its own, so nothing outlives it
-    proc = subprocess.Popen(["bash", "-e", "-c", script], cwd=work, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=300)
-    finally:
+    # errexit, so a failing command fails the test; a session of its own, so nothing outlives it;
+    # files, not pipes, for its output: a local Hub left running by a failed line would hold a pipe open
+    with open(tmp_path / "out", "w") as out_f, open(tmp_path / "err", "w") as err_f:
+        proc = subprocess.Popen(["bash", "-e", "-c", script], cwd=work, env=env, stdout=out_f, stderr=err_f,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+            proc.wait(timeout=300)
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    out, err = (tmp_path / "out").read_text(), (tmp_path / "err").read_text()
     assert proc.returncode == 0, out + err
     assert "subfolder: checkpoint-100" in out and "found: true" in out, out
     assert out.strip().splitlines()[-1] == "weights", out
