@@ -66,8 +66,11 @@ goes to stderr as without `--json` (`error: ...`, one line).
 | `option` | the option the error is about, as typed (`--repo`), or `null` when it names none |
 
 ```json
-{"error": "--repo 'org/ru n' is not a valid repo id: use OWNER/NAME ...", "exit_code": 2, "option": "--repo"}
+{"error": "--repo 'org/ru n' is not a valid repo id: ...", "exit_code": 2,
+ "option": "--repo"}
 ```
+
+(one line on stdout; wrapped here to fit the page)
 
 A command that has its result when it fails prints it in the same object, not as a second one:
 `latest --require` finding no complete checkpoint prints its outputs (`found: false`, ...) with
@@ -108,6 +111,7 @@ def manifest() -> str:
     example = m.Manifest(files=files, step=1000, created_at="2026-01-01T00:00:00Z", tool_version="X.Y.Z",
                          source={"repo": "org/run", "subfolder": "checkpoint-1000", "revision": "0" * 40})
     text = example.to_json().decode()
+    shown = json.dumps(json.loads(text), indent=1)  # one space a level, so the digests fit the page
     if m.Manifest.from_json(example.to_json()) != example:  # the example is one the code reads back as written
         raise SystemExit("the manifest example does not read back")
     written = set(json.loads(text))
@@ -121,7 +125,7 @@ def manifest() -> str:
     return (f"# The manifest format\n\n{' '.join(doc.split())}\n\n" + "\n".join(rows)
             + "\n\nThe manifest of a promoted copy (made by the code, and read back by it, when this page is "
             "generated):\n\n"
-            f"```json\n{text.rstrip()}\n```\n")
+            f"```json\n{shown}\n```\n")
 
 
 def python_api() -> str:
