@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from ckpt_action.client import Client, pulled_checkpoint
 from ckpt_action.options import Connection, Retention, Signing, Verification
+from ckpt_action.progress import own_progress
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -79,7 +80,8 @@ def _on_client(method: str, given: dict[str, Any]) -> Any:
     for name, group in GROUPS.items():
         if name in takes:
             given[name] = group(**{f.name: given.pop(f.name) for f in fields(group) if f.name in given})
-    return getattr(client, method)(**given)
+    with own_progress():  # its own lines on stderr, no client bars; put back as they were after
+        return getattr(client, method)(**given)
 
 
 def push(

@@ -77,7 +77,8 @@ def hub_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return _options(wrapper, [
         click.option("--endpoint", envvar="HF_ENDPOINT", help="Hub URL (default: HF_ENDPOINT, else the Hub)."),
         click.option("--token", envvar="HF_TOKEN", help="Hub token (default: HF_TOKEN). Never printed."),
-        click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout."),
+        click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout (on an error too: error,"
+                     " exit_code, option)."),
         click.option("--dotenv", type=click.Path(dir_okay=False), help="Also write outputs as a dotenv file "
                      "(GitLab CI artifacts:reports:dotenv)."),
         click.option("--timeout", type=float, help="Seconds a request may stall (default 60; CKPT_TIMEOUT)."),

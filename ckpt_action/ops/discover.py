@@ -177,7 +177,7 @@ def _head(store: Store, revision: str | None) -> tuple[str, dict[str, str]] | La
         sha = store.resolve(revision)
         if sha is None:
             return LatestResult(None, None, [])
-        # a bucket's resolve asks nothing: its listing is the first request that can say 404
+        # A bucket's resolve asks nothing: its listing is what answers 404 for a missing one.
         return sha, store.folders(sha)
     except NotFoundError:
         if revision is not None:

@@ -79,3 +79,21 @@ def test_bench_quick(tmp_path: Path) -> None:
     from_bucket = resume["bucket"]  # the same resume from a bucket holding only that checkpoint
     assert from_bucket["subfolder"] == "checkpoint-500"
     assert len(from_bucket["resume_seconds"]) == len(from_bucket["curl_seconds"]) == resume["repetitions"]
+
+
+# The bench started with a package unimportable (None in sys.modules fails its import as a
+# missing one does), as `python -m bench` runs it.
+_BENCH_WITHOUT = "import runpy, sys\nsys.modules[sys.argv.pop()] = None\nrunpy.run_module('bench', run_name='__main__')"
+
+
+@pytest.mark.parametrize(("blocked", "said"), [
+    ("ckpt_localhub", "pip install -e ./packages/ckpt-localhub"),
+    ("lz4", "pip install -e '.[dev]' -e ./packages/ckpt-localhub"),
+])
+def test_the_bench_without_the_local_hub_says_what_to_install(blocked: str, said: str, tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-c", _BENCH_WITHOUT, "--quick", "--out", str(tmp_path), blocked],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 2 and proc.stdout == "", proc
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and said in lines[0] and "Traceback" not in proc.stderr, proc.stderr
+    assert f"'{blocked}'" in lines[0] or "local Hub" in lines[0], lines[0]

@@ -42,6 +42,7 @@ def test_a_watch_given_both_says_so_in_one_line(tmp_path, keywords, names) -> No
 
 
 def test_a_callback_uploads_through_the_client_and_keeps_by_the_retention_it_is_given() -> None:
+    pytest.importorskip("transformers", reason="needs the transformers extra (requirements-transformers.lock)")
     from ckpt_action.integrations.transformers import CheckpointCallback
 
     cb = CheckpointCallback("org/run", client=CLIENT, retention=Retention(keep_every=5))
