@@ -555,3 +555,44 @@ def test_a_folder_changed_by_another_writer_after_the_push_published_it_is_repor
     assert "config.json differs" in run.stderr and "the Hub did not store" not in run.stderr
     found = cli("latest", "--repo", URI, "--json", env=env)  # the verdict: its manifest no longer vouches for it
     assert found.code == 0 and found.json["found"] is False, found.stdout
+
+
+def test_promote_within_a_bucket_named_through_me_copies_like_any_other(cli, env, api, tmp_path):
+    """``hf://buckets/me/NAME`` (the caller's own namespace) works for promote as for push,
+    latest and pull: the copies name their source bucket as the Hub knows it (issue 40: 422)."""
+    mine = "hf://buckets/me/ckpts"
+    pushed, files = _push(cli, env, tmp_path, 4, repo=mine)
+    assert cli("latest", "--repo", mine, "--require", env=env).code == 0
+    run = cli("promote", "--repo", mine, "--subfolder", "checkpoint-4", "--to", "release", "--json", env=env)
+    assert run.code == 0, run.stderr
+    got = cli("pull", "--repo", mine, "--subfolder", "release", "--revision", run.json["revision"],
+              "--local-dir", str(tmp_path / "rel"), env=env)
+    assert got.code == 0, got.stderr
+    tree = read_tree(tmp_path / "rel")
+    tree.pop(MANIFEST)
+    assert tree == files
+
+
+def test_the_hubs_reason_for_a_refused_batch_is_shown_whole(cli, env, api, monkeypatch, tmp_path):
+    """Another writer deletes the files a promote is about to copy: the Hub refuses the batch
+    (422) naming each path and why, and the error shows all of it, on one line, not only the
+    first line of the client's message."""
+    from ckpt_action.stores.bucket import BucketStore
+
+    pushed, _files = _push(cli, env, tmp_path, 4)
+    real = BucketStore._copies
+
+    def copies(self, ops):
+        out = real(self, ops)
+        if out:
+            api.batch_bucket_files(BUCKET, delete=["checkpoint-4/model.safetensors", "checkpoint-4/config.json"])
+        return out
+
+    monkeypatch.setattr(BucketStore, "_copies", copies)
+    run = cli("promote", "--repo", URI, "--subfolder", "checkpoint-4", "--revision", pushed["revision"],
+              "--to", "release", env=env)
+    assert run.code == 1, run.stderr
+    line = run.stderr.strip()
+    assert len(line.splitlines()) == 1, run.stderr
+    assert "422" in line and "release/model.safetensors" in line and "release/config.json" in line, line
+    assert line.count("not found in Xet storage") == 2, line
