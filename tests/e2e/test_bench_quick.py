@@ -30,7 +30,7 @@ def test_bench_quick(tmp_path: Path) -> None:
     assert doc["quick"] is True
     assert doc["failed_checks"] == []
     s = doc["sections"]
-    assert set(s) == {str(n) for n in range(1, 15)}
+    assert set(s) == {str(n) for n in range(1, 16)}
     latest = s["1"]["data"]
     assert latest["latest_requests"] == 3  # refs, top-level tree, the winner's manifest
     assert latest["latest_request_budget"] == 3
