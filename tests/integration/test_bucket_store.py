@@ -561,7 +561,7 @@ def test_promote_within_a_bucket_named_through_me_copies_like_any_other(cli, env
     """``hf://buckets/me/NAME`` (the caller's own namespace) works for promote as for push,
     latest and pull: the copies name their source bucket as the Hub knows it (issue 40: 422)."""
     mine = "hf://buckets/me/ckpts"
-    pushed, files = _push(cli, env, tmp_path, 4, repo=mine)
+    _pushed, files = _push(cli, env, tmp_path, 4, repo=mine)
     assert cli("latest", "--repo", mine, "--require", env=env).code == 0
     run = cli("promote", "--repo", mine, "--subfolder", "checkpoint-4", "--to", "release", "--json", env=env)
     assert run.code == 0, run.stderr
