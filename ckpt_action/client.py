@@ -281,7 +281,7 @@ def _refuse_card_on_bucket(card: bool, repo: str) -> None:
 
 def _tags_of() -> Any:
     """The rule naming the tags made for each folder, for a push's card (prune's rule)."""
-    from ckpt_action.ops.release import tagged_folders
+    from ckpt_action.ops.prune import tagged_folders
 
     return tagged_folders
 
@@ -408,14 +408,14 @@ class Client:
         again. ``best="eval_loss:min"`` (``METRIC:min|max``): the complete checkpoint best by
         that metric of its manifest instead of the highest (one without it is never taken);
         ``chosen_by`` says which metric and value chose."""
-        from ckpt_action.ops.choose import carry, latest
+        from ckpt_action.ops.choose import carry, choose_latest
 
         repo = names.repo_id(repo)
         revision = names.revision(revision)
         goal = objective(best, "best")
         check = verifier(verification)
-        return carry(latest(self._store(self.settings(), repo), revision, warn or _log_warning, check,
-                             require=require, best=goal), verification)
+        return carry(choose_latest(self._store(self.settings(), repo), revision, warn or _log_warning, check,
+                                    require=require, best=goal), verification)
 
     @boundary("local_dir", "cache_dir")
     def pull(self, source: CheckpointHandle | str | None = None, local_dir: PathLike | None = None, *,
@@ -554,9 +554,9 @@ class Client:
             assert sub is not None
             return promote(remote, sub, rev, to, tag=tag, branch=branch, target=target, signer=sign, card=card,
                            **model)
-        from ckpt_action.ops.choose import latest
+        from ckpt_action.ops.choose import choose_latest
 
-        found = latest(remote, rev, warn or _log_warning, best=goal, require=True,
+        found = choose_latest(remote, rev, warn or _log_warning, best=goal, require=True,
                        purpose=f" recording {goal.metric} to promote")
         assert found.handle is not None
         res = promote(remote, found.handle.subfolder, found.handle.revision, to, tag=tag, branch=branch,
@@ -628,8 +628,7 @@ class Client:
         """Every checkpoint of ``repo`` at one SHA, newest step first, with the SHA read (see
         :func:`ckpt_action.api.list_checkpoints`). ``tags``: also the tags made for each folder
         (the model card's tags column; a bucket has none)."""
-        from ckpt_action.ops.prune import list_repo
-        from ckpt_action.ops.release import tagged_folders
+        from ckpt_action.ops.prune import list_repo, tagged_folders
 
         repo = names.repo_id(repo)
         revision = names.revision(revision)

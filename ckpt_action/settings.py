@@ -13,9 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ckpt_action.names import COUNT_FORM, NUMBER_FORM, count_text, number_text
 from ckpt_action.names import endpoint as check_endpoint
 
-from .errors import InputError, param
+from .errors import InputError, param, quoted
 
 _TOKEN_CHARS = frozenset(chr(c) for c in range(0x21, 0x7F))
 """What a token may hold once stripped: visible ASCII. Anything else (a space, a newline
@@ -171,11 +172,11 @@ class Settings:
         for f in fields(cls):
             var = f.metadata.get("env")
             if var and f.name not in values and env.get(var):
-                kind = int if isinstance(f.default, int) else float
-                try:
-                    values[f.name] = kind(env[var])
-                except ValueError:
-                    raise InputError(f"{var}={env[var]!r} is not a number") from None
+                whole = isinstance(f.default, int)
+                value = (count_text if whole else number_text)(env[var].strip())
+                if value is None:
+                    raise InputError(f"{var}={quoted(env[var], 40)} must be {COUNT_FORM if whole else NUMBER_FORM}")
+                values[f.name] = value
         settings = cls(**values)  # type: ignore[arg-type]
         settings.check()
         return settings

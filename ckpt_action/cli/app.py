@@ -31,6 +31,9 @@ from ckpt_action import boundary
 from ckpt_action import client as core
 from ckpt_action.ci.escaping import escape
 from ckpt_action.cli.options import (
+    COUNT,
+    NUMBER,
+    STEP,
     HubOptions,
     WandbOptions,
     best_option,
@@ -145,7 +148,7 @@ def cli() -> None:
 @repo_option()
 @click.option("--local-dir", required=True, help="The checkpoint directory to push.")
 @click.option("--subfolder", help="Folder in the repo (default: checkpoint-STEP).")
-@click.option("--step", type=int, help="Training step; alone, it names the subfolder checkpoint-STEP.")
+@click.option("--step", type=STEP, help="Training step; alone, it names the subfolder checkpoint-STEP.")
 @click.option("--private/--public", default=True, show_default=True,
               help="Visibility of the repo if push creates it (an existing repo is left as it is).")
 @click.option("--commit-message", help="Commit title (default: 'Push SUBFOLDER (step N)').")
@@ -399,12 +402,12 @@ def _maybe_size(value: int | None) -> str:
               "for Orbax).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True,
               help="The framework that writes the checkpoints (what marks one complete); auto tells it from the dir.")
-@click.option("--settle", type=float, default=10.0, show_default=True, help="Seconds a checkpoint without a "
+@click.option("--settle", type=NUMBER, default=10.0, show_default=True, help="Seconds a checkpoint without a "
               "framework's marker must stay unchanged (sizes, mtimes) before it is pushed.")
-@click.option("--grace", type=float, default=25.0, show_default=True, help="Seconds after SIGTERM/SIGINT to push "
+@click.option("--grace", type=NUMBER, default=25.0, show_default=True, help="Seconds after SIGTERM/SIGINT to push "
               "the newest complete checkpoint and stop (a preemption notice: ~30 s on GKE, 120 s on AWS spot).")
 @retention_options
-@click.option("--commits-per-hour", type=int, default=128, show_default=True, help="The Hub's commit quota per "
+@click.option("--commits-per-hour", type=COUNT, default=128, show_default=True, help="The Hub's commit quota per "
               "repo: past it only the newest complete checkpoint is pushed, the others are reported skipped.")
 @click.option("--private/--public", default=True, show_default=True,
               help="Visibility of the repo if the first push creates it.")

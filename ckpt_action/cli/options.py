@@ -16,11 +16,48 @@ import click
 from ckpt_action.ci.outputs import check_writable
 from ckpt_action.cli.render import SECRET_KEY, fail_with
 from ckpt_action.client import Client, check_wandb_inputs
-from ckpt_action.errors import CkptError
+from ckpt_action.errors import CkptError, quoted
+from ckpt_action.names import COUNT_FORM, MAX_COUNT_DIGITS, NUMBER_FORM, count_text, number_text
 from ckpt_action.options import Retention, Signing, Verification
 from ckpt_action.settings import MAX_RETRIES, saved_token
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class CountType(click.types.IntParamType):
+    """A whole number in ASCII digits only (Click's ``int`` takes ``٣`` as 3, and fails on
+    ``²`` or 5,000 digits only as Python's ``int`` does); a usage error (exit 2) otherwise.
+    ``signed``: a ``-`` and a few more digits pass, for the client to say why they are refused
+    (a step is never negative, nor past the largest step)."""
+
+    def __init__(self, signed: bool = False) -> None:
+        self.signed = signed
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        given = count_text(value, 40 if self.signed else MAX_COUNT_DIGITS, self.signed) \
+            if isinstance(value, str) else None
+        if given is None:
+            self.fail(f"{quoted(value, 40)} is not {COUNT_FORM}", param, ctx)
+        return given
+
+
+class NumberType(click.types.FloatParamType):
+    """A number in ASCII digits with at most one ``.`` (no ``٣``, ``nan``, ``inf``, ``1e400``)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, float | int) and not isinstance(value, bool):
+            return float(value)
+        given = number_text(value) if isinstance(value, str) else None
+        if given is None:
+            self.fail(f"{quoted(value, 40)} is not {NUMBER_FORM}", param, ctx)
+        return given
+
+
+COUNT = CountType()
+STEP = CountType(signed=True)
+NUMBER = NumberType()
 
 
 @dataclass(frozen=True)
@@ -81,8 +118,8 @@ def hub_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                      " exit_code, option)."),
         click.option("--dotenv", type=click.Path(dir_okay=False), help="Also write outputs as a dotenv file "
                      "(GitLab CI artifacts:reports:dotenv)."),
-        click.option("--timeout", type=float, help="Seconds a request may stall (default 60; CKPT_TIMEOUT)."),
-        click.option("--retries", type=int,
+        click.option("--timeout", type=NUMBER, help="Seconds a request may stall (default 60; CKPT_TIMEOUT)."),
+        click.option("--retries", type=COUNT,
                      help=f"Retries of transient failures (default 5, at most {MAX_RETRIES}; CKPT_RETRIES)."),
     ])
 
@@ -176,7 +213,7 @@ def verify_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--verify-issuer", help="The identity's OIDC issuer (GitHub Actions: "
                      "https://token.actions.githubusercontent.com)."),
         _trust_config(),
-        click.option("--verify-min-step", type=int, help="Refuse a checkpoint whose signed step is below this: a "
+        click.option("--verify-min-step", type=STEP, help="Refuse a checkpoint whose signed step is below this: a "
                      "signature does not prove a checkpoint is the newest, so an older signed one put back verifies."),
         click.option("--verify-require-provenance", is_flag=True, help="Refuse a checkpoint without a signed "
                      "ckpt-provenance.json (one signed by another tool verifies wherever it is copied)."),
@@ -213,8 +250,8 @@ def retention_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         return fn(*args, retention=retention, **kwargs)
 
     return _options(wrapper, [
-        click.option("--keep-last", type=int, help="Keep the newest K checkpoint-N."),
-        click.option("--keep-every", type=int, metavar="N", help="Keep every checkpoint-N whose step is a "
+        click.option("--keep-last", type=COUNT, help="Keep the newest K checkpoint-N."),
+        click.option("--keep-every", type=COUNT, metavar="N", help="Keep every checkpoint-N whose step is a "
                      "multiple of N."),
         click.option("--keep-best", metavar="METRIC:min|max[:K]", help="Keep the K (default 1) best checkpoint-N "
                      "by this metric in their manifests; alone, also every one without it. A metric no checkpoint "

@@ -122,6 +122,7 @@ class BucketStore:
     """
 
     kind = "bucket"
+    fixed_pins = False
 
     def __init__(self, settings: Settings, uri: str, api: HfApi | None = None) -> None:
         parsed = names.bucket(uri)
@@ -558,7 +559,14 @@ class BucketStore:
         data = next((op.data for op in manifests if op.path == f"{folder}/{MANIFEST_NAME}"), None)
         if data is None:
             raise FinalizeRefused(f"not publishing {folder}/: the write carries no manifest; nothing was published")
-        self._finalize(final, folder, data)
+        try:
+            self._finalize(final, folder, data)
+        except FinalizeRefused as exc:
+            if not any(w in str(exc) for w in ("is missing", "is not the file the manifest lists")):
+                raise
+            # This write's batches were answered: a file they wrote that is gone or other now is a race.
+            raise FinalizeRefused(f"{exc}: another writer changed {folder}/ after this write sent its files;"
+                                  " write again once it is done") from exc
         written = self._batch([Put(f"{folder}/{MANIFEST_NAME}", data=data)], f"{what}: writing the manifest")
         self._sha[written[self.path(f"{folder}/{MANIFEST_NAME}")]] = hashlib.sha256(data).hexdigest()
         pin = manifest_pin(data)

@@ -276,7 +276,7 @@ def _translate(exc: BaseException, what: str, settings: Settings, repo: str | No
     if status == 403:
         return AuthError(f"{what}: the token may not do this (403){where}: use a token with write access")
     if isinstance(exc, HfHubHTTPError) and status is not None:
-        detail = one_line(getattr(exc, "server_message", None) or (str(exc).splitlines() or [""])[0], 200)
+        detail = hub_reason(exc)
         hint = "try again later" if status in TRANSIENT_STATUS else "see the message"
         return RemoteError(f"{what}: the Hub answered {status} ({detail}): {hint}")
     refused = cas_refusal(exc)
@@ -288,6 +288,25 @@ def _translate(exc: BaseException, what: str, settings: Settings, repo: str | No
             f" check {param('endpoint')} and the network"
         )
     return RemoteError(f"{what}: {type(exc).__name__}: {one_line(str(exc))}")
+
+
+MAX_REASON = 2000
+"""Characters of the Hub's reason an error shows (whole below it: a bucket batch's reason
+lists every failed path with why, as its client does, ten of them)."""
+
+
+def hub_reason(exc: BaseException) -> str:
+    """The Hub's reason for refusing, whole up to :data:`MAX_REASON`: its message (else the
+    client's text for the answer, every line of it), on one line, any other non-printing
+    character escaped.
+
+    >>> shown = hub_reason(ValueError("Failed on 'me/b':" + chr(10) + "  - a: not" + chr(27) + "found"))
+    >>> shown == "Failed on 'me/b': - a: not" + chr(92) + "x1bfound"
+    True
+    """
+    text = " ".join(str(getattr(exc, "server_message", None) or exc).split())
+    shown = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    return shown if len(shown) <= MAX_REASON else shown[: MAX_REASON - 1] + "…"
 
 
 def _cas_error(what: str, status: int, reason: str, url: str | None) -> CkptError:
