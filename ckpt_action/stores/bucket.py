@@ -127,6 +127,10 @@ class BucketStore:
         parsed = names.bucket(uri)
         if parsed is None:
             raise InputError(f"{param('repo')} {quoted(uri)} is not a bucket (hf://buckets/OWNER/NAME)")
+        if settings.auth == "oidc":
+            from ckpt_action.stores.hub.keyless import refuse_bucket
+
+            raise refuse_bucket(uri)
         self.settings = settings
         self.name = self.repo = uri
         self.bucket_id, self.prefix = parsed

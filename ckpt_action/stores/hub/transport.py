@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     import httpx2
     from huggingface_hub import HfApi
 
+    from ckpt_action.stores.hub.keyless import ExchangedToken
+
 T = TypeVar("T")
 LIBRARY_NAME = "ckpt-action"
 TRANSIENT_STATUS = {408, 429, 500, 502, 503, 504}
@@ -94,7 +96,19 @@ def _api_class() -> type[HfApi]:
     from huggingface_hub import HfApi
 
     class Api(HfApi):
-        """HfApi whose headers are :func:`client_headers`."""
+        """HfApi whose headers are :func:`client_headers`, and whose token, keyless, is read at
+        every request (:class:`~ckpt_action.stores.hub.keyless.ExchangedToken`: exchanged again
+        before it expires)."""
+
+        keyless: ExchangedToken | None = None
+
+        @property
+        def token(self) -> str | bool | None:
+            return self.keyless.current() if self.keyless is not None else self._given_token
+
+        @token.setter
+        def token(self, value: str | bool | None) -> None:
+            self._given_token = value
 
         def _build_hf_headers(self, token: bool | str | None = None, library_name: str | None = None,
                               library_version: str | None = None,
@@ -106,15 +120,32 @@ def _api_class() -> type[HfApi]:
     return Api
 
 
-def make_api(settings: Settings) -> HfApi:
+def make_api(settings: Settings, repo: str | None = None) -> HfApi:
     """A client for ``settings.endpoint`` and its token, configured per client: nothing of
     the process (environment, huggingface_hub's constants, its client factory) changes.
+    Keyless (``settings.auth == "oidc"``), its token is the one exchanged for ``repo``.
 
     Xet is left as the client decides it: on whenever ``hf_xet`` is installed, the Hub's
     default path and the local Hub's too; ``HF_HUB_DISABLE_XET=1`` (read by huggingface_hub
     itself) selects plain LFS, for an endpoint that does not speak Xet."""
     bind_shared_client()
-    return _api_class()(endpoint=settings.endpoint, token=settings.token or None, library_name=LIBRARY_NAME)
+    api = _api_class()(endpoint=settings.endpoint, token=settings.token or None, library_name=LIBRARY_NAME)
+    if settings.auth == "oidc":
+        if repo is None:
+            raise AssertionError("a keyless client is made for one repo")
+        from ckpt_action.stores.hub.keyless import token_for
+
+        api.keyless = token_for(settings, repo)  # type: ignore[attr-defined]
+    return api
+
+
+def secrets(settings: Settings) -> tuple[str, ...]:
+    """What a message must never show: the token as given, and every token exchanged keyless."""
+    if settings.auth != "oidc":
+        return settings.secrets
+    from ckpt_action.stores.hub.keyless import secrets_of
+
+    return (*settings.secrets, *secrets_of(settings))
 
 
 def _status(exc: BaseException) -> int | None:
@@ -234,9 +265,10 @@ def translate(exc: BaseException, what: str, settings: Settings, repo: str | Non
     The server's text, or the client's (an illegal header value), may echo the token:
     the error, and the exceptions it is raised from, are scrubbed of it in every form.
     """
-    scrub_chain(exc, settings.secrets)
+    hidden = secrets(settings)
+    scrub_chain(exc, hidden)
     error = _translate(exc, what, settings, repo)
-    scrub_chain(error, settings.secrets)
+    scrub_chain(error, hidden)
     return error
 
 
