@@ -245,7 +245,8 @@ class CheckpointCallback(TrainerCallback):
         self._endpoint = settings.endpoint
         # The in-process push's patience with a rate limit, not the watch's shorter one.
         self._rate_limit_wait = settings.max_rate_limit_wait
-        self._hub = {"endpoint": endpoint, "token": token or None, "timeout": timeout, "retries": retries}
+        self._hub = {"endpoint": endpoint, "token": token or None, "timeout": timeout, "retries": retries,
+                     "auth": auth}
         self.uploads = uploads
         self.upload_mode: str | None = None
         """Where the last push ran: ``"process"`` (the uploader child), ``"thread"``, or None before one."""
