@@ -554,8 +554,8 @@ class Client:
         names.token_for_write(settings.token or settings.auth == "oidc", settings.endpoint)
         sign = signer(signing)
         remote = self._store(settings, repo, command="promote", write=not target_repo)
-        shared = None if settings.auth == "oidc" else getattr(remote, "api", None)  # keyless: one exchange per repo
-        target = self._store(settings, target_repo, api=shared, command="promote", write=True) if target_repo else None
+        target = self._store(settings, target_repo, api=getattr(remote, "api", None), command="promote",
+                             write=True) if target_repo else None  # keyless: its own exchange (open_store)
         if goal is None:
             assert sub is not None
             return promote(remote, sub, rev, to, tag=tag, branch=branch, target=target, signer=sign, card=card,

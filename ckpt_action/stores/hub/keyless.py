@@ -179,12 +179,31 @@ def token_for(settings: Settings, repo: str) -> ExchangedToken:
     the same object for every store of the client that asks for the same resource."""
     assert settings.auth == "oidc" and settings.oidc is not None
     resource = settings.oidc.resource or repo
+    if settings.oidc.resource is not None:
+        _same_endpoint(settings)
     kept: dict[tuple[str, str], ExchangedToken] = settings.exchanges if settings.exchanges is not None else {}
     key = (settings.endpoint, resource.lower())
     found = kept.get(key)
     if found is None:
         found = kept[key] = ExchangedToken(settings, settings.oidc, resource)
     return found
+
+
+def _same_endpoint(settings: Settings) -> None:
+    """With ``HF_OIDC_RESOURCE`` set, huggingface_hub exchanges the id token itself whenever it
+    looks for a token (an LFS upload does), at its own endpoint (``HF_ENDPOINT`` as it read
+    it): refuse, before any request, to let it send the id token anywhere but the configured
+    endpoint."""
+    from huggingface_hub import constants
+
+    from ckpt_action.names import origin_parts
+
+    theirs = constants.ENDPOINT.rstrip("/")
+    if origin_parts(theirs) != origin_parts(settings.endpoint):
+        raise InputError(f"HF_OIDC_RESOURCE is set, so huggingface_hub exchanges the id token at its own endpoint,"
+                         f" {theirs}, which is not {param('endpoint')} {settings.endpoint}: set HF_ENDPOINT to"
+                         f" {settings.endpoint}, or unset HF_OIDC_RESOURCE (ckpt-action then scopes a token to each"
+                         " repo)", param="endpoint")
 
 
 def secrets_of(settings: Settings) -> tuple[str, ...]:
