@@ -36,7 +36,13 @@ class HubOptions:
     auth: str | None = None
 
     def client(self) -> Client:
-        """The client for where the Hub is, how to authenticate and how hard to try."""
+        """The client for where the Hub is, how to authenticate and how hard to try: one per
+        command, so what it reads after its main call (the step summary's table) reuses its
+        keyless token instead of exchanging another."""
+        return self._client
+
+    @functools.cached_property
+    def _client(self) -> Client:
         return Client(self.endpoint, self.token or None, timeout=self.timeout, retries=self.retries, auth=self.auth)
 
 
