@@ -242,3 +242,21 @@ def test_a_given_id_token_is_exchanged_as_huggingface_hub_defines_it(hub, issuer
     assert ckpt.latest("org/run", endpoint=hub.url) == handle
     assert {e["credential"] for e in job_requests(hub)} == {"exchanged:write:model/org/run"}
     assert issuer.minted == []  # nothing minted: the given one was used
+
+
+def test_a_watch_given_a_keyless_client_pushes_each_checkpoint_keyless(hub, tmp_path) -> None:
+    """``ckpt-action watch --auth oidc`` and ``Watcher(client=Client(auth="oidc"))``: its uploads
+    exchange their own tokens (the connection, not a token, is what reaches them)."""
+    from ckpt_action.watch.watcher import Watcher
+
+    out = tmp_path / "out"
+    for step in (1, 2):
+        folder = checkpoint(out, step)
+        (folder / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+    watch = Watcher(out, "org/run", client=Client(hub.url, auth="oidc"), poll=0.05, uploader="thread", settle=0.2)
+    assert watch.hub["auth"] == "oidc" and watch.hub["token"] is None
+    watch.request_stop(grace=60)
+    watch.start()
+    report = watch.stop()
+    assert sorted(n for n, _, _ in report.pushed) == ["checkpoint-1", "checkpoint-2"], report
+    assert {e["credential"] for e in job_requests(hub)} == {"exchanged:write:model/org/run"}
