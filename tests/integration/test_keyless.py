@@ -244,11 +244,13 @@ def test_a_given_id_token_is_exchanged_as_huggingface_hub_defines_it(hub, issuer
     assert issuer.minted == []  # nothing minted: the given one was used
 
 
-def test_a_watch_given_a_keyless_client_pushes_each_checkpoint_keyless(hub, tmp_path) -> None:
+def test_a_watch_given_a_keyless_client_pushes_each_checkpoint_keyless(hub, tmp_path, monkeypatch) -> None:
     """``ckpt-action watch --auth oidc`` and ``Watcher(client=Client(auth="oidc"))``: its uploads
-    exchange their own tokens (the connection, not a token, is what reaches them)."""
+    exchange their own tokens (the connection, not a token, is what reaches them), even beside
+    an HF_TOKEN in the environment, which ``auto`` would send."""
     from ckpt_action.watch.watcher import Watcher
 
+    monkeypatch.setenv("HF_TOKEN", "hf_a_token_the_hub_refuses")
     out = tmp_path / "out"
     for step in (1, 2):
         folder = checkpoint(out, step)
