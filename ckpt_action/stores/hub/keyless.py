@@ -54,10 +54,12 @@ def refuse_bucket(name: str) -> InputError:
 
 def _mask(token: str) -> None:
     """Mask ``token`` in a GitHub Actions job's log before anything could print it, as the
-    action masks its token input; outside GitHub Actions nothing is printed."""
+    action masks its token input; outside GitHub Actions nothing is printed. On stderr, where
+    the runner reads workflow commands too, so that stdout stays the command's own (``--json``
+    is one JSON object there)."""
     if os.environ.get("GITHUB_ACTIONS") == "true":
-        sys.stdout.write(f"::add-mask::{token.replace('%', '%25')}\n")
-        sys.stdout.flush()
+        sys.stderr.write(f"::add-mask::{token.replace('%', '%25')}\n")
+        sys.stderr.flush()
 
 
 def _refusal(exc: BaseException) -> str:
