@@ -13,7 +13,7 @@ import pytest
 from huggingface_hub import HfApi
 
 from ckpt_localhub.testissuer import TestIssuer
-from tests.e2e.test_action_act import NATIVE, WORKFLOWS, act_env, run_act, tool_cache  # noqa: F401 - a fixture
+from tests.e2e.test_action_act import NATIVE, WORKFLOWS, act_env, run_act
 from tests.helpers.localhub_fixtures import entries
 
 pytestmark = pytest.mark.act
@@ -54,7 +54,8 @@ def test_example_keyless_pushes_finds_and_promotes_with_exchanged_tokens_only(hu
     assert {e["credential"] for e in requests} == {f"exchanged:write:model/{REPO}"}, \
         {(e["path"], e["credential"]) for e in requests}
     assert {e["status"] for e in entries(hub, "POST", "/oauth/token")} == {200}
-    assert len(entries(hub, "POST", "/oauth/token")) == minted == 3, "\n".join(f'{e["method"]} {e["path"][:50]} {e["listener"]}' for e in entries(hub))
+    logged = "\n".join(f'{e["method"]} {e["path"][:50]} {e["listener"]}' for e in entries(hub))
+    assert len(entries(hub, "POST", "/oauth/token")) == minted == 3, logged
     assert all(e["credential"] in ("xet", None) for e in entries(hub, listener="cas"))
     listed = cli("list", "--repo", REPO, "--revision", "v1.0", "--json", HF_ENDPOINT=hub.url, HF_TOKEN=ADMIN)
     assert listed.code == 0, listed.stderr
