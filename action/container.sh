@@ -61,8 +61,9 @@ case "$(lower "${INPUT_SIGN_KEYLESS:-}")" in
   true | yes | 1 | on) oidc=1 ;;
 esac
 case "$(lower "$(strip "${INPUT_AUTH:-}")")" in
+  oidc) oidc=1 ;;
   token) ;;
-  *) oidc=1 ;;
+  *) if [ -z "${HF_TOKEN:-}" ]; then oidc=1; fi ;; # auto: keyless only without a token
 esac
 if [ -n "$oidc" ]; then run+=(--env ACTIONS_ID_TOKEN_REQUEST_URL --env ACTIONS_ID_TOKEN_REQUEST_TOKEN); fi
 if [ -t 1 ]; then run+=(--tty); fi
