@@ -60,7 +60,7 @@ oidc=""
 case "$(lower "${INPUT_SIGN_KEYLESS:-}")" in
   true | yes | 1 | on) oidc=1 ;;
 esac
-case "$(lower "$(strip "${INPUT_AUTH:-}")")" in
+case "$(lower "${INPUT_AUTH:-}" | tr -d '[:space:]')" in
   oidc) oidc=1 ;;
   token) ;;
   *) if [ -z "${HF_TOKEN:-}" ]; then oidc=1; fi ;; # auto: keyless only without a token
