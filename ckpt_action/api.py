@@ -4,8 +4,10 @@
 Every command's steps live once, in :mod:`ckpt_action.client` (``Client.push``,
 ``Client.latest``, ... answering full results); these keep the signatures the package has
 always had and answer the handle or path. The keywords are the CLI's options
-(``endpoint``, ``token``, ``timeout``, ``retries``, ...) defaulting from the same environment
-variables (``HF_ENDPOINT``, ``HF_TOKEN``, ``CKPT_*``); the signing and verification
+(``endpoint``, ``token``, ``timeout``, ``retries``, ``auth``, ...) defaulting from the same environment
+variables (``HF_ENDPOINT``, ``HF_TOKEN``, ``CKPT_*``); ``auth="oidc"`` (or ``"auto"`` in a job that
+can mint an OIDC id token and has no token) authenticates keyless: a short-lived token per repo,
+exchanged from the job's id token (:class:`~ckpt_action.options.Connection`); the signing and verification
 keywords become the client's option groups (:class:`~ckpt_action.options.Signing`,
 :class:`~ckpt_action.options.Verification`). Errors raise, as subclasses of
 :class:`~ckpt_action.errors.CkptError` naming parameters as ``tag=`` here and ``--tag`` on
@@ -103,6 +105,7 @@ def push(
     token: str | None = None,
     timeout: float | None = None,
     retries: int | None = None,
+    auth: str | None = None,
     metrics: Mapping[str, float] | None = None,
     card: bool = False,
 ) -> CheckpointHandle:
@@ -162,6 +165,7 @@ def latest(
     token: str | None = None,
     timeout: float | None = None,
     retries: int | None = None,
+    auth: str | None = None,
     best: str | None = None,
 ) -> CheckpointHandle | None:
     """The highest complete ``checkpoint-N`` of ``repo``, pinned to the SHA it was read at.
@@ -205,6 +209,7 @@ def pull(
     token: str | None = None,
     timeout: float | None = None,
     retries: int | None = None,
+    auth: str | None = None,
     found: LatestResult | None = None,
 ) -> Path:
     """Download a checkpoint into ``local_dir`` (its files, not a nested folder) and return the path.
@@ -289,6 +294,7 @@ def promote(
     token: str | None = None,
     timeout: float | None = None,
     retries: int | None = None,
+    auth: str | None = None,
     best: str | None = None,
     card: bool = False,
     as_model: bool = False,
@@ -327,6 +333,7 @@ def list_checkpoints(
     token: str | None = None,
     timeout: float | None = None,
     retries: int | None = None,
+    auth: str | None = None,
 ) -> list[CheckpointInfo]:
     """Every checkpoint of ``repo`` at one SHA, newest step first, with its status.
 
@@ -352,6 +359,7 @@ def prune(
     token: str | None = None,
     timeout: float | None = None,
     retries: int | None = None,
+    auth: str | None = None,
     keep_every: int | None = None,
     keep_best: str | None = None,
     card: bool = False,

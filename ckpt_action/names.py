@@ -298,7 +298,7 @@ def is_public_hub(url: str) -> bool:
     return (urlsplit(url).hostname or "").lower() in HUB_HOSTS
 
 
-def token_for_write(token: str | None, url: str) -> None:
+def token_for_write(token: str | bool | None, url: str) -> None:
     if not token and is_public_hub(url):
         raise InputError(f"writing to the Hugging Face Hub needs a token: set HF_TOKEN (or pass {param('token')})")
 

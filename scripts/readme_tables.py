@@ -33,7 +33,8 @@ WORKFLOWS = ROOT / ".github" / "workflows"
 PAGES: dict[str, tuple[str, ...]] = {
     "README.md": ("example:example-resume.yml",),
     "docs/guides/buckets.md": ("example:example-bucket.yml",),
-    "docs/guides/github-action.md": ("example:example-resume.yml", "example:example-train-push.yml"),
+    "docs/guides/github-action.md": ("example:example-keyless.yml", "example:example-resume.yml",
+                                     "example:example-train-push.yml"),
     "docs/guides/release-pipelines.md": ("example:example-release.yml",),
     "docs/guides/signing.md": ("example:example-signed-release.yml",),
     "docs/guides/watch.md": ("example:example-watch.yml",),

@@ -432,7 +432,7 @@ def watch(repo: str, local_dir: str, pattern: str | None, fmt: str, settle: floa
 
     watcher = Watcher(local_dir, repo, pattern=pattern, format=fmt, settle=settle, grace=grace, **retention.keywords(),
                       commits_per_hour=commits_per_hour, private=private, log=lambda m: echo(f"watch: {m}", err=True),
-                      endpoint=hub.endpoint, token=hub.token or None, timeout=hub.timeout, retries=hub.retries)
+                      client=hub.client())
     report = watcher.run(command)
     code = report.exit_code()
     if hub.as_json:  # one object: when the exit is not 0, the error's (which carries the report)

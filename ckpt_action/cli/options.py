@@ -19,7 +19,7 @@ from ckpt_action.client import Client, check_wandb_inputs
 from ckpt_action.errors import CkptError, quoted
 from ckpt_action.names import COUNT_FORM, MAX_COUNT_DIGITS, NUMBER_FORM, count_text, number_text
 from ckpt_action.options import Retention, Signing, Verification
-from ckpt_action.settings import MAX_RETRIES, saved_token
+from ckpt_action.settings import AUTH_CHOICES, MAX_RETRIES, saved_token
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -70,10 +70,17 @@ class HubOptions:
     dotenv: str | None
     timeout: float | None
     retries: int | None
+    auth: str | None = None
 
     def client(self) -> Client:
-        """The client for where the Hub is and how hard to try."""
-        return Client(self.endpoint, self.token or None, timeout=self.timeout, retries=self.retries)
+        """The client for where the Hub is, how to authenticate and how hard to try: one per
+        command, so what it reads after its main call (the step summary's table) reuses its
+        keyless token instead of exchanging another."""
+        return self._client
+
+    @functools.cached_property
+    def _client(self) -> Client:
+        return Client(self.endpoint, self.token or None, timeout=self.timeout, retries=self.retries, auth=self.auth)
 
 
 @dataclass(frozen=True)
@@ -95,10 +102,10 @@ def _options(fn: Callable[..., Any], options: list[Callable[[F], F]]) -> Callabl
 
 
 def hub_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """--endpoint, --token, --json, --dotenv, --timeout, --retries, handed over as ``hub``."""
+    """--endpoint, --token, --auth, --json, --dotenv, --timeout, --retries, handed over as ``hub``."""
 
     @functools.wraps(fn)
-    def wrapper(*args: Any, endpoint: str | None, token: str | None, as_json: bool, dotenv: str | None,
+    def wrapper(*args: Any, endpoint: str | None, token: str | None, auth: str, as_json: bool, dotenv: str | None,
                 timeout: float | None, retries: int | None, **kwargs: Any) -> Any:
         # also a token saved by `hf auth login`, which the API sends when none is given; kept in
         # this command's context for the scrubbing of what it prints (render.scrub)
@@ -109,11 +116,15 @@ def hub_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                 check_writable(dotenv, "dotenv")
             except CkptError as exc:
                 fail_with(exc)
-        return fn(*args, hub=HubOptions(endpoint, token, as_json, dotenv, timeout, retries), **kwargs)
+        return fn(*args, hub=HubOptions(endpoint, token, as_json, dotenv, timeout, retries, auth), **kwargs)
 
     return _options(wrapper, [
         click.option("--endpoint", envvar="HF_ENDPOINT", help="Hub URL (default: HF_ENDPOINT, else the Hub)."),
         click.option("--token", envvar="HF_TOKEN", help="Hub token (default: HF_TOKEN). Never printed."),
+        click.option("--auth", type=click.Choice(AUTH_CHOICES, case_sensitive=False), default="auto",
+                     show_default=True, help="auto: a token given, else keyless when the job can mint an OIDC id "
+                     "token (ACTIONS_ID_TOKEN_REQUEST_URL, or HF_OIDC_ID_TOKEN), else none; token; oidc: a "
+                     "short-lived token exchanged per repo (HF_OIDC_RESOURCE scopes it to one)."),
         click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout (on an error too: error,"
                      " exit_code, option)."),
         click.option("--dotenv", type=click.Path(dir_okay=False), help="Also write outputs as a dotenv file "

@@ -66,9 +66,10 @@ from ckpt_action.handle import BUCKET_PIN_RE, SHA256_RE
 from ckpt_action.stores.base import Uploaded
 from ckpt_action.stores.catalog import group_checkpoints
 from ckpt_action.stores.finalize import FinalizeRefused, Identity, finalize
+from ckpt_action.stores.hub.failures import status_of
 from ckpt_action.stores.hub.fetch import fetch_file
 from ckpt_action.stores.hub.repo import folder_problem, skip_name, small_file_reader
-from ckpt_action.stores.hub.transport import call, make_api, status_of, translate
+from ckpt_action.stores.hub.transport import call, make_api, translate
 from ckpt_action.stores.writes import LIVE, Copy, Delete, Final, Pin, Put, Write, WriteOutcome
 
 if TYPE_CHECKING:
@@ -128,6 +129,10 @@ class BucketStore:
         parsed = names.bucket(uri)
         if parsed is None:
             raise InputError(f"{param('repo')} {quoted(uri)} is not a bucket (hf://buckets/OWNER/NAME)")
+        if settings.auth == "oidc":
+            from ckpt_action.stores.hub.keyless import refuse_bucket
+
+            raise refuse_bucket(uri)
         self.settings = settings
         self.name = self.repo = uri
         self.bucket_id, self.prefix = parsed

@@ -12,7 +12,7 @@ from ckpt_action.options import Retention
 from ckpt_action.watch.watcher import Watcher
 
 CLIENT = Client("http://127.0.0.1:9", "hf_client_token", timeout=7.0, retries=3)
-WANTED = {"endpoint": "http://127.0.0.1:9", "token": "hf_client_token", "timeout": 7.0, "retries": 3}
+WANTED = {"endpoint": "http://127.0.0.1:9", "token": "hf_client_token", "timeout": 7.0, "retries": 3, "auth": None}
 
 
 def test_a_watch_uploads_through_the_client_it_is_given(tmp_path) -> None:
