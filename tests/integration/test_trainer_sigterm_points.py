@@ -140,17 +140,18 @@ def test_sigterm_at_each_point_leaves_the_newest_complete_checkpoint_on_the_hub(
                                  str(tmp_path / "out"), point], cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
                                 stderr=stderr, text=True)
         stdout = ""
+        watchdog = threading.Timer(TIMEOUT, proc.kill)  # a hung process ends the read below
+        watchdog.start()
         try:
             assert proc.stdout is not None
-            for line in proc.stdout:
+            for line in proc.stdout:  # to the end: the process ends by the signal (or is killed below)
                 stdout += line
                 if "SENDING-SIGTERM" in line:
-                    break
+                    sent.set()
+            proc.wait(TIMEOUT)
         finally:
+            watchdog.cancel()
             sent.set()
-        try:
-            stdout += proc.communicate(timeout=TIMEOUT)[0]
-        finally:
             if proc.poll() is None:
                 proc.kill()
         log = stdout + stderr_path.read_text()
