@@ -314,6 +314,9 @@ class SigtermFlush:
                                              " deadline"))
         for line in lines:
             self._say(line)
+        notice = self.notice
+        if notice is not None:
+            self._say(f"SIGTERM: the flush ended {time.monotonic() - notice.at:.1f} s after the signal")
         if not lines:
             self._say("SIGTERM: no checkpoint was saved yet: nothing to push")
         elif durable:

@@ -70,9 +70,9 @@ class ScriptedUploader:
     requests is the point, on a clock the test moves)."""
 
     kind = "thread"
-    priority: list[str] = []
 
     def __init__(self, answers):
+        self.priority = []
         self.answers = list(answers)
         self.requests = []
         self.busy = False
