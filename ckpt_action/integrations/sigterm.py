@@ -62,14 +62,17 @@ class _Running:
 class SigtermFlush:
     """The flush of one callback: ``queue()`` answers its push queue (or None);
     ``kill_upload()`` cuts the push in flight short and answers whether it could (a push
-    on a thread of this process cannot be)."""
+    on a thread of this process cannot be); ``hurry_upload()`` gives the upload process its
+    CPU and I/O priority back (it runs at the lowest while training goes on)."""
 
     def __init__(self, grace: float, env_deadline: float | None, queue: Callable[[], PushQueue[Any] | None],
-                 kill_upload: Callable[[], bool], say: Callable[[str], None] | None = None) -> None:
+                 kill_upload: Callable[[], bool], hurry_upload: Callable[[], object] = lambda: None,
+                 say: Callable[[str], None] | None = None) -> None:
         self.grace = grace
         self.env_deadline = env_deadline
         self._queue = queue
         self._kill_upload = kill_upload
+        self._hurry_upload = hurry_upload
         self._say = say or (lambda line: print(f"ckpt-action: {line}", file=sys.stderr, flush=True))
         self.rate = preempt.Rate()
         self.notice: preempt.Notice | None = None
@@ -226,6 +229,7 @@ class SigtermFlush:
             queue = self._queue()
             if queue is not None:
                 queue.hurry()  # newest first, and a save made now is queued without waiting
+            self._hurry_upload()  # the upload process back at the default priority (once per process)
             if self._settled(queue):
                 settled = True
                 break

@@ -268,7 +268,7 @@ class CheckpointCallback(TrainerCallback):
         self.sigterm_grace = float(sigterm_grace)
         # CKPT_PREEMPT_DEADLINE, checked now: a bad one fails before training starts.
         self._sigterm = SigtermFlush(self.sigterm_grace, preempt.deadline_from_env(), lambda: self._queue,
-                                     self._kill_upload)
+                                     self._kill_upload, self._hurry_upload)
         self.push_every_save = push_every_save
         self.max_waiting = max_waiting
         self.client_bars = client_bars
@@ -497,6 +497,12 @@ class CheckpointCallback(TrainerCallback):
 
     def _uninstall_sigterm(self) -> None:
         self._sigterm.uninstall()
+
+    def _hurry_upload(self) -> None:
+        """The upload process at the default priority again (a notice came: training stops)."""
+        uploader = self._uploader
+        if uploader is not None:
+            uploader.hurry()
 
     def _kill_upload(self) -> bool:
         """Cut the push in flight short (the flush's deadline, or a yield to a newer save): kill

@@ -361,6 +361,8 @@ class Watcher:
                     self._announced = True
                     self._durable_at_stop = self.report.pushed[-1][1] if self.report.pushed else None
                     self.log(self._notice.announce(self.clock()))
+                if self._notice is not None:
+                    self._uploader.hurry()  # the deadline before the CPU others leave (once per child)
                 ckpts = self._scan()
                 self.report.framework = self.scanner.framework
                 self._maybe_yield(ckpts)
