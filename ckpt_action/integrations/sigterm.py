@@ -87,7 +87,6 @@ class SigtermFlush:
         self._wake = threading.Event()
         self._done = threading.Event()
         self._flushed = False
-        self._closed = False
         self._previous: Any = None
         self._installed = False
         self._thread: threading.Thread | None = None
@@ -105,8 +104,8 @@ class SigtermFlush:
             previous = signal.signal(signal.SIGTERM, self.handler)
         except (ValueError, OSError):  # pragma: no cover - an embedded interpreter without signals
             return False
-        self._previous, self._installed, self._closed = previous, True, False
-        if self._thread is None or not self._thread.is_alive():
+        self._previous, self._installed = previous, True
+        if self._thread is None:  # one per callback, idle between notices (a daemon: it never holds the exit)
             self._thread = threading.Thread(target=self._run, name="ckpt-action-sigterm-flush", daemon=True)
             self._thread.start()
         return True
@@ -118,9 +117,6 @@ class SigtermFlush:
         with contextlib.suppress(ValueError, OSError, TypeError):
             if signal.getsignal(signal.SIGTERM) == self.handler:
                 signal.signal(signal.SIGTERM, self._previous if self._previous is not None else signal.SIG_DFL)
-        if self.notice is None:  # a flush under way finishes (and says what became of each checkpoint)
-            self._closed = True
-            self._wake.set()
 
     def handler(self, signum: int, frame: Any) -> None:
         """Record and return: no lock, no wait, no print (see the module's docstring)."""
@@ -201,8 +197,6 @@ class SigtermFlush:
             self._wake.clear()
             notice = self.notice
             if notice is None:
-                if self._closed:
-                    return
                 continue
             self._done.clear()
             try:

@@ -159,11 +159,15 @@ class CheckpointCallback(TrainerCallback):
       first save. ``self.upload_mode`` says ``"process"`` once one ran there. Where
       a process cannot be started (or with ``uploads="thread"``) they run on a thread of
       the training process, as before.
-    - On SIGTERM (a preemption notice, a cancelled job) the running and waiting pushes
-      are given up to ``sigterm_grace`` seconds (default 25) to land before the process
-      goes on to what it did with SIGTERM before (the handler installed earlier, or the
-      default: exit). A push cut short commits nothing. ``sigterm_grace=0`` installs no
-      handler. Only in the main thread of the world's main process.
+    - On SIGTERM (a preemption notice, a cancelled job) the handler only records the signal
+      (:mod:`.sigterm` says why); a thread of its own gives the running and waiting pushes,
+      the newest first, up to ``sigterm_grace`` seconds (default 25; ``CKPT_PREEMPT_DEADLINE``
+      when set) to land, while a save being written or staged is finished and queued and
+      training stops at its next step. It logs the seconds left, then per checkpoint
+      ``checkpoint-N durable at SHA`` or why not, and the process goes on to what it did
+      with SIGTERM before (the handler installed earlier, or the default: exit). A push cut
+      short commits nothing. ``sigterm_grace=0`` installs no handler. Only in the main
+      thread of the world's main process (of every process in a job of many).
     - Transfer progress is one line per push on stderr (``pushed checkpoint-N at SHA:
       size in s``); huggingface_hub's bars show only when stderr is a terminal. In a log,
       the callback turns huggingface_hub's bars off from ``on_train_begin`` to the end of
