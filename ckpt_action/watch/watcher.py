@@ -103,6 +103,20 @@ class WatchReport:
                 "command_status": self.command_status}
 
 
+class _Flag:
+    """A stop flag set from a signal handler: a plain attribute, no lock (an Event's lock, taken
+    by a handler interrupting the very ``set()`` it runs on, would deadlock; nothing waits on it)."""
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
+
+
 def _bytes(path: Path) -> int:
     """The bytes of a checkpoint (a dir, or a file)."""
     if path.is_file():
@@ -218,7 +232,7 @@ class Watcher:
         self._inflight: tuple[str, Checkpoint | None, Snapshot | None, Path | None] | None = None
         self._prune_due = False
         self._coalesce = False
-        self._stop = threading.Event()
+        self._stop = _Flag()
         self._deadline: float | None = None
         # CKPT_PREEMPT_DEADLINE, checked before anything starts.
         self._env_deadline = preempt.deadline_from_env()
