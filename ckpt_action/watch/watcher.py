@@ -18,12 +18,15 @@ and reports the older ones as skipped; a quota's 429 never fails the run.
 **Stopping.** :meth:`Watcher.stop` (or SIGTERM/SIGINT under :meth:`Watcher.run`) starts the
 grace period: the newest ready checkpoint is pushed first, a save still being written is
 waited for, and at ``grace`` seconds the upload in flight is killed (a push cut short
-commits nothing that ``latest`` takes as complete) and what was left is reported. When the
-training command exits by itself, everything ready is pushed, without a deadline.
+commits nothing that ``latest`` takes as complete) and what was left is reported. The log
+says the signal and the seconds left, then per checkpoint ``checkpoint-N durable at SHA`` or
+why not (:mod:`.preempt`, shared with the Trainer callback); ``CKPT_PREEMPT_DEADLINE``, when
+set, replaces the grace; an older checkpoint's push in flight yields to the newest when both
+cannot land by the deadline at the measured rate. When the training command exits by
+itself, everything ready is pushed, without a deadline.
 
 About 600 lines on purpose: the loop, its stop (and what a preemption notice says), and its
-report are one state machine,
-read best in one place.
+report are one state machine, read best in one place.
 """
 
 from __future__ import annotations
