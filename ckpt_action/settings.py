@@ -202,6 +202,12 @@ class Settings:
         "Seconds a push from many ranks (`distributed`) waits for a rank that has not joined it or has stopped"
         " showing signs of life; then every rank fails, naming it.")
 
+    preempt_deadline: float = _knob(
+        0.0, "CKPT_PREEMPT_DEADLINE",
+        "On SIGTERM, when `watch` and the Trainer callback must be done pushing: seconds after the signal (a value"
+        " below 1e9, e.g. `120` under Slurm's `--signal=B:TERM@120`) or an epoch time (`$SLURM_JOB_END_TIME`, a spot"
+        " notice's termination time). Replaces `--grace` / `sigterm_grace` when set; unset or 0: the grace.")
+
     secrets: tuple[str, ...] = field(default=(), repr=False, compare=False)
     """The token in each form it was given (as given, stripped), for scrubbing messages."""
 

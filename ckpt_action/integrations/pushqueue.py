@@ -10,6 +10,9 @@ policies, both bounded:
   the running push, and :meth:`PushQueue.submit` blocks (training waits) until one
   starts when that many already wait.
 
+Once :meth:`PushQueue.hurry` is called (a preemption notice), the newest waiting item is
+pushed next, and ``submit`` no longer blocks: the deadline is for the newest save.
+
 The queue knows nothing of transformers; the Trainer callback is one user of it.
 """
 
@@ -42,8 +45,10 @@ class PushQueue(Generic[T]):
     """Run ``push(item)`` for submitted items on one background thread.
 
     ``discard(item)`` runs once for every item when the queue is done with it (pushed,
-    failed or superseded), e.g. to remove a staging copy. Outcomes are collected until
-    :meth:`drain` hands them to the owner's thread.
+    failed or superseded), e.g. to remove a staging copy; it must not need a lock the
+    owner's thread may hold (a signal handler may wait for this queue). Outcomes are
+    collected until :meth:`drain` hands them to the owner's thread; ``on_outcome(outcome)``
+    also sees each one as it happens, on the thread it happens on.
 
     >>> q = PushQueue(lambda n: CheckpointHandle("org/run", f"checkpoint-{n}", "a" * 40, n))
     >>> q.submit(1)
@@ -56,7 +61,8 @@ class PushQueue(Generic[T]):
     """
 
     def __init__(self, push: Callable[[T], CheckpointHandle], *, discard: Callable[[T], None] | None = None,
-                 name: str = "ckpt-action-push", keep: Keep = "newest", max_waiting: int = 1) -> None:
+                 name: str = "ckpt-action-push", keep: Keep = "newest", max_waiting: int = 1,
+                 on_outcome: Callable[[Outcome[T]], None] | None = None) -> None:
         if keep not in ("newest", "every"):
             raise ValueError(f"keep must be 'newest' or 'every', not {keep!r}")
         if isinstance(max_waiting, bool) or not isinstance(max_waiting, int) or max_waiting < 1:
@@ -65,6 +71,8 @@ class PushQueue(Generic[T]):
         self.max_waiting = 1 if keep == "newest" else max_waiting
         self._push = push
         self._discard = discard or (lambda item: None)
+        self._on_outcome = on_outcome or (lambda outcome: None)
+        self._hurry = False
         self._name = name
         self._cond = threading.Condition()
         self._waiting: list[T] = []  # at most max_waiting, oldest first
@@ -82,7 +90,7 @@ class PushQueue(Generic[T]):
                 raise RuntimeError("the push queue is closed")
             if self.keep == "every":
                 # Bounded by the worker: it takes an item whenever one push ends (or fails).
-                self._cond.wait_for(lambda: len(self._waiting) < self.max_waiting or self._closed)
+                self._cond.wait_for(lambda: len(self._waiting) < self.max_waiting or self._closed or self._hurry)
                 if self._closed:
                     raise RuntimeError("the push queue is closed")
                 replaced: list[T] = []
@@ -98,7 +106,15 @@ class PushQueue(Generic[T]):
                 self._thread.start()
             self._cond.notify_all()
         for old in replaced:
+            self._on_outcome(Outcome(old, "superseded"))
             self._discard(old)
+
+    def hurry(self) -> None:
+        """A deadline is coming: push the newest waiting item next, and let ``submit`` queue
+        without waiting for a slot (the bound is for a training that goes on)."""
+        with self._cond:
+            self._hurry = True
+            self._cond.notify_all()
 
     def _work(self) -> None:
         while True:
@@ -106,7 +122,7 @@ class PushQueue(Generic[T]):
                 self._cond.wait_for(lambda: bool(self._waiting) or self._closed)
                 if not self._waiting:
                     return
-                item = self._waiting.pop(0)
+                item = self._waiting.pop() if self._hurry else self._waiting.pop(0)
                 self._running = True
                 self._cond.notify_all()  # a slot is free: a blocked submit may go on
             outcome: Outcome[T] = Outcome(item, "failed", error=RuntimeError("the push stopped unexpectedly"))
@@ -116,7 +132,10 @@ class PushQueue(Generic[T]):
                 outcome = Outcome(item, "failed", error=exc)
             finally:
                 try:
-                    self._discard(item)
+                    try:
+                        self._on_outcome(outcome)
+                    finally:
+                        self._discard(item)
                 finally:
                     with self._cond:
                         self._running = False

@@ -23,7 +23,6 @@ import contextlib
 import logging
 import os
 import shutil
-import signal
 import sys
 import tempfile
 import threading
@@ -48,9 +47,11 @@ from ..errors import CkptError, InputError, RemoteError
 from ..handle import CheckpointHandle
 from ..progress import human, interactive, no_progress_lines
 from ..settings import Settings
+from ..watch import preempt
 from ..watch.uploader import ProcessUploader
 from . import multinode
 from .pushqueue import Outcome, PushFailedError, PushQueue
+from .sigterm import SigtermFlush
 
 if TYPE_CHECKING:
     from ckpt_action.client import LatestResult
@@ -79,6 +80,11 @@ STAGING_DIR = ".ckpt-action-push"
 class _Job:
     step: int
     staged: Path
+    size: int = 0
+
+
+def _size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
 
 
 def _stage(src: Path, root: Path, skip: frozenset[str] = frozenset()) -> Path:
@@ -92,8 +98,16 @@ def _stage(src: Path, root: Path, skip: frozenset[str] = frozenset()) -> Path:
     dir, a link out of the checkpoint, a dangling one) fails the push naming it. An
     absolute link into ``src`` is made relative, so it still points inside the copy.
     """
-    root.mkdir(parents=True, exist_ok=True)
-    dest = Path(tempfile.mkdtemp(prefix=f"{src.name}-", dir=root))
+    # No lock against the queue's worker, which removes ``root`` once it is empty: were it
+    # removed between these two calls, make it again (once the copy is in it, it is not empty).
+    # The worker then never waits on the thread that stages, which a SIGTERM may interrupt.
+    while True:
+        root.mkdir(parents=True, exist_ok=True)
+        try:
+            dest = Path(tempfile.mkdtemp(prefix=f"{src.name}-", dir=root))
+            break
+        except FileNotFoundError:
+            continue
     real_src = os.path.realpath(src)
     for dirpath, dirs, files in os.walk(src):  # never descends into a linked dir: staged as a link below
         here = dest / Path(dirpath).relative_to(src)
@@ -145,11 +159,15 @@ class CheckpointCallback(TrainerCallback):
       first save. ``self.upload_mode`` says ``"process"`` once one ran there. Where
       a process cannot be started (or with ``uploads="thread"``) they run on a thread of
       the training process, as before.
-    - On SIGTERM (a preemption notice, a cancelled job) the running and waiting pushes
-      are given up to ``sigterm_grace`` seconds (default 25) to land before the process
-      goes on to what it did with SIGTERM before (the handler installed earlier, or the
-      default: exit). A push cut short commits nothing. ``sigterm_grace=0`` installs no
-      handler. Only in the main thread of the world's main process.
+    - On SIGTERM (a preemption notice, a cancelled job) the handler only records the signal
+      (:mod:`.sigterm` says why); a thread of its own gives the running and waiting pushes,
+      the newest first, up to ``sigterm_grace`` seconds (default 25; ``CKPT_PREEMPT_DEADLINE``
+      when set) to land, while a save being written or staged is finished and queued and
+      training stops at its next step. It logs the seconds left, then per checkpoint
+      ``checkpoint-N durable at SHA`` or why not, and the process goes on to what it did
+      with SIGTERM before (the handler installed earlier, or the default: exit). A push cut
+      short commits nothing. ``sigterm_grace=0`` installs no handler. Only in the main
+      thread of the world's main process (of every process in a job of many).
     - Transfer progress is one line per push on stderr (``pushed checkpoint-N at SHA:
       size in s``); huggingface_hub's bars show only when stderr is a terminal. In a log,
       the callback turns huggingface_hub's bars off from ``on_train_begin`` to the end of
@@ -255,8 +273,9 @@ class CheckpointCallback(TrainerCallback):
         self._starter: threading.Thread | None = None
         """Starts the upload process when training begins (see :meth:`_start_uploader`)."""
         self.sigterm_grace = float(sigterm_grace)
-        self._previous_sigterm: Any = None
-        self._sigterm_installed = False
+        # CKPT_PREEMPT_DEADLINE, checked now: a bad one fails before training starts.
+        self._sigterm = SigtermFlush(self.sigterm_grace, preempt.deadline_from_env(), lambda: self._queue,
+                                     self._kill_upload, self._hurry_upload)
         self.push_every_save = push_every_save
         self.max_waiting = max_waiting
         self.client_bars = client_bars
@@ -271,8 +290,6 @@ class CheckpointCallback(TrainerCallback):
         self.skipped: list[str] = []
         """checkpoint-N of every save a newer one replaced before its push began (never pushed)."""
         self._staging: Path | None = None
-        self._staging_lock = threading.Lock()
-        """Held while a staged copy is made and while the emptied staging dir is removed."""
         self._queue: PushQueue[_Job] | None = None
 
     def __repr__(self) -> str:  # the token stays out of logs
@@ -282,7 +299,11 @@ class CheckpointCallback(TrainerCallback):
 
     def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                        **kwargs: Any) -> None:
+        self._sigterm.output_dir = _output_dir(args)
+        self._sigterm.floor = int(state.global_step)
         if not _is_main(args, state):
+            if multinode.active():  # each process's part of the in-step push gets the grace too
+                self._install_sigterm()
             return
         if getattr(args, "push_to_hub", False):
             log.warning("Trainer's push_to_hub is on as well: each save is pushed twice (once by Trainer)")
@@ -297,7 +318,9 @@ class CheckpointCallback(TrainerCallback):
     def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                 **kwargs: Any) -> None:
         if multinode.active():
-            self._push_from_every_process(args, state)
+            with self._sigterm.saving(int(state.global_step)):
+                self._push_from_every_process(args, state)
+            self._sigterm.park()
             return
         if not _is_main(args, state):
             return
@@ -311,16 +334,22 @@ class CheckpointCallback(TrainerCallback):
             self.failures.append((name, error))
             return
         if self._queue is None:
-            self._queue = PushQueue(self._push, discard=self._discard,
+            self._queue = PushQueue(self._push, discard=self._discard, on_outcome=self._sigterm.ended,
                                     keep="every" if self.push_every_save else "newest", max_waiting=self.max_waiting)
         self._staging = _output_dir(args) / STAGING_DIR
-        with self._staging_lock:
+        # A SIGTERM landing here only records itself (see .sigterm): this save is still staged and
+        # queued, and pushed first.
+        with self._sigterm.saving(step):
             staged = _stage(src, self._staging)
-        self._queue.submit(_Job(step, staged))
+            job = _Job(step, staged, _size(staged))
+            self._sigterm.submitted(step, job.size)
+            self._queue.submit(job)
         self._record(state)  # a save this one replaced is reported now, not at the end of training
+        self._sigterm.park()
 
     def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                     **kwargs: Any) -> None:
+        self._sigterm.park()  # after a SIGTERM: until the flush is over
         if _is_main(args, state):
             self._record(state)
 
@@ -338,6 +367,7 @@ class CheckpointCallback(TrainerCallback):
         Called at the end of training; call it yourself after a training loop that
         stopped early. Raises :class:`PushFailedError` unless ``on_failure="warn"``.
         """
+        self._sigterm.park()  # a SIGTERM's flush first: its deadline bounds the wait
         if self._queue is not None:
             self._queue.close()
             self._queue, queue = None, self._queue
@@ -380,13 +410,15 @@ class CheckpointCallback(TrainerCallback):
         """Remove a staged copy the queue is done with, and the staging dir once it is empty:
         a process that dies between saves leaves nothing of it in ``output_dir``."""
         shutil.rmtree(job.staged, ignore_errors=True)
-        with self._staging_lock, contextlib.suppress(OSError):  # OSError: another copy is staged there
+        # No lock: :func:`_stage` makes the dir again if this removes it under it.
+        with contextlib.suppress(OSError):  # OSError: another copy is staged there
             job.staged.parent.rmdir()
 
     def _push(self, job: _Job, distributed: bool = False) -> CheckpointHandle:
         subfolder = f"{CHECKPOINT_PREFIX}-{job.step}"
         started = time.monotonic()
         size = sum(p.stat().st_size for p in job.staged.rglob("*") if p.is_file())
+        self._sigterm.started(job.step, size)
         # The card is written in the push's own commit, which the uploader child does not make:
         # a push with it (and a push of many processes, in step) runs in this process.
         uploader = None if distributed or self.card else self._process_uploader()
@@ -466,49 +498,28 @@ class CheckpointCallback(TrainerCallback):
             uploader.close()
 
     def _install_sigterm(self) -> None:
-        """Flush on SIGTERM: only where a handler can be set (the main thread)."""
-        if self._sigterm_installed or self.sigterm_grace <= 0:
-            return
-        if threading.current_thread() is not threading.main_thread():
-            return
-        try:
-            previous = signal.signal(signal.SIGTERM, self._on_sigterm)
-        except (ValueError, OSError):  # pragma: no cover - an embedded interpreter without signals
-            return
-        self._previous_sigterm = previous
-        self._sigterm_installed = True
+        """Flush on SIGTERM (see :mod:`.sigterm`): only where a handler can be set (the main thread)."""
+        if self.sigterm_grace > 0:
+            self._sigterm.install()
 
     def _uninstall_sigterm(self) -> None:
-        if not self._sigterm_installed:
-            return
-        self._sigterm_installed = False
-        with contextlib.suppress(ValueError, OSError, TypeError):
-            if signal.getsignal(signal.SIGTERM) == self._on_sigterm:
-                signal.signal(signal.SIGTERM, self._previous_sigterm
-                              if self._previous_sigterm is not None else signal.SIG_DFL)
+        self._sigterm.uninstall()
 
-    def _on_sigterm(self, signum: int, frame: Any) -> None:
-        """Let the running and the waiting push land (within the grace), then do what SIGTERM
-        did before: the earlier handler, or the default (the process ends by the signal)."""
-        queue = self._queue
-        if queue is not None and not queue.idle:
-            print(f"ckpt-action: SIGTERM: letting the checkpoint pushes in progress finish (up to"
-                  f" {self.sigterm_grace:g} s)", file=sys.stderr, flush=True)
-            if queue.wait(timeout=self.sigterm_grace):
-                print("ckpt-action: SIGTERM: every saved checkpoint is pushed", file=sys.stderr, flush=True)
-            else:
-                print(f"ckpt-action: SIGTERM: pushes still running after {self.sigterm_grace:g} s are abandoned"
-                      " (a push cut short commits nothing)", file=sys.stderr, flush=True)
-                with self._uploader_lock:
-                    if self._uploader is not None:
-                        self._uploader.kill()
-        previous = self._previous_sigterm
-        if callable(previous):
-            previous(signum, frame)
-        elif previous != signal.SIG_IGN:  # the default (or unknown: a handler set outside Python)
-            self._uninstall_sigterm()
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)
+    def _hurry_upload(self) -> None:
+        """The upload process at the default priority again (a notice came: training stops)."""
+        uploader = self._uploader
+        if uploader is not None:
+            uploader.hurry()
+
+    def _kill_upload(self) -> bool:
+        """Cut the push in flight short (the flush's deadline, or a yield to a newer save): kill
+        the upload process, without its lock (a flush never waits on a lock). False where the
+        push runs on a thread of this process, which cannot be stopped."""
+        uploader = self._uploader
+        if uploader is None or self.upload_mode == "thread":
+            return False
+        uploader.kill()
+        return True
 
     def _quiet_client_bars(self) -> None:
         """huggingface_hub's upload bars write a line per refresh into a training log."""

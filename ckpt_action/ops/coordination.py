@@ -149,8 +149,8 @@ class Session:
             message, code = _failure(text[len(_ABORT):])
             return DistributedError(f"{self.what} failed, nothing was committed: {message}", code)
         # Rank 0 claimed the commit before this rank gave up on it.
-        return DistributedError(f"{self.what}: {mine}, while rank 0 was committing: the commit may have"
-                                " landed; check with latest before pushing again")
+        return DistributedError(f"{self.what}: {mine}, while rank 0 was committing: the outcome is unknown (the"
+                                " commit may have landed): check with latest before pushing again")
 
     def claim_commit(self) -> None:
         """Rank 0: decide that the commit is made; raises if a failure was recorded first."""

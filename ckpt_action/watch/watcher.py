@@ -18,11 +18,15 @@ and reports the older ones as skipped; a quota's 429 never fails the run.
 **Stopping.** :meth:`Watcher.stop` (or SIGTERM/SIGINT under :meth:`Watcher.run`) starts the
 grace period: the newest ready checkpoint is pushed first, a save still being written is
 waited for, and at ``grace`` seconds the upload in flight is killed (a push cut short
-commits nothing that ``latest`` takes as complete) and what was left is reported. When the
-training command exits by itself, everything ready is pushed, without a deadline.
+commits nothing that ``latest`` takes as complete) and what was left is reported. The log
+says the signal and the seconds left, then per checkpoint ``checkpoint-N durable at SHA`` or
+why not (:mod:`.preempt`, shared with the Trainer callback); ``CKPT_PREEMPT_DEADLINE``, when
+set, replaces the grace; an older checkpoint's push in flight yields to the newest when both
+cannot land by the deadline at the measured rate. When the training command exits by
+itself, everything ready is pushed, without a deadline.
 
-A little over 400 lines on purpose: the loop, its stop and its report are one state machine,
-read best in one place.
+About 600 lines on purpose: the loop, its stop (and what a preemption notice says), and its
+report are one state machine, read best in one place.
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ from ..options import Retention
 
 if TYPE_CHECKING:
     from ckpt_action.client import Client
-from . import markers
+from . import markers, preempt
 from .scanner import Checkpoint, Scanner, Snapshot
 from .uploader import ProcessUploader, ThreadUploader
 
@@ -100,6 +104,32 @@ class WatchReport:
                 "skipped": self.skipped, "failed": self.failed, "left": self.left, "incomplete": self.incomplete,
                 "pruned": self.pruned, "refused": self.refused, "framework": self.framework,
                 "command_status": self.command_status}
+
+
+class _Flag:
+    """A stop flag set from a signal handler: a plain attribute, no lock (an Event's lock, taken
+    by a handler interrupting the very ``set()`` it runs on, would deadlock; nothing waits on it)."""
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
+
+
+def _bytes(path: Path) -> int:
+    """The bytes of a checkpoint (a dir, or a file)."""
+    if path.is_file():
+        return path.stat().st_size
+    total = 0
+    for dirpath, _dirs, files in os.walk(path):
+        for f in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(dirpath, f)).st_size
+    return total
 
 
 def compile_pattern(pattern: str | None, fmt: str) -> re.Pattern[str]:
@@ -205,8 +235,16 @@ class Watcher:
         self._inflight: tuple[str, Checkpoint | None, Snapshot | None, Path | None] | None = None
         self._prune_due = False
         self._coalesce = False
-        self._stop = threading.Event()
+        self._stop = _Flag()
         self._deadline: float | None = None
+        # CKPT_PREEMPT_DEADLINE, checked before anything starts.
+        self._env_deadline = preempt.deadline_from_env()
+        self._notice: preempt.Notice | None = None
+        self._announced = False
+        self._rate = preempt.Rate()
+        self._yielded: set[str] = set()
+        self._push_began: tuple[float, int] | None = None  # (clock, bytes) of the push in flight
+        self._durable_at_stop: str | None = None
         self._writer_gone = False
         self._thread: threading.Thread | None = None
         self._uploader: ThreadUploader | None = None
@@ -223,7 +261,7 @@ class Watcher:
     def stop(self, grace: float | None = None) -> WatchReport:
         """Push what is complete (newest first), wait for a save in progress, stop within
         ``grace`` seconds (default: the watcher's), and answer the report."""
-        self.request_stop(self.grace if grace is None else _seconds(grace, "grace"))
+        self.request_stop(None if grace is None else _seconds(grace, "grace"))
         if self._thread is not None:
             self._thread.join()
         return self.report
@@ -254,10 +292,14 @@ class Watcher:
         else:
             self.stop()
 
-    def request_stop(self, grace: float | None = None) -> None:
-        """Start the grace period (from a signal handler too: it only sets two fields)."""
+    def request_stop(self, grace: float | None = None, signal_name: str = "stop") -> None:
+        """Start the grace period (from a signal handler too: it only sets fields and an
+        Event no other code holds). Without ``grace``, ``CKPT_PREEMPT_DEADLINE`` when set,
+        else the watcher's grace."""
         if self._deadline is None:
-            self._deadline = self.clock() + (self.grace if grace is None else grace)
+            self._notice = preempt.Notice.begin(signal_name, self.grace if grace is None else grace, "--grace",
+                                                self._env_deadline if grace is None else None, now=self.clock())
+            self._deadline = self._notice.deadline
         self._stop.set()
 
     # --- the command ------------------------------------------------------------------------
@@ -278,7 +320,7 @@ class Watcher:
             if child is not None and child.poll() is None:
                 with contextlib.suppress(OSError):
                     child.send_signal(signum)
-            self.request_stop()
+            self.request_stop(signal_name=signal.Signals(signum).name)
 
         def forward(signum: int, frame: FrameType | None) -> None:
             if child is not None and child.poll() is None:
@@ -332,8 +374,15 @@ class Watcher:
                 if child is not None and not self._writer_gone and child.poll() is not None:
                     self._writer_gone = True
                     self.log(f"the training command exited with status {child.returncode}: pushing what is complete")
+                if self._notice is not None and not self._announced:
+                    self._announced = True
+                    self._durable_at_stop = self.report.pushed[-1][1] if self.report.pushed else None
+                    self.log(self._notice.announce(self.clock()))
+                if self._notice is not None:
+                    self._uploader.hurry()  # the deadline before the CPU others leave (once per child)
                 ckpts = self._scan()
                 self.report.framework = self.scanner.framework
+                self._maybe_yield(ckpts)
                 answer = self._uploader.poll(timeout=self.poll if self._uploader.busy else 0)
                 if answer is not None:
                     self._answered(answer)  # the next push is chosen from a new look at the dir
@@ -411,6 +460,7 @@ class Watcher:
             source = staging
         self.log(f"pushing {ckpt.name} as checkpoint-{ckpt.step}")
         self._inflight = (ckpt.name, ckpt, ckpt.snapshot, staging)
+        self._push_began = (self.clock(), _bytes(ckpt.path))
         assert self._uploader is not None
         self._uploader.submit({"op": "push", "local_dir": str(source), "repo": self.repo, "step": ckpt.step,
                                "private": self.private, "hub": self.hub})
@@ -445,6 +495,8 @@ class Watcher:
         if answer.get("ok"):
             self._commits.append(now)
             self._coalesce = False
+            if self._push_began is not None:
+                self._rate.add(self._push_began[1], now - self._push_began[0])
             if not self.scanner.unchanged(ckpt, before):
                 self.log(f"{name} changed while it was pushed: pushing it again once it is complete")
                 return
@@ -508,3 +560,50 @@ class Watcher:
             sorted(self.scanner.saving)
         for name, why in self.report.left.items():
             self.log(f"not pushed: {name} ({why})")
+        if self._notice is not None:
+            self._say_durable()
+
+    def _say_durable(self) -> None:
+        """After a stop: for each checkpoint from the newest pushed before it on, whether it
+        became durable and at which pin, or why not (the form the Trainer callback uses too)."""
+        pushed = self.report.pushed
+        names = [p[1] for p in pushed]
+        first = names.index(self._durable_at_stop) if self._durable_at_stop in names else 0
+        for _name, subfolder, revision in pushed[first:]:
+            self.log(preempt.durable(subfolder, revision))
+        for name, why in self.report.left.items():
+            self.log(preempt.not_durable(name, why))
+        for name in self.report.incomplete:
+            self.log(preempt.not_durable(name, "its save was not complete when the watch stopped"))
+
+    def _maybe_yield(self, ckpts: list[Checkpoint]) -> None:
+        """Once stopping: an older checkpoint's push in flight yields to the newest ready one
+        when both cannot land before the deadline at the upload rate measured so far (and the
+        newest alone can): the upload is killed (a push cut short commits nothing) and the
+        newest is pushed next."""
+        if self._notice is None or self._inflight is None or self._push_began is None:
+            return
+        name, ckpt, _, _ = self._inflight
+        if ckpt is None or name in self._yielded or self._uploader is None or self._uploader.kind != "process":
+            return  # a push on a thread of this process cannot be cut short
+        newer = [c for c in self._waiting(ckpts) if c.step > ckpt.step and c.name != name]
+        if not newer:
+            return
+        newest = newer[-1]
+        now = self.clock()
+        began, size = self._push_began
+        left = self._notice.left(now)
+        rate = self._rate.per_second()
+        if not preempt.should_yield(size, now - began, _bytes(newest.path), rate, left):
+            return
+        assert self._uploader is not None and rate is not None
+        self._yielded.add(name)
+        why = (f"its push yielded to {newest.name}: both could not land in the {left:.1f} s left at the measured"
+               f" {rate / 1e6:.1f} MB/s")
+        self.log(f"{name}: {why}")
+        self._uploader.kill()
+        self._end_inflight()
+        self.report.left[name] = why
+        self._skipped.add(name)
+        self.scanner.finish(name)
+        self._uploader = self._new_uploader()

@@ -16,6 +16,8 @@ import sys
 import threading
 import time
 
+import pytest
+
 from tests.conftest import ENTRYPOINT
 from tests.helpers.localhub_fixtures import make_hub_env
 
@@ -170,6 +172,26 @@ def test_uploads_run_in_a_child_at_lower_cpu_and_io_priority():
     finally:
         uploader.close()
     assert uploader.proc.returncode == 0
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the idle policy is Linux's")
+def test_a_preemption_notice_gives_the_upload_child_its_priority_back():
+    """Once the training stops for a notice, the push must land before the deadline, not on the
+    CPU others leave: every thread of the child leaves SCHED_IDLE."""
+    import os
+    import threading
+
+    from ckpt_action.watch.uploader import ProcessUploader
+
+    uploader = ProcessUploader()
+    try:
+        assert os.sched_getscheduler(uploader.proc.pid) == os.SCHED_IDLE
+        threading.Event().wait(0.2)  # not a race: the child's threads exist or not, all must move
+        assert "SCHED_OTHER" in uploader.hurry()
+        tids = [int(t) for t in os.listdir(f"/proc/{uploader.proc.pid}/task")]
+        assert [os.sched_getscheduler(t) for t in tids] == [os.SCHED_OTHER] * len(tids)
+    finally:
+        uploader.close()
 
 
 def test_without_a_command_it_watches_until_sigint_then_stops_at_once(hub_server, tmp_path):

@@ -111,7 +111,7 @@ def test_a_previous_sigterm_handler_is_chained_and_restored_after_training(local
         assert calls == [signal.SIGTERM]  # the earlier handler ran, training went on
         assert [h.subfolder for h in callback.pushed] == ["checkpoint-2"]
         assert callback.upload_mode == "process"
-        assert signal.getsignal(signal.SIGTERM) is not callback._on_sigterm
+        assert signal.getsignal(signal.SIGTERM) != callback._sigterm.handler
     finally:
         signal.signal(signal.SIGTERM, previous)
 

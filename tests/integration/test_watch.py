@@ -310,3 +310,31 @@ def test_two_dirs_for_one_step_are_refused_naming_both_not_each_reported_pushed(
     assert sorted(report.refused) == ["checkpoint-05", "checkpoint-5", "checkpoint_5"]
     assert any("checkpoint-05, checkpoint-5, checkpoint_5 are all step 5" in m for m in said), said
     assert on_hub(local_hub.url) == ["checkpoint-6"]
+
+
+def test_a_stop_says_the_seconds_left_then_which_checkpoint_is_durable_at_which_pin(local_hub, tmp_path, monkeypatch):
+    """Issue 42's "durable before the deadline, shown": the signal and the seconds left
+    (CKPT_PREEMPT_DEADLINE replacing the grace), then per checkpoint "durable at SHA" before
+    the watch ends."""
+    import re
+
+    monkeypatch.setenv("CKPT_PREEMPT_DEADLINE", "90")
+    out = tmp_path / "out"
+    plain(out, 1)
+    said: list[str] = []
+    w = watcher(out, local_hub.url, log=said.append, grace=5).start()
+    wait_for(lambda: len(w.report.pushed) == 1)
+    plain(out, 2)  # saved just before the notice
+    w.request_stop(signal_name="SIGTERM")
+    report = w.stop()
+    assert any(re.fullmatch(r"SIGTERM: \d+\.\d s left until the deadline \(CKPT_PREEMPT_DEADLINE\): pushing the newest"
+                            r" complete checkpoint first", m) for m in said), said
+    assert [n for n, _, _ in report.pushed] == ["checkpoint-1", "checkpoint-2"]
+    first, second = report.pushed[0][2], report.pushed[1][2]
+    assert said[-2:] == [f"checkpoint-1 durable at {first}", f"checkpoint-2 durable at {second}"], said
+
+
+def test_a_garbage_preempt_deadline_stops_the_watch_before_it_starts(tmp_path, monkeypatch):
+    monkeypatch.setenv("CKPT_PREEMPT_DEADLINE", "tomorrow")
+    with pytest.raises(ckpt.InputError, match=r"^CKPT_PREEMPT_DEADLINE='tomorrow' is not a deadline"):
+        Watcher(tmp_path, REPO)

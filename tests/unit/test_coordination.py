@@ -191,3 +191,26 @@ def test_a_planted_failure_of_the_wrong_shape_reads_as_not_ckpt_actions(planted)
         store.set(session._key("decision"), planted)
         session.gather("scan", 0)
     assert raised.value.exit_code == 1
+
+
+def test_a_rank_failing_after_rank_0_claimed_the_commit_says_the_outcome_is_unknown() -> None:
+    """Rank 0 has claimed the commit (it may land) when rank 1 fails: rank 1 never says
+    "nothing was committed"; it says the outcome is unknown and how to check it."""
+    claimed = threading.Event()
+
+    def body(session: Session) -> Any:
+        if session.rank == 0:
+            session.claim_commit()
+            claimed.set()
+            return "committing"
+        assert claimed.wait(30)
+        session.run("uploading", lambda: open("/nonexistent/x"))
+        return "never"
+
+    got = _ranks(2, body)
+    assert got[0] == "committing"
+    assert isinstance(got[1], DistributedError), got
+    message = str(got[1])
+    assert "nothing was committed" not in message, message
+    assert "the outcome is unknown" in message and "check with latest" in message, message
+    assert "rank 1: uploading" in message, message

@@ -57,3 +57,12 @@ def test_a_checkpoint_with_a_malformed_metrics_field_is_never_best():
 def test_bad_counts_refused(k):
     with pytest.raises(ValueError):
         keep_reasons(CKPTS, keep_last=k)
+
+
+def test_keep_every_keeps_step_0_a_multiple_of_every_n():
+    """``--keep-every N`` keeps every step that is a multiple of N, step 0 included (the run's
+    starting point, e.g. the base model saved before training)."""
+    ckpts = [_c(0), _c(50), _c(100), _c(150), _c(200)]
+    reasons = keep_reasons(ckpts, keep_every=100)
+    assert sorted(reasons) == ["checkpoint-0", "checkpoint-100", "checkpoint-200"]
+    assert reasons["checkpoint-0"] == ["step a multiple of 100"]

@@ -136,3 +136,28 @@ def test_keep_every_pushes_each_item_in_order_and_submit_waits_at_the_bound() ->
 def test_a_bad_policy_is_refused(kwargs) -> None:
     with pytest.raises(ValueError):
         PushQueue(FakePush(), **kwargs)
+
+
+def test_once_hurried_the_newest_waiting_is_pushed_next_and_submit_never_blocks() -> None:
+    """A preemption notice: the deadline is for the newest save, and training handing over a
+    save is never made to wait for a slot."""
+    fake = FakePush()
+    seen: list[tuple[int, str]] = []
+    q: PushQueue[int] = PushQueue(fake, discard=fake.discard, keep="every", max_waiting=1,
+                                  on_outcome=lambda o: seen.append((o.item, o.status)))
+    q.submit(1)
+    fake.wait_started(1)
+    q.submit(2)  # the one slot
+    q.hurry()
+    done = threading.Event()
+    threading.Thread(target=lambda: (q.submit(3), done.set()), daemon=True).start()
+    assert done.wait(DEADLINE), "submit blocked after hurry()"
+    fake.release(1)
+    fake.wait_started(3)  # the newest first
+    fake.release(3)
+    fake.wait_started(2)
+    fake.release(2)
+    assert q.wait(timeout=DEADLINE)
+    assert fake.started == [1, 3, 2]
+    assert seen == [(1, "pushed"), (3, "pushed"), (2, "pushed")]
+    q.close()

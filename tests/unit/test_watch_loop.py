@@ -62,3 +62,95 @@ def test_an_orbax_save_under_its_temporary_name_is_waited_for_and_reported_if_le
     now[0] += 60  # it never finished: at the end it is named among the incomplete
     assert watcher._finished(watcher.scanner.scan()) is True
     assert watcher.report.incomplete == [tmp.name]
+
+
+class ScriptedUploader:
+    """The watcher's uploader seam, answering each request from a script (the Hub's answers
+    are tested against the local Hub in tests/integration/test_watch.py; here the order of
+    requests is the point, on a clock the test moves)."""
+
+    kind = "thread"
+
+    def __init__(self, answers):
+        self.priority = []
+        self.answers = list(answers)
+        self.requests = []
+        self.busy = False
+
+    def submit(self, request):
+        self.busy = True
+        self.requests.append(request)
+
+    def poll(self, timeout=0.0):
+        if not self.busy:
+            return None
+        self.busy = False
+        return self.answers.pop(0)
+
+    def kill(self):
+        pass
+
+    def close(self):
+        pass
+
+
+def _ready(root, step, watcher, now):
+    """A checkpoint written, seen once, then quiet past the watcher's settle time."""
+    d = root / f"checkpoint-{step}"
+    d.mkdir()
+    (d / "w.bin").write_bytes(b"w" * step)
+    watcher._scan()
+    now[0] += 2
+
+
+def _round(watcher):
+    """One turn of the loop: a look at the dir, then the uploader's answer or the next request."""
+    ckpts = watcher._scan()
+    answer = watcher._uploader.poll()
+    if answer is not None:
+        watcher._answered(answer)
+    elif not watcher._uploader.busy:
+        watcher._next(ckpts)
+    return ckpts
+
+
+OK = {"ok": True, "subfolder": "x", "revision": "a" * 40}
+
+
+def test_after_the_hubs_commit_quota_only_the_newest_ready_checkpoint_is_pushed(tmp_path):
+    """The Hub answered 429 to a commit: once commits are allowed again, the newest ready
+    checkpoint is pushed and the older ones are said skipped, not pushed one by one into the
+    quota."""
+    now = [100.0]
+    watcher = Watcher(tmp_path, "me/run", uploader="thread", settle=1, clock=lambda: now[0])
+    said = []
+    watcher.log = said.append
+    watcher._uploader = ScriptedUploader([{"ok": False, "quota": True, "wait": 30, "error": "429"}, OK])
+    _ready(tmp_path, 1, watcher, now)
+    _round(watcher)  # checkpoint-1 pushed: the Hub answers 429
+    _round(watcher)
+    assert any("commit quota is reached" in m for m in said)
+    _ready(tmp_path, 2, watcher, now)
+    _ready(tmp_path, 3, watcher, now)
+    _round(watcher)  # still within the Hub's wait: nothing is sent
+    assert len(watcher._uploader.requests) == 1
+    now[0] += 40  # commits are allowed again
+    _round(watcher)
+    assert [r["step"] for r in watcher._uploader.requests] == [1, 3]
+    assert watcher.report.skipped == ["checkpoint-1", "checkpoint-2"]
+
+
+def test_no_prune_runs_in_the_grace_period_once_a_stop_began(tmp_path):
+    """With keep_last, a prune follows the pushes while the training runs; once a stop has
+    begun (SIGTERM, SIGINT, stop()) the grace period is for pushes only."""
+    now = [100.0]
+    watcher = Watcher(tmp_path, "me/run", uploader="thread", settle=1, keep_last=1, clock=lambda: now[0])
+    watcher._uploader = ScriptedUploader([OK, OK, OK])
+    _ready(tmp_path, 1, watcher, now)
+    _round(watcher)  # push checkpoint-1
+    _round(watcher)  # pushed: a prune is due
+    watcher.request_stop(grace=30)
+    for _ in range(3):
+        ckpts = _round(watcher)
+    assert [r["op"] for r in watcher._uploader.requests] == ["push"], watcher._uploader.requests
+    assert watcher._finished(ckpts) is True and watcher.report.pruned == []

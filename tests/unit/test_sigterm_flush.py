@@ -1,0 +1,64 @@
+"""The Trainer callback's flush after SIGTERM, without a Trainer: an older push in flight
+yields to the newest save when both cannot land in what is left at the measured rate, and
+the report says, per checkpoint, durable at which pin or why not."""
+
+from __future__ import annotations
+
+import time
+
+from ckpt_action.handle import CheckpointHandle
+from ckpt_action.integrations.pushqueue import Outcome
+from ckpt_action.integrations.sigterm import SigtermFlush
+from ckpt_action.watch import preempt
+
+
+class Job:
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+
+def _flush(kills: list[int]) -> tuple[SigtermFlush, list[str]]:
+    said: list[str] = []
+    flush = SigtermFlush(25.0, None, lambda: None, lambda: kills.append(1) or True, say=said.append)
+    return flush, said
+
+
+def test_an_older_push_yields_to_the_newest_when_both_cannot_land_by_the_deadline() -> None:
+    kills: list[int] = []
+    flush, said = _flush(kills)
+    flush.rate.add(1000, 10.0)  # 100 bytes a second, measured
+    flush.submitted(2, 1000)
+    flush.started(2, 1000)  # 10 s left of it
+    flush.submitted(4, 1000)  # 10 s alone
+    notice = preempt.Notice.begin("SIGTERM", 15.0, "sigterm_grace", None)
+    flush._maybe_yield(notice, set())
+    assert kills == [1]
+    flush.ended(Outcome(Job(2), "failed", error=RuntimeError("the upload process ended")))
+    flush.started(4, 1000)
+    flush.ended(Outcome(Job(4), "pushed", handle=CheckpointHandle("org/run", "checkpoint-4", "b" * 40, 4)))
+    flush._report(-1, settled=True)
+    assert said[-2].startswith("checkpoint-2 not durable: its push yielded to checkpoint-4: both could not land")
+    assert said[-1] == f"checkpoint-4 durable at {'b' * 40}"
+
+
+def test_no_yield_when_both_fit_or_the_newest_alone_would_not() -> None:
+    kills: list[int] = []
+    flush, _ = _flush(kills)
+    flush.rate.add(1000, 10.0)
+    flush.submitted(2, 1000)
+    flush.started(2, 1000)
+    flush.submitted(4, 1000)
+    flush._maybe_yield(preempt.Notice.begin("SIGTERM", 60.0, "sigterm_grace", None), set())  # both fit
+    flush._maybe_yield(preempt.Notice.begin("SIGTERM", 5.0, "sigterm_grace", None), set())  # neither would
+    assert kills == []
+
+
+def test_the_handler_only_records_and_wakes_the_flush_thread() -> None:
+    """No lock, no wait: a second notice during a flush keeps the first deadline."""
+    flush, _ = _flush([])
+    flush.handler(15, None)
+    first = flush.notice
+    assert first is not None and flush._wake.is_set()
+    time.sleep(0.01)
+    flush.handler(15, None)
+    assert flush.notice is first
