@@ -125,3 +125,53 @@ def _one_manifest_last(hub: Any, uri: str, out: dict[str, Any], env: dict[str, s
     assert latest.returncode == 0, latest.stderr[-2000:]
     found = json.loads(latest.stdout)
     assert found["subfolder"] == SUBFOLDER and found["revision"] == out["revision"], (found, out)
+
+
+RANK_FILES = 3
+
+
+def test_each_rank_of_a_bucket_push_killed_part_way_resends_only_its_batch_in_flight(hub_server, tmp_path):
+    """Two ranks (threads of one process, tests/helpers/ranks_bucket_push.py) push one
+    checkpoint into a bucket, each its own files in batches of one file; the first shard
+    passes, the next is refused and the process is SIGKILLed. Run again, each rank sends
+    again at most its own batch in flight, and one manifest publishes the checkpoint."""
+    pytest.importorskip("torch", reason="the ranks' store is torch.distributed's (the [distributed] extra)")
+    from tests.helpers.localhub_fixtures import TOKEN
+
+    uri = "hf://buckets/local-user/ranks-resume"
+    rng = random.Random("ranks")  # noqa: S311 - test bytes, not a secret
+    dirs = [write_checkpoint(tmp_path / f"rank-{r}", {f"model-{r}-{i}.bin": rng.randbytes(SIZE)
+                                                      for i in range(RANK_FILES)}) for r in range(2)]
+    hub = hub_server(token=TOKEN, faults=[{"method": "POST", "path": "^/v1/shards", "delay_s": 0.001},
+                                          {"method": "POST", "path": "^/v1/shards", "status": 503, "times": -1}])
+    env = env_for(hub, tmp_path, CKPT_UPLOAD_BATCH_BYTES=str(2**20), HF_TOKEN=TOKEN)
+    cmd = [sys.executable, "-m", "tests.helpers.ranks_bucket_push", uri, hub.url, TOKEN, *map(str, dirs)]
+    proc = subprocess.Popen(cmd, env=env, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    shards = ("POST", "/v1/shards")
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while not any(e["status"] == 503 for e in _matching(hub.log_entries(), shards)):
+            assert proc.poll() is None, f"the push ended before the refusal: {proc.stderr.read()!r}"[-2000:]
+            assert time.monotonic() < deadline, "the push never reached the refused shard"
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stderr.close()
+
+    before = hub.log_entries()
+    total = 2 * RANK_FILES * SIZE
+    arrived = sum(e["bytes_in"] for e in _matching(before, STORES["bucket"]["bytes"]) if e["status"] == 200)
+    missing = total - min(arrived, total)
+    hub.set_faults([])
+    rerun = subprocess.run(cmd, env=env, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    assert rerun.returncode == 0, (rerun.stdout + rerun.stderr)[-2000:]
+    resent = sum(e["bytes_in"] for e in _matching(hub.log_entries()[len(before):], STORES["bucket"]["bytes"]))
+    in_flight = 2 * SIZE  # one batch (one file) per rank
+    assert resent <= missing + in_flight + SLACK, (
+        f"the re-run sent {resent} bytes; {missing} were missing and at most {in_flight} in flight ({arrived} had"
+        " arrived before the kill)")
+    pins = set(rerun.stdout.split())
+    assert len(pins) == 1
+    _one_manifest_last(hub, uri, {"revision": pins.pop()}, env)
