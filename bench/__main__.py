@@ -41,7 +41,8 @@ TITLES = {1: "latest on many checkpoints", 2: "push and pull throughput", 3: "re
           4: "promote", 5: "CLI cold start", 6: "container image", 7: "pulls that move only what they lack",
           8: "prune --free-storage", 9: "Xet and plain LFS", 10: "one checkpoint from many ranks",
           11: "re-pull reads of kept files", 12: "Storage Buckets", 13: "step time while pushing",
-          14: "resume in one figure", 15: "promote --as-model and DCP consolidation"}
+          14: "resume in one figure", 15: "promote --as-model and DCP consolidation",
+          16: "resume after a kill, durable after SIGTERM"}
 
 
 def _sections() -> dict[int, Callable[[Context], Section]]:
@@ -54,6 +55,7 @@ def _sections() -> dict[int, Callable[[Context], Section]]:
         distributed_bench,
         freestorage_bench,
         image_bench,
+        killresume_bench,
         latest_bench,
         promote_bench,
         repull_bench,
@@ -69,7 +71,8 @@ def _sections() -> dict[int, Callable[[Context], Section]]:
             4: promote_bench.run_section, 5: coldstart_bench.run_section, 6: image_bench.run_section,
             7: repull_bench.run_section, 8: freestorage_bench.run_section, 9: xet_bench.run_section,
             10: distributed_bench.run_section, 11: repull_reads_bench.run_section, 12: bucket_bench.run_section,
-            13: steptime_bench.run_section, 14: resume_bench.run_section, 15: asmodel_bench.run_section}
+            13: steptime_bench.run_section, 14: resume_bench.run_section, 15: asmodel_bench.run_section,
+            16: killresume_bench.run_section}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -196,7 +196,14 @@ class Settings:
         " its own upload ends, before the one commit or manifest that publishes the checkpoint. A push cut off"
         " (killed, preempted) and run again sends again at most these files, so what a re-run can re-send beyond"
         " the missing bytes is this many times the biggest file. Above 1, concurrent Xet sessions of one process"
-        " may name each other's xorbs before they are stored (the CAS refuses that shard): keep 1 on Xet.")
+        " may name each other's xorbs before they are stored (the CAS refuses that shard): keep 1 on Xet. A Storage"
+        " Bucket sends one batch at a time instead (`upload_batch_bytes`).")
+    upload_batch_bytes: int = _knob(
+        256 * 2**20, "CKPT_UPLOAD_BATCH_BYTES",
+        "Bytes of files one batch of a push into a Storage Bucket holds (a bigger file goes alone); each batch's Xet"
+        " shard and paths are on the Hub as soon as it ends, one batch at a time. A push cut off and run again"
+        " sends again at most one batch: this or the biggest file, whichever is more. Lower bounds that, at a"
+        " few requests more per batch (a push never cut off takes longer below about 256 MiB).")
     distributed_timeout: float = _knob(
         300.0, "CKPT_DISTRIBUTED_TIMEOUT",
         "Seconds a push from many ranks (`distributed`) waits for a rank that has not joined it or has stopped"
@@ -282,4 +289,4 @@ _PARAMS = {"timeout", "retries"}
 # Bounds where 0 would refuse everything; the others (delays, retries, waits) may be 0.
 _POSITIVE = {"timeout", "request_deadline", "min_download_rate", "max_attempt_seconds", "max_listing_pages",
              "max_listing_entries", "max_listing_bytes", "max_manifest_bytes", "max_pointer_bytes",
-             "distributed_timeout", "upload_concurrency"}
+             "distributed_timeout", "upload_concurrency", "upload_batch_bytes"}
