@@ -203,8 +203,13 @@ def test_in_github_actions_the_exchanged_token_is_masked_before_use(hub, cli, tm
               GITHUB_ACTIONS="true", HF_ENDPOINT=hub.url, **hub_env_of(tmp_path))
     assert run.code == 0, run
     (token,) = issued(hub)
-    assert run.stderr.splitlines()[0] == f"::add-mask::{token}"  # before any other line: the runner masks it
-    assert run.stderr.count(token) == 1 and token not in run.stdout
+    # before any other line, the runner masks them: the job's id token, then the one exchanged for it
+    first, second = run.stderr.splitlines()[:2]
+    id_token = first.removeprefix("::add-mask::")
+    assert first.startswith("::add-mask::") and id_token.count(".") == 2, first  # a JWT
+    assert second == f"::add-mask::{token}"
+    for secret in (id_token, token):
+        assert run.stderr.count(secret) == 1 and secret not in run.stdout
     assert run.json["revision"]  # stdout stays one JSON object
 
 

@@ -133,6 +133,7 @@ class ExchangedToken:
         what = f"exchanging the job's OIDC id token for a token scoped to {self.resource}"
         try:
             subject = self._id_token()
+            _mask(subject)  # the id token is a credential too, for its few minutes
             with deadline(self.settings.request_deadline):
                 answer = exchange_oidc_token(subject_token=subject, resource=self.resource,
                                              endpoint=self.settings.endpoint)
