@@ -44,7 +44,8 @@ if [ -z "$image" ]; then
 fi
 
 name="ckpt-action-$$-${RANDOM}"
-envs=(--env HF_TOKEN --env HF_ENDPOINT --env HF_HUB_DISABLE_XET --env HF_HUB_DISABLE_TELEMETRY --env CI)
+envs=(--env HF_TOKEN --env HF_ENDPOINT --env HF_HUB_DISABLE_XET --env HF_HUB_DISABLE_TELEMETRY --env CI
+  --env HF_OIDC_RESOURCE --env HF_OIDC_ID_TOKEN)
 # By prefix, so nothing is listed twice: the inputs (the CLI reads them), every CKPT_*
 # setting (ckpt_action.settings.Settings declares each with that prefix), W&B's and
 # GitHub's own variables (outputs, summary, workspace).
@@ -52,11 +53,19 @@ while IFS= read -r var; do
   envs+=(--env "$var")
 done < <(compgen -e | grep -E '^(INPUT_|CKPT_|WANDB_|GITHUB_)' | grep -vx 'GITHUB_TOKEN' || true)
 run=(run --name "$name" --network host --user "$(id -u):$(id -g)" --workdir "$PWD" "${envs[@]}")
-# Keyless signing: sigstore asks the Actions token service for the job's OIDC token, by
-# these two names (present only with `permissions: id-token: write`); passed by name only.
+# Keyless signing and keyless auth (input auth, auto or oidc): sigstore and the Hub's token
+# exchange ask the Actions token service for the job's OIDC token, by these two names
+# (present only with `permissions: id-token: write`); passed by name only.
+oidc=""
 case "$(lower "${INPUT_SIGN_KEYLESS:-}")" in
-  true | yes | 1 | on) run+=(--env ACTIONS_ID_TOKEN_REQUEST_URL --env ACTIONS_ID_TOKEN_REQUEST_TOKEN) ;;
+  true | yes | 1 | on) oidc=1 ;;
 esac
+case "$(lower "${INPUT_AUTH:-}" | tr -d '[:space:]')" in
+  oidc) oidc=1 ;;
+  token) ;;
+  *) if [ -z "${HF_TOKEN:-}" ]; then oidc=1; fi ;; # auto: keyless only without a token
+esac
+if [ -n "$oidc" ]; then run+=(--env ACTIONS_ID_TOKEN_REQUEST_URL --env ACTIONS_ID_TOKEN_REQUEST_TOKEN); fi
 if [ -t 1 ]; then run+=(--tty); fi
 
 self=""

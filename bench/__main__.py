@@ -16,16 +16,33 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .context import Context, configure_client_env
-from .hubproc import REPO_ROOT, HubProcess
 from .report import Section, benchmarks_md, machine, table
+
+if TYPE_CHECKING:
+    from .context import Context
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+INSTALL = "pip install -e '.[dev]' -e ./packages/ckpt-localhub (BENCHMARKS.md, How to reproduce)"
+
+
+def missing(exc: ModuleNotFoundError) -> str:
+    """The one line the bench says when a package it runs is not installed: the local Hub (a
+    distribution of its own, in packages/ckpt-localhub, which the ``[dev]`` extra does not bring),
+    one of its dependencies, or the client's."""
+    top = (exc.name or "?").split(".")[0]
+    if top == "ckpt_localhub":
+        return ("python -m bench needs the local Hub (ckpt-action-localhub), which is not installed: "
+                "pip install -e ./packages/ckpt-localhub (BENCHMARKS.md, How to reproduce)")
+    return f"python -m bench needs the package {top!r}, which is not installed: {INSTALL}"
 
 TITLES = {1: "latest on many checkpoints", 2: "push and pull throughput", 3: "re-push of unchanged content",
           4: "promote", 5: "CLI cold start", 6: "container image", 7: "pulls that move only what they lack",
           8: "prune --free-storage", 9: "Xet and plain LFS", 10: "one checkpoint from many ranks",
           11: "re-pull reads of kept files", 12: "Storage Buckets", 13: "step time while pushing",
-          14: "resume in one figure", 15: "promote --as-model and DCP consolidation"}
+          14: "resume in one figure", 15: "promote --as-model and DCP consolidation",
+          16: "resume after a kill, durable after SIGTERM"}
 
 
 def _sections() -> dict[int, Callable[[Context], Section]]:
@@ -38,6 +55,7 @@ def _sections() -> dict[int, Callable[[Context], Section]]:
         distributed_bench,
         freestorage_bench,
         image_bench,
+        killresume_bench,
         latest_bench,
         promote_bench,
         repull_bench,
@@ -53,7 +71,8 @@ def _sections() -> dict[int, Callable[[Context], Section]]:
             4: promote_bench.run_section, 5: coldstart_bench.run_section, 6: image_bench.run_section,
             7: repull_bench.run_section, 8: freestorage_bench.run_section, 9: xet_bench.run_section,
             10: distributed_bench.run_section, 11: repull_reads_bench.run_section, 12: bucket_bench.run_section,
-            13: steptime_bench.run_section, 14: resume_bench.run_section, 15: asmodel_bench.run_section}
+            13: steptime_bench.run_section, 14: resume_bench.run_section, 15: asmodel_bench.run_section,
+            16: killresume_bench.run_section}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,8 +83,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", help="scratch dir (default: a temp dir under /tmp, removed at the end)")
     args = parser.parse_args(argv)
     only = sorted({int(n) for n in args.only.split(",")}) if args.only else sorted(TITLES)
-    configure_client_env()
-    sections = _sections()
+    try:  # what it runs against, and with: one line saying what to install when it is not there
+        from .context import Context, configure_client_env
+        from .hubproc import HubProcess
+
+        configure_client_env()
+        sections = _sections()
+    except ModuleNotFoundError as exc:
+        print(missing(exc), file=sys.stderr)
+        return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="ckpt-bench-"))

@@ -85,6 +85,12 @@ def _disk_rates(path: Path, size: int) -> tuple[float, float]:
 def run_section(ctx: Context) -> Section:
     total = (192 << 20) if ctx.quick else (2 << 30)
     sec = Section(15, f"promote --as-model of a {total / 2**30:.2f} GiB Trainer checkpoint; DCP consolidation")
+    try:  # the Trainer checkpoint is written with numpy and safetensors, which the transformers extra brings
+        import numpy  # noqa: F401
+        import safetensors.numpy  # noqa: F401
+    except ImportError as exc:
+        sec.skipped = f"needs the transformers extra ({exc})"
+        return sec
     src = ctx.work / "asmodel-trainer" / "checkpoint-100"
     _trainer_checkpoint(src, total)
     env = ctx.env()

@@ -4,8 +4,10 @@
 Every command's steps live once, in :mod:`ckpt_action.client` (``Client.push``,
 ``Client.latest``, ... answering full results); these keep the signatures the package has
 always had and answer the handle or path. The keywords are the CLI's options
-(``endpoint``, ``token``, ``timeout``, ``retries``, ...) defaulting from the same environment
-variables (``HF_ENDPOINT``, ``HF_TOKEN``, ``CKPT_*``); the signing and verification
+(``endpoint``, ``token``, ``timeout``, ``retries``, ``auth``, ...) defaulting from the same environment
+variables (``HF_ENDPOINT``, ``HF_TOKEN``, ``CKPT_*``); ``auth="oidc"`` (or ``"auto"`` in a job that
+can mint an OIDC id token and has no token) authenticates keyless: a short-lived token per repo,
+exchanged from the job's id token (:class:`~ckpt_action.options.Connection`); the signing and verification
 keywords become the client's option groups (:class:`~ckpt_action.options.Signing`,
 :class:`~ckpt_action.options.Verification`). Errors raise, as subclasses of
 :class:`~ckpt_action.errors.CkptError` naming parameters as ``tag=`` here and ``--tag`` on
@@ -40,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from ckpt_action.client import Client, pulled_checkpoint
 from ckpt_action.options import Connection, Retention, Signing, Verification
+from ckpt_action.progress import own_progress
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -79,7 +82,8 @@ def _on_client(method: str, given: dict[str, Any]) -> Any:
     for name, group in GROUPS.items():
         if name in takes:
             given[name] = group(**{f.name: given.pop(f.name) for f in fields(group) if f.name in given})
-    return getattr(client, method)(**given)
+    with own_progress():  # its own lines on stderr, no client bars; put back as they were after
+        return getattr(client, method)(**given)
 
 
 def push(
@@ -101,6 +105,7 @@ def push(
     token: str | None = None,
     timeout: float | None = None,
     retries: int | None = None,
+    auth: str | None = None,
     metrics: Mapping[str, float] | None = None,
     card: bool = False,
 ) -> CheckpointHandle:
@@ -160,6 +165,7 @@ def latest(
     token: str | None = None,
     timeout: float | None = None,
     retries: int | None = None,
+    auth: str | None = None,
     best: str | None = None,
 ) -> CheckpointHandle | None:
     """The highest complete ``checkpoint-N`` of ``repo``, pinned to the SHA it was read at.
@@ -203,6 +209,7 @@ def pull(
     token: str | None = None,
     timeout: float | None = None,
     retries: int | None = None,
+    auth: str | None = None,
     found: LatestResult | None = None,
 ) -> Path:
     """Download a checkpoint into ``local_dir`` (its files, not a nested folder) and return the path.
@@ -287,6 +294,7 @@ def promote(
     token: str | None = None,
     timeout: float | None = None,
     retries: int | None = None,
+    auth: str | None = None,
     best: str | None = None,
     card: bool = False,
     as_model: bool = False,
@@ -325,6 +333,7 @@ def list_checkpoints(
     token: str | None = None,
     timeout: float | None = None,
     retries: int | None = None,
+    auth: str | None = None,
 ) -> list[CheckpointInfo]:
     """Every checkpoint of ``repo`` at one SHA, newest step first, with its status.
 
@@ -350,6 +359,7 @@ def prune(
     token: str | None = None,
     timeout: float | None = None,
     retries: int | None = None,
+    auth: str | None = None,
     keep_every: int | None = None,
     keep_best: str | None = None,
     card: bool = False,

@@ -281,7 +281,7 @@ def _refuse_card_on_bucket(card: bool, repo: str) -> None:
 
 def _tags_of() -> Any:
     """The rule naming the tags made for each folder, for a push's card (prune's rule)."""
-    from ckpt_action.ops.release import tagged_folders
+    from ckpt_action.ops.prune import tagged_folders
 
     return tagged_folders
 
@@ -294,19 +294,22 @@ class Client:
     ``warn`` where a method takes one, else to the ``ckpt_action`` logger."""
 
     def __init__(self, endpoint: str | None = None, token: str | None = None, *, timeout: float | None = None,
-                 retries: int | None = None) -> None:
-        self.connection = Connection(endpoint, token or None, timeout, retries)
+                 retries: int | None = None, auth: str | None = None) -> None:
+        self.connection = Connection(endpoint, token or None, timeout, retries, auth or None)
+        self._exchanges: dict[Any, Any] = {}
+        """Keyless: the tokens exchanged for this client, by endpoint and repo (in memory only)."""
 
     def __repr__(self) -> str:
         return f"Client({self.connection.endpoint!r}, timeout={self.connection.timeout!r}, " \
-               f"retries={self.connection.retries!r})"
+               f"retries={self.connection.retries!r}, auth={self.connection.auth!r})"
 
     # ---- where the Hub is
 
     def settings(self) -> Settings:
         """This client's settings as they are now (the environment read for what it leaves unset)."""
         c = self.connection
-        return Settings.from_env(endpoint=c.endpoint, token=c.token or None, timeout=c.timeout, retries=c.retries)
+        return Settings.from_env(endpoint=c.endpoint, token=c.token or None, timeout=c.timeout, retries=c.retries,
+                                 auth=c.auth, exchanges=self._exchanges)
 
     def _settings_for(self, source: object) -> Settings:
         """Settings for reading ``source``: a handle naming another host than the configured
@@ -317,13 +320,15 @@ class Client:
         return settings
 
     @staticmethod
-    def _store(settings: Settings, repo: str, api: Any = None) -> Store:
+    def _store(settings: Settings, repo: str, api: Any = None, *, command: str = "this command",
+               write: bool = False) -> Store:
         """The one store a command opens (a model repo or a bucket), handed to its operations
-        as it is; ``api``: share another store's huggingface_hub client."""
+        as it is; ``api``: share another store's huggingface_hub client. Keyless, a token that
+        cannot do what ``command`` does to ``repo`` (``write``) is refused here, before any upload."""
         first_request()
         from ckpt_action.stores import open_store
 
-        return open_store(settings, repo, api=api)
+        return open_store(settings, repo, api=api, command=command, write=write)
 
     # ---- the commands
 
@@ -366,13 +371,13 @@ class Client:
         if commit_message is not None:
             commit_message = names.commit_message(commit_message)
         settings = self.settings()
-        names.token_for_write(settings.token, settings.endpoint)
+        names.token_for_write(settings.token or settings.auth == "oidc", settings.endpoint)
         sign = signer(signing)
         if path is not None:
             from ckpt_action.checkpoint.sealing import refuse_written_folders
 
             refuse_written_folders(path, signed=sign is not None)
-        remote = self._store(settings, repo)
+        remote = self._store(settings, repo, command="push", write=True)
         if distributed:
             if sign is not None:
                 raise InputError(f"{param('distributed')} does not sign yet: sign with a promote of the pushed"
@@ -408,14 +413,14 @@ class Client:
         again. ``best="eval_loss:min"`` (``METRIC:min|max``): the complete checkpoint best by
         that metric of its manifest instead of the highest (one without it is never taken);
         ``chosen_by`` says which metric and value chose."""
-        from ckpt_action.ops.choose import carry, latest
+        from ckpt_action.ops.choose import carry, choose_latest
 
         repo = names.repo_id(repo)
         revision = names.revision(revision)
         goal = objective(best, "best")
         check = verifier(verification)
-        return carry(latest(self._store(self.settings(), repo), revision, warn or _log_warning, check,
-                             require=require, best=goal), verification)
+        return carry(choose_latest(self._store(self.settings(), repo, command="latest"), revision, warn or _log_warning,
+                                   check, require=require, best=goal), verification)
 
     @boundary("local_dir", "cache_dir")
     def pull(self, source: CheckpointHandle | str | None = None, local_dir: PathLike | None = None, *,
@@ -474,7 +479,7 @@ class Client:
                 sha = source.revision
             elif rev is not None and SHA_RE.match(rev):
                 sha = rev
-        remote = self._store(settings, repo)
+        remote = self._store(settings, repo, command="pull")
         checked = None
         if found is None:  # what latest read, carried by its handle; its check too when the same is asked
             found, checked = carried(source), carried_check(source, verification)
@@ -546,17 +551,18 @@ class Client:
             raise InputError(f"{param(which)}: a bucket has no tags or branches; promote into a model repo with"
                              f" {param('to_repo')} to tag the release", param=which)
         settings = self._settings_for(source)
-        names.token_for_write(settings.token, settings.endpoint)
+        names.token_for_write(settings.token or settings.auth == "oidc", settings.endpoint)
         sign = signer(signing)
-        remote = self._store(settings, repo)
-        target = self._store(settings, target_repo, api=getattr(remote, "api", None)) if target_repo else None
+        remote = self._store(settings, repo, command="promote", write=not target_repo)
+        target = self._store(settings, target_repo, api=getattr(remote, "api", None), command="promote",
+                             write=True) if target_repo else None  # keyless: its own exchange (open_store)
         if goal is None:
             assert sub is not None
             return promote(remote, sub, rev, to, tag=tag, branch=branch, target=target, signer=sign, card=card,
                            **model)
-        from ckpt_action.ops.choose import latest
+        from ckpt_action.ops.choose import choose_latest
 
-        found = latest(remote, rev, warn or _log_warning, best=goal, require=True,
+        found = choose_latest(remote, rev, warn or _log_warning, best=goal, require=True,
                        purpose=f" recording {goal.metric} to promote")
         assert found.handle is not None
         res = promote(remote, found.handle.subfolder, found.handle.revision, to, tag=tag, branch=branch,
@@ -586,8 +592,9 @@ class Client:
         _refuse_card_on_bucket(card, repo)
         settings = self.settings()
         if not dry_run:
-            names.token_for_write(settings.token, settings.endpoint)
-        return prune(self._store(settings, repo), keep, dry_run=dry_run, free_storage=free_storage,
+            names.token_for_write(settings.token or settings.auth == "oidc", settings.endpoint)
+        remote = self._store(settings, repo, command="prune", write=not dry_run)
+        return prune(remote, keep, dry_run=dry_run, free_storage=free_storage,
                      keep_every=keep_every, keep_best=keep_best, card=card)
 
     @boundary()
@@ -628,12 +635,11 @@ class Client:
         """Every checkpoint of ``repo`` at one SHA, newest step first, with the SHA read (see
         :func:`ckpt_action.api.list_checkpoints`). ``tags``: also the tags made for each folder
         (the model card's tags column; a bucket has none)."""
-        from ckpt_action.ops.prune import list_repo
-        from ckpt_action.ops.release import tagged_folders
+        from ckpt_action.ops.prune import list_repo, tagged_folders
 
         repo = names.repo_id(repo)
         revision = names.revision(revision)
-        remote = self._store(self.settings(), repo)
+        remote = self._store(self.settings(), repo, command="list")
         res = list_repo(remote, revision, warn or _log_warning)
         if not tags or names.bucket(repo) is not None or res.revision is None:
             return res

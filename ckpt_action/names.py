@@ -298,15 +298,57 @@ def is_public_hub(url: str) -> bool:
     return (urlsplit(url).hostname or "").lower() in HUB_HOSTS
 
 
-def token_for_write(token: str | None, url: str) -> None:
+def token_for_write(token: str | bool | None, url: str) -> None:
     if not token and is_public_hub(url):
         raise InputError(f"writing to the Hugging Face Hub needs a token: set HF_TOKEN (or pass {param('token')})")
 
 
+MAX_COUNT_DIGITS = 18
+"""Digits a count given as text may have (below 2**63; Python's ``int`` would take 4,300)."""
+_NUMBER_RE = re.compile(r"\A-?[0-9]{1,15}(?:\.[0-9]{1,20})?\Z")
+COUNT_FORM = f"a whole number: ASCII digits 0-9 only, at most {MAX_COUNT_DIGITS}"
+NUMBER_FORM = "a finite number: ASCII digits 0-9, with at most one '.'"
+
+
+def count_text(text: str, digits: int = MAX_COUNT_DIGITS, signed: bool = False) -> int | None:
+    """The count ``text`` spells in ASCII digits, None for anything else: no ``²`` or ``٣``
+    (which ``str.isdigit`` and ``int`` take), space, ``_``, sign (``-`` with ``signed``, for a
+    caller that says why a negative is refused) or more than ``digits`` digits.
+
+    >>> count_text("12"), count_text("\u00b2"), count_text("\u0663"), count_text("1_0"), count_text("9" * 19)
+    (12, None, None, None, None)
+    """
+    if not isinstance(text, str) or len(text) > digits + signed:
+        return None
+    body = text[1:] if signed and text.startswith("-") else text
+    return int(text) if body and body.isascii() and body.isdigit() else None
+
+
+def number_text(text: str) -> float | None:
+    """The number ``text`` spells in ASCII digits with at most one ``.`` (and a ``-``, for the
+    caller to say why a negative is refused), None for anything else (``٣``, ``1e400``,
+    ``nan``, ``inf``, ``+1``).
+
+    >>> number_text("2.5"), number_text("\u0663"), number_text("nan"), number_text("1e3")
+    (2.5, None, None, None)
+    """
+    return float(text) if isinstance(text, str) and _NUMBER_RE.match(text) else None
+
+
 def positive(value: int | None, name: str) -> int | None:
-    if value is not None and value < 1:
+    """A count of at least 1 given as an int (a bool is not one), or None."""
+    if value is None:
+        return None
+    if not is_whole_int(value):
+        raise InputError(f"{_ref(name)} {quoted(value, 40)} must be {COUNT_FORM}", param=name)
+    if value < 1:
         raise InputError(f"{_ref(name)} {value} must be at least 1", param=name)
     return value
+
+
+def is_whole_int(value: object) -> bool:
+    """An int, not a bool (which Python counts as one)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def file_name_problem(path: str) -> str | None:

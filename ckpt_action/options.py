@@ -29,13 +29,16 @@ PathLike = str | os.PathLike[str]
 class Connection:
     """Where the Hub is and how hard to try, given once: ``endpoint`` (else ``HF_ENDPOINT``,
     else the Hub), ``token`` (else ``HF_TOKEN`` or a token saved by ``hf auth login``),
-    ``timeout`` and ``retries`` (else ``CKPT_TIMEOUT``, ``CKPT_RETRIES``). The environment
+    ``timeout`` and ``retries`` (else ``CKPT_TIMEOUT``, ``CKPT_RETRIES``), and ``auth``:
+    ``auto`` (None: a token given, else keyless when the job can mint an OIDC id token, else
+    none), ``token`` or ``oidc`` (a short-lived token exchanged per repo). The environment
     is read when a command runs, not here."""
 
     endpoint: str | None = None
     token: str | None = field(default=None, repr=False)
     timeout: float | None = None
     retries: int | None = None
+    auth: str | None = None
 
 
 class _Group:

@@ -1,4 +1,5 @@
-"""Progress for long transfers: periodic lines in CI logs, the client's bars in a terminal."""
+"""Progress for long transfers: periodic lines in CI logs, the client's bars in a terminal (the
+CLI); the Python API's calls print the lines only, in a terminal too (:func:`own_progress`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,11 @@ from typing import TextIO
 _LINES: contextvars.ContextVar[bool] = contextvars.ContextVar("ckpt_action_progress_lines", default=True)
 """Whether transfers in this context print periodic progress lines (a context, not a global:
 the Trainer callback's push thread turns them off for itself only)."""
+
+
+_OWN: contextvars.ContextVar[bool] = contextvars.ContextVar("ckpt_action_own_progress", default=False)
+"""Whether transfers in this context print their lines in a terminal too (the Python API's
+calls, which turn the client's bars off: :func:`own_progress`)."""
 
 
 @contextlib.contextmanager
@@ -65,12 +71,21 @@ def quiet_client_bars() -> None:
             pass
 
 
+# The client's bar switch is one per process (huggingface_hub offers no per-call one): calls
+# that turn it off at once (threads of one program) share one hold, and the last one out puts
+# back what the caller had, every group's setting as it was.
+_BARS_LOCK = threading.Lock()
+_bars_held = 0
+_bars_before: dict[str, bool] = {}
+
+
 @contextlib.contextmanager
 def client_bars_off() -> Iterator[None]:
-    """huggingface_hub's progress bars off inside, as they were again after (the client offers
-    no per-call switch): for a caller that narrates its own steps, such as the demo.
+    """huggingface_hub's progress bars (and hf_xet's, which it draws) off inside, as they were
+    again after: for a caller that prints its own progress (the Python API, the demo). Where
+    ``HF_HUB_DISABLE_PROGRESS_BARS`` is set, it decides (``0``: the user wants the bars).
 
-    >>> from huggingface_hub.utils import are_progress_bars_disabled
+    >>> from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars
     >>> before = are_progress_bars_disabled()
     >>> with client_bars_off():
     ...     are_progress_bars_disabled()
@@ -78,16 +93,43 @@ def client_bars_off() -> Iterator[None]:
     >>> are_progress_bars_disabled() == before
     True
     """
-    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+    global _bars_held, _bars_before
+    import importlib
 
-    turned_off = not are_progress_bars_disabled()
-    if turned_off:
-        disable_progress_bars()
+    from huggingface_hub import constants
+    from huggingface_hub.utils import disable_progress_bars
+
+    hub_tqdm = importlib.import_module("huggingface_hub.utils.tqdm")  # the module (the package's name is the class)
+
+    if constants.HF_HUB_DISABLE_PROGRESS_BARS is not None:  # the environment decides, not a call
+        yield
+        return
+    with _BARS_LOCK:
+        if _bars_held == 0:
+            _bars_before = dict(hub_tqdm.progress_bar_states)
+            disable_progress_bars()
+        _bars_held += 1
     try:
         yield
     finally:
-        if turned_off:
-            enable_progress_bars()
+        with _BARS_LOCK:
+            _bars_held -= 1
+            if _bars_held == 0:
+                hub_tqdm.progress_bar_states.clear()
+                hub_tqdm.progress_bar_states.update(_bars_before)
+
+
+@contextlib.contextmanager
+def own_progress() -> Iterator[None]:
+    """Progress as the Python API shows it, for the calls made inside (this thread or task):
+    no client bars (:func:`client_bars_off`), and this module's lines (:class:`Ticker`) on
+    stderr, in a terminal too; ``CKPT_PROGRESS_INTERVAL=0`` turns them off."""
+    token = _OWN.set(True)
+    try:
+        with client_bars_off():
+            yield
+    finally:
+        _OWN.reset(token)
 
 
 def bytes_read_since_now() -> Callable[[], int]:
@@ -139,7 +181,7 @@ class Ticker:
 
     def __enter__(self) -> Ticker:
         self._started = time.monotonic()
-        self._active = not interactive(self.stream) and self.interval > 0 and _LINES.get()
+        self._active = (_OWN.get() or not interactive(self.stream)) and self.interval > 0 and _LINES.get()
         if self._active:
             self._thread.start()
         return self

@@ -13,9 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ckpt_action.names import COUNT_FORM, NUMBER_FORM, count_text, number_text
 from ckpt_action.names import endpoint as check_endpoint
 
-from .errors import InputError, param
+from .errors import InputError, param, quoted
 
 _TOKEN_CHARS = frozenset(chr(c) for c in range(0x21, 0x7F))
 """What a token may hold once stripped: visible ASCII. Anything else (a space, a newline
@@ -80,6 +81,60 @@ def saved_token(env: Mapping[str, str]) -> str | None:
     return token
 
 
+AUTH_CHOICES = ("auto", "token", "oidc")
+"""The ``auth`` choice of every door (``--auth``, ``auth=``, input ``auth``)."""
+
+
+@dataclass(frozen=True)
+class OidcSource:
+    """Where an OIDC id token comes from (huggingface_hub's rules, ``huggingface_hub._oidc``):
+    ``HF_OIDC_ID_TOKEN`` as given (any CI system; it cannot be minted again), else minted
+    from GitHub Actions at ``ACTIONS_ID_TOKEN_REQUEST_URL`` (a job with ``permissions:
+    id-token: write``); ``resource``: ``HF_OIDC_RESOURCE``, the one repo to scope the token to
+    (None: each repo a command touches, one exchange each)."""
+
+    id_token: str | None = field(default=None, repr=False)
+    request_url: str | None = field(default=None, repr=False)
+    request_token: str | None = field(default=None, repr=False)
+    resource: str | None = None
+
+
+def resolve_auth(choice: str | None, token: str | None, env: Mapping[str, str]) -> tuple[str, OidcSource | None]:
+    """(``token`` | ``oidc`` | ``none``, the id token's source) for the ``auth`` choice.
+
+    ``auto`` (the default): a token given (``token``, ``HF_TOKEN``, a saved one) is sent; else
+    the exchange when the job can show an id token (``ACTIONS_ID_TOKEN_REQUEST_URL``, or
+    ``HF_OIDC_ID_TOKEN``; ``HF_OIDC_RESOURCE`` asks for it too); else no token. ``token`` needs
+    a token, ``oidc`` an id token: each an InputError naming ``auth`` without one.
+
+    >>> resolve_auth(None, "hf_x", {"ACTIONS_ID_TOKEN_REQUEST_URL": "u"})[0]
+    'token'
+    >>> resolve_auth("auto", None, {"HF_OIDC_ID_TOKEN": "eyJ"})[0], resolve_auth("auto", None, {})[0]
+    ('oidc', 'none')
+    """
+    choice = (choice or "auto").strip().lower()
+    if choice not in AUTH_CHOICES:
+        raise InputError(f"{param('auth')} must be auto, token or oidc, not {choice[:40]!r}", param="auth")
+    source = OidcSource(id_token=(env.get("HF_OIDC_ID_TOKEN") or "").strip() or None,
+                        request_url=env.get("ACTIONS_ID_TOKEN_REQUEST_URL") or None,
+                        request_token=env.get("ACTIONS_ID_TOKEN_REQUEST_TOKEN") or None,
+                        resource=(env.get("HF_OIDC_RESOURCE") or "").strip() or None)
+    can_mint = source.id_token is not None or (source.request_url is not None and source.request_token is not None)
+    if choice == "token" or (choice == "auto" and token):
+        if not token:
+            raise InputError(f"{param('auth')} token needs a token: set HF_TOKEN or pass {param('token')} (or use"
+                             f" {param('auth')} oidc in a job that can mint an id token)", param="auth")
+        return "token", None
+    if choice == "oidc" or source.id_token is not None or source.request_url is not None \
+            or source.resource is not None:
+        if not can_mint:
+            raise InputError(f"{param('auth')} oidc needs an OIDC id token: run in a GitHub Actions job with"
+                             " `permissions: id-token: write` (ACTIONS_ID_TOKEN_REQUEST_URL and _TOKEN), or set"
+                             " HF_OIDC_ID_TOKEN to your CI system's id token", param="auth")
+        return "oidc", source
+    return "none", None
+
+
 def _knob(default: float | int, env: str, doc: str) -> Any:
     return field(default=default, metadata={"env": env, "doc": doc})
 
@@ -141,7 +196,14 @@ class Settings:
         " its own upload ends, before the one commit or manifest that publishes the checkpoint. A push cut off"
         " (killed, preempted) and run again sends again at most these files, so what a re-run can re-send beyond"
         " the missing bytes is this many times the biggest file. Above 1, concurrent Xet sessions of one process"
-        " may name each other's xorbs before they are stored (the CAS refuses that shard): keep 1 on Xet.")
+        " may name each other's xorbs before they are stored (the CAS refuses that shard): keep 1 on Xet. A Storage"
+        " Bucket sends one batch at a time instead (`upload_batch_bytes`).")
+    upload_batch_bytes: int = _knob(
+        256 * 2**20, "CKPT_UPLOAD_BATCH_BYTES",
+        "Bytes of files one batch of a push into a Storage Bucket holds (a bigger file goes alone); each batch's Xet"
+        " shard and paths are on the Hub as soon as it ends, one batch at a time. A push cut off and run again"
+        " sends again at most one batch: this or the biggest file, whichever is more. Lower bounds that, at a"
+        " few requests more per batch (a push never cut off takes longer below about 256 MiB).")
     distributed_timeout: float = _knob(
         300.0, "CKPT_DISTRIBUTED_TIMEOUT",
         "Seconds a push from many ranks (`distributed`) waits for a rank that has not joined it or has stopped"
@@ -156,10 +218,22 @@ class Settings:
     secrets: tuple[str, ...] = field(default=(), repr=False, compare=False)
     """The token in each form it was given (as given, stripped), for scrubbing messages."""
 
+    auth: str = "token"
+    """How requests authenticate, resolved from the ``auth`` choice (:func:`resolve_auth`):
+    ``token`` (``token``, if any, sent as is), ``oidc`` (a short-lived token exchanged per repo
+    from the job's OIDC id token, :mod:`ckpt_action.stores.hub.keyless`) or ``none``."""
+    oidc: OidcSource | None = field(default=None, repr=False, compare=False)
+    """With ``auth="oidc"``: where the id token comes from and what to scope the exchanged
+    token to (``HF_OIDC_RESOURCE``), read from the environment with the rest."""
+    exchanges: Any = field(default=None, repr=False, compare=False)
+    """The exchanged tokens of the client that made these settings, by endpoint and resource
+    (kept by the client across its commands, so a long run re-exchanges only near expiry)."""
+
     def __post_init__(self) -> None:
         given = self.token
         object.__setattr__(self, "token", read_token(given))
-        kept = (*self.secrets, *(t for t in (given, self.token) if t and t not in self.secrets))
+        oidc_secret = self.oidc.id_token if self.oidc is not None else None
+        kept = (*self.secrets, *(t for t in (given, self.token, oidc_secret) if t and t not in self.secrets))
         object.__setattr__(self, "secrets", kept)
 
     @classmethod
@@ -174,14 +248,17 @@ class Settings:
         values.setdefault("endpoint", env.get("HF_ENDPOINT"))
         values["endpoint"] = check_endpoint(values.get("endpoint"))  # type: ignore[arg-type]
         values.setdefault("token", env.get("HF_TOKEN") or saved_token(env))
+        values["auth"], values["oidc"] = resolve_auth(values.get("auth"), read_token(values.get("token")), env)  # type: ignore[arg-type]
+        if values["auth"] != "token":
+            values["token"] = None  # never sent: the exchange's tokens are (or none)
         for f in fields(cls):
             var = f.metadata.get("env")
             if var and f.name not in values and env.get(var):
-                kind = int if isinstance(f.default, int) else float
-                try:
-                    values[f.name] = kind(env[var])
-                except ValueError:
-                    raise InputError(f"{var}={env[var]!r} is not a number") from None
+                whole = isinstance(f.default, int)
+                value = (count_text if whole else number_text)(env[var].strip())
+                if value is None:
+                    raise InputError(f"{var}={quoted(env[var], 40)} must be {COUNT_FORM if whole else NUMBER_FORM}")
+                values[f.name] = value
         settings = cls(**values)  # type: ignore[arg-type]
         settings.check()
         return settings
@@ -212,4 +289,4 @@ _PARAMS = {"timeout", "retries"}
 # Bounds where 0 would refuse everything; the others (delays, retries, waits) may be 0.
 _POSITIVE = {"timeout", "request_deadline", "min_download_rate", "max_attempt_seconds", "max_listing_pages",
              "max_listing_entries", "max_listing_bytes", "max_manifest_bytes", "max_pointer_bytes",
-             "distributed_timeout", "upload_concurrency"}
+             "distributed_timeout", "upload_concurrency", "upload_batch_bytes"}

@@ -47,7 +47,37 @@ def exit_codes() -> str:
         rows.append(f"| {code} | `{error.__name__}` | {_first_paragraph(error.__doc__)} |")
     return ("# Exit codes\n\nThe CLI's exit code is the `exit_code` of the error it stops on; in Python the "
             "error is raised. Every error a user can cause says in one line what to change.\n\n"
-            + "\n".join(rows) + "\n")
+            + "\n".join(rows) + "\n\n" + JSON_ERRORS)
+
+
+# What an error prints with --json (ckpt_action/cli/render.py: error_object; tests/integration/test_json_errors.py).
+JSON_ERRORS = """## Errors with `--json`
+
+With `--json`, every exit that is not `0` also prints one JSON object on stdout, one line, whatever
+stopped the command: a usage error Click finds while parsing (a missing or unknown option, a value
+of the wrong type, `--json` given to a command that has no such option), bad input, a repo or
+folder that is not there, a file that fails verification, a Hub that cannot be reached. The message
+goes to stderr as without `--json` (`error: ...`, one line).
+
+| Key | Value |
+| --- | --- |
+| `error` | the message of the stderr line, without `error: ` (the token scrubbed, as there) |
+| `exit_code` | the process's exit code |
+| `option` | the option the error is about, as typed (`--repo`), or `null` when it names none |
+
+```json
+{"error": "--repo 'org/ru n' is not a valid repo id: ...", "exit_code": 2,
+ "option": "--repo"}
+```
+
+(one line on stdout; wrapped here to fit the page)
+
+A command that has its result when it fails prints it in the same object, not as a second one:
+`latest --require` finding no complete checkpoint prints its outputs (`found: false`, ...) with
+`error`, `exit_code: 3` and `option`; `watch -- COMMAND` whose command fails (or whose push failed)
+prints its report with `error` and `exit_code`. The GitHub Action writes step outputs, not JSON:
+an error writes none of them and prints nothing on stdout.
+"""
 
 
 # What each field of a manifest means; the example below holds every one (a test of the page
@@ -81,6 +111,7 @@ def manifest() -> str:
     example = m.Manifest(files=files, step=1000, created_at="2026-01-01T00:00:00Z", tool_version="X.Y.Z",
                          source={"repo": "org/run", "subfolder": "checkpoint-1000", "revision": "0" * 40})
     text = example.to_json().decode()
+    shown = json.dumps(json.loads(text), indent=1)  # one space a level, so the digests fit the page
     if m.Manifest.from_json(example.to_json()) != example:  # the example is one the code reads back as written
         raise SystemExit("the manifest example does not read back")
     written = set(json.loads(text))
@@ -94,7 +125,7 @@ def manifest() -> str:
     return (f"# The manifest format\n\n{' '.join(doc.split())}\n\n" + "\n".join(rows)
             + "\n\nThe manifest of a promoted copy (made by the code, and read back by it, when this page is "
             "generated):\n\n"
-            f"```json\n{text.rstrip()}\n```\n")
+            f"```json\n{shown}\n```\n")
 
 
 def python_api() -> str:

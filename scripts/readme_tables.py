@@ -33,7 +33,8 @@ WORKFLOWS = ROOT / ".github" / "workflows"
 PAGES: dict[str, tuple[str, ...]] = {
     "README.md": ("example:example-resume.yml",),
     "docs/guides/buckets.md": ("example:example-bucket.yml",),
-    "docs/guides/github-action.md": ("example:example-resume.yml", "example:example-train-push.yml"),
+    "docs/guides/github-action.md": ("example:example-keyless.yml", "example:example-resume.yml",
+                                     "example:example-train-push.yml"),
     "docs/guides/release-pipelines.md": ("example:example-release.yml",),
     "docs/guides/signing.md": ("example:example-signed-release.yml",),
     "docs/guides/watch.md": ("example:example-watch.yml",),
@@ -82,8 +83,14 @@ def outputs_table(action: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
+PAGE_WIDTH = 80
+"""Characters a line of a code block on the site may hold: Material's content column with both
+sidebars (61rem less 2 x 12.1rem and the margins, at 20 px a rem) shows 80 of its code font
+(0.85 x 16 px Roboto Mono, 0.6 em a character) without a scroll bar. tests/unit/test_docs_width.py."""
+
+
 def cli_reference() -> str:
-    """Each command's --help, as click renders it at a fixed width."""
+    """Each command's --help, as click renders it at a fixed width: the site's page width (``PAGE_WIDTH``)."""
     import click
 
     sys.path.insert(0, str(ROOT))
@@ -97,7 +104,8 @@ def cli_reference() -> str:
     for name in COMMAND_ORDER:
         cmd = cli.cli.get_command(group_ctx, name)
         assert cmd is not None, name
-        ctx = click.Context(cmd, info_name=name, parent=group_ctx, max_content_width=100, terminal_width=100)
+        ctx = click.Context(cmd, info_name=name, parent=group_ctx, max_content_width=PAGE_WIDTH,
+                            terminal_width=PAGE_WIDTH)
         ctx.help_option_names = list(group_ctx.help_option_names)
         cmd._help_option = None  # type: ignore[attr-defined]  # Click caches it per command: rebuilt for this context
         parts.append(f"#### `{name}`\n\n```text\n{cmd.get_help(ctx)}\n```")

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ckpt_action.errors import InputError, param, quoted
+from ckpt_action.names import COUNT_FORM, count_text
 
 MAX_NAME = 128
 """Characters a metric name may have."""
@@ -184,8 +185,8 @@ def parse_objective(text: str, name: str, *, count: bool = False) -> Objective:
                          param=name)
     k = 1
     if len(parts) == 3:
-        k_text = parts[2].strip()
-        if not k_text.isdigit() or int(k_text) < 1:
-            raise InputError(f"{param(name)} {quoted(text, 60)}: K must be a whole number >= 1", param=name)
-        k = int(k_text)
+        given = count_text(parts[2].strip())
+        if given is None or given < 1:
+            raise InputError(f"{param(name)} {quoted(text, 60)}: K must be at least 1, {COUNT_FORM}", param=name)
+        k = given
     return Objective(metric, "min" if mode == "min" else "max", k)

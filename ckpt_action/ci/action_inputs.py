@@ -66,6 +66,7 @@ INPUTS: tuple[Input, ...] = (
           created_in=("pull",)),
     Input("revision", "--revision", ("latest", "pull", "promote", "list")),
     Input("endpoint", "--endpoint", HUB_MODES),
+    Input("auth", "--auth", HUB_MODES),
     Input("private", "--private", ("push",), "switch", off="--public"),
     Input("require", "--require", ("latest",), "flag"),
     Input("force", "--force", ("pull",), "flag"),

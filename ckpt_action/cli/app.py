@@ -31,6 +31,9 @@ from ckpt_action import boundary
 from ckpt_action import client as core
 from ckpt_action.ci.escaping import escape
 from ckpt_action.cli.options import (
+    COUNT,
+    NUMBER,
+    STEP,
     HubOptions,
     WandbOptions,
     best_option,
@@ -53,7 +56,9 @@ from ckpt_action.cli.render import (
     emit,
     fail,
     fail_with,
+    json_asked,
     note,
+    print_json,
     route_client_logs,
     setup_logging,
     warn,
@@ -143,7 +148,7 @@ def cli() -> None:
 @repo_option()
 @click.option("--local-dir", required=True, help="The checkpoint directory to push.")
 @click.option("--subfolder", help="Folder in the repo (default: checkpoint-STEP).")
-@click.option("--step", type=int, help="Training step; alone, it names the subfolder checkpoint-STEP.")
+@click.option("--step", type=STEP, help="Training step; alone, it names the subfolder checkpoint-STEP.")
 @click.option("--private/--public", default=True, show_default=True,
               help="Visibility of the repo if push creates it (an existing repo is left as it is).")
 @click.option("--commit-message", help="Commit title (default: 'Push SUBFOLDER (step N)').")
@@ -214,7 +219,7 @@ def latest(repo: str, revision: str | None, require: bool, best: str | None, ver
     except NoCheckpointError as exc:  # --require: the outputs say found=false, then exit 3
         found = getattr(exc, "found", None)
         if found is not None:
-            emit("latest", latest_outputs(repo, found), hub)
+            emit("latest", latest_outputs(repo, found), hub, failing=True)
         raise
     emit("latest", latest_outputs(repo, res), hub)
 
@@ -397,12 +402,12 @@ def _maybe_size(value: int | None) -> str:
               "for Orbax).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True,
               help="The framework that writes the checkpoints (what marks one complete); auto tells it from the dir.")
-@click.option("--settle", type=float, default=10.0, show_default=True, help="Seconds a checkpoint without a "
+@click.option("--settle", type=NUMBER, default=10.0, show_default=True, help="Seconds a checkpoint without a "
               "framework's marker must stay unchanged (sizes, mtimes) before it is pushed.")
-@click.option("--grace", type=float, default=25.0, show_default=True, help="Seconds after SIGTERM/SIGINT to push "
+@click.option("--grace", type=NUMBER, default=25.0, show_default=True, help="Seconds after SIGTERM/SIGINT to push "
               "the newest complete checkpoint and stop (a preemption notice: ~30 s on GKE, 120 s on AWS spot).")
 @retention_options
-@click.option("--commits-per-hour", type=int, default=128, show_default=True, help="The Hub's commit quota per "
+@click.option("--commits-per-hour", type=COUNT, default=128, show_default=True, help="The Hub's commit quota per "
               "repo: past it only the newest complete checkpoint is pushed, the others are reported skipped.")
 @click.option("--private/--public", default=True, show_default=True,
               help="Visibility of the repo if the first push creates it.")
@@ -423,15 +428,15 @@ def watch(repo: str, local_dir: str, pattern: str | None, fmt: str, settle: floa
     with the evaluation metrics the Trainer logged at that step. With --keep-last, --keep-every or
     --keep-best it prunes the Hub as pushes land (what any of them keeps is kept).
     """
-    from ckpt_action.ci.outputs import write_json
     from ckpt_action.watch.watcher import Watcher
 
     watcher = Watcher(local_dir, repo, pattern=pattern, format=fmt, settle=settle, grace=grace, **retention.keywords(),
                       commits_per_hour=commits_per_hour, private=private, log=lambda m: echo(f"watch: {m}", err=True),
-                      endpoint=hub.endpoint, token=hub.token or None, timeout=hub.timeout, retries=hub.retries)
+                      client=hub.client())
     report = watcher.run(command)
-    if hub.as_json:
-        write_json(sys.stdout, report.as_dict())
+    code = report.exit_code()
+    if hub.as_json:  # one object: when the exit is not 0, the error's (which carries the report)
+        print_json(report.as_dict(), failing=bool(code))
     else:
         for name, subfolder, revision in report.pushed:
             echo(f"pushed: {name} -> {subfolder} at {revision}")
@@ -439,9 +444,21 @@ def watch(repo: str, local_dir: str, pattern: str | None, fmt: str, settle: floa
             echo(f"skipped (commit quota): {name}")
         for name, why in {**report.failed, **report.left, **report.refused}.items():
             echo(f"not pushed: {name} ({why})")
-    code = report.exit_code()
+    if code and hub.as_json:
+        fail(_watch_error(report, code), code)
     if code:
         sys.exit(code)
+
+
+def _watch_error(report: Any, code: int) -> str:
+    """What a watch that exits ``code`` (not 0) says went wrong, in one line."""
+    status = report.command_status
+    if status is not None and status < 0:
+        return f"the command was killed by signal {-status}"
+    if status:
+        return f"the command exited with status {status}"
+    names = [*report.failed, *report.left, *report.refused]
+    return f"{len(names)} checkpoint(s) not pushed: {', '.join(names)[:500]}"
 
 
 # --- the action and the demo ------------------------------------------------------------
@@ -537,12 +554,26 @@ def main(argv: list[str] | None = None) -> None:
 def run(argv: list[str] | None = None) -> None:
     """Parse ``argv`` and run the command, exiting with its code (``SystemExit``). Changes
     no global state, so tests call it in-process."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    # --json among the options (not after `--`, which starts a watched command's own):
+    # an error Click finds while parsing, before any command's options exist, is JSON too.
+    as_json = "--json" in args[:args.index("--") if "--" in args else len(args)]
     try:
-        cli.main(args=argv, prog_name="ckpt-action", standalone_mode=False)
+        with json_asked(as_json):
+            cli.main(args=args, prog_name="ckpt-action", standalone_mode=False)
     except _NO_ARGS_IS_HELP as exc:
         click.echo(exc.format_message())
         sys.exit(EXIT_INPUT)
     except click.exceptions.Abort:
-        fail("aborted", 130)
+        fail("aborted", 130, as_json=as_json)
     except click.ClickException as exc:
-        fail(f"{exc.format_message()} (see --help)", EXIT_INPUT)
+        fail(f"{exc.format_message()} (see --help)", EXIT_INPUT, option=_option_named(exc), as_json=as_json)
+
+
+def _option_named(exc: click.ClickException) -> str | None:
+    """The option a parsing error is about, as typed (``--step``), when it names one."""
+    name = getattr(exc, "option_name", None)  # NoSuchOption, BadOptionUsage
+    if name:
+        return str(name)
+    opts = getattr(getattr(exc, "param", None), "opts", None)
+    return str(opts[0]) if opts else None

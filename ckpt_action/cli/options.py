@@ -16,11 +16,48 @@ import click
 from ckpt_action.ci.outputs import check_writable
 from ckpt_action.cli.render import SECRET_KEY, fail_with
 from ckpt_action.client import Client, check_wandb_inputs
-from ckpt_action.errors import CkptError
+from ckpt_action.errors import CkptError, quoted
+from ckpt_action.names import COUNT_FORM, MAX_COUNT_DIGITS, NUMBER_FORM, count_text, number_text
 from ckpt_action.options import Retention, Signing, Verification
-from ckpt_action.settings import MAX_RETRIES, saved_token
+from ckpt_action.settings import AUTH_CHOICES, MAX_RETRIES, saved_token
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class CountType(click.types.IntParamType):
+    """A whole number in ASCII digits only (Click's ``int`` takes ``٣`` as 3, and fails on
+    ``²`` or 5,000 digits only as Python's ``int`` does); a usage error (exit 2) otherwise.
+    ``signed``: a ``-`` and a few more digits pass, for the client to say why they are refused
+    (a step is never negative, nor past the largest step)."""
+
+    def __init__(self, signed: bool = False) -> None:
+        self.signed = signed
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        given = count_text(value, 40 if self.signed else MAX_COUNT_DIGITS, self.signed) \
+            if isinstance(value, str) else None
+        if given is None:
+            self.fail(f"{quoted(value, 40)} is not {COUNT_FORM}", param, ctx)
+        return given
+
+
+class NumberType(click.types.FloatParamType):
+    """A number in ASCII digits with at most one ``.`` (no ``٣``, ``nan``, ``inf``, ``1e400``)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, float | int) and not isinstance(value, bool):
+            return float(value)
+        given = number_text(value) if isinstance(value, str) else None
+        if given is None:
+            self.fail(f"{quoted(value, 40)} is not {NUMBER_FORM}", param, ctx)
+        return given
+
+
+COUNT = CountType()
+STEP = CountType(signed=True)
+NUMBER = NumberType()
 
 
 @dataclass(frozen=True)
@@ -33,10 +70,17 @@ class HubOptions:
     dotenv: str | None
     timeout: float | None
     retries: int | None
+    auth: str | None = None
 
     def client(self) -> Client:
-        """The client for where the Hub is and how hard to try."""
-        return Client(self.endpoint, self.token or None, timeout=self.timeout, retries=self.retries)
+        """The client for where the Hub is, how to authenticate and how hard to try: one per
+        command, so what it reads after its main call (the step summary's table) reuses its
+        keyless token instead of exchanging another."""
+        return self._client
+
+    @functools.cached_property
+    def _client(self) -> Client:
+        return Client(self.endpoint, self.token or None, timeout=self.timeout, retries=self.retries, auth=self.auth)
 
 
 @dataclass(frozen=True)
@@ -58,10 +102,10 @@ def _options(fn: Callable[..., Any], options: list[Callable[[F], F]]) -> Callabl
 
 
 def hub_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """--endpoint, --token, --json, --dotenv, --timeout, --retries, handed over as ``hub``."""
+    """--endpoint, --token, --auth, --json, --dotenv, --timeout, --retries, handed over as ``hub``."""
 
     @functools.wraps(fn)
-    def wrapper(*args: Any, endpoint: str | None, token: str | None, as_json: bool, dotenv: str | None,
+    def wrapper(*args: Any, endpoint: str | None, token: str | None, auth: str, as_json: bool, dotenv: str | None,
                 timeout: float | None, retries: int | None, **kwargs: Any) -> Any:
         # also a token saved by `hf auth login`, which the API sends when none is given; kept in
         # this command's context for the scrubbing of what it prints (render.scrub)
@@ -72,16 +116,21 @@ def hub_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                 check_writable(dotenv, "dotenv")
             except CkptError as exc:
                 fail_with(exc)
-        return fn(*args, hub=HubOptions(endpoint, token, as_json, dotenv, timeout, retries), **kwargs)
+        return fn(*args, hub=HubOptions(endpoint, token, as_json, dotenv, timeout, retries, auth), **kwargs)
 
     return _options(wrapper, [
         click.option("--endpoint", envvar="HF_ENDPOINT", help="Hub URL (default: HF_ENDPOINT, else the Hub)."),
         click.option("--token", envvar="HF_TOKEN", help="Hub token (default: HF_TOKEN). Never printed."),
-        click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout."),
+        click.option("--auth", type=click.Choice(AUTH_CHOICES, case_sensitive=False), default="auto",
+                     show_default=True, help="auto: a token given, else keyless when the job can mint an OIDC id "
+                     "token (ACTIONS_ID_TOKEN_REQUEST_URL, or HF_OIDC_ID_TOKEN), else none; token; oidc: a "
+                     "short-lived token exchanged per repo (HF_OIDC_RESOURCE scopes it to one)."),
+        click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout (on an error too: error,"
+                     " exit_code, option)."),
         click.option("--dotenv", type=click.Path(dir_okay=False), help="Also write outputs as a dotenv file "
                      "(GitLab CI artifacts:reports:dotenv)."),
-        click.option("--timeout", type=float, help="Seconds a request may stall (default 60; CKPT_TIMEOUT)."),
-        click.option("--retries", type=int,
+        click.option("--timeout", type=NUMBER, help="Seconds a request may stall (default 60; CKPT_TIMEOUT)."),
+        click.option("--retries", type=COUNT,
                      help=f"Retries of transient failures (default 5, at most {MAX_RETRIES}; CKPT_RETRIES)."),
     ])
 
@@ -175,7 +224,7 @@ def verify_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--verify-issuer", help="The identity's OIDC issuer (GitHub Actions: "
                      "https://token.actions.githubusercontent.com)."),
         _trust_config(),
-        click.option("--verify-min-step", type=int, help="Refuse a checkpoint whose signed step is below this: a "
+        click.option("--verify-min-step", type=STEP, help="Refuse a checkpoint whose signed step is below this: a "
                      "signature does not prove a checkpoint is the newest, so an older signed one put back verifies."),
         click.option("--verify-require-provenance", is_flag=True, help="Refuse a checkpoint without a signed "
                      "ckpt-provenance.json (one signed by another tool verifies wherever it is copied)."),
@@ -212,8 +261,8 @@ def retention_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         return fn(*args, retention=retention, **kwargs)
 
     return _options(wrapper, [
-        click.option("--keep-last", type=int, help="Keep the newest K checkpoint-N."),
-        click.option("--keep-every", type=int, metavar="N", help="Keep every checkpoint-N whose step is a "
+        click.option("--keep-last", type=COUNT, help="Keep the newest K checkpoint-N."),
+        click.option("--keep-every", type=COUNT, metavar="N", help="Keep every checkpoint-N whose step is a "
                      "multiple of N."),
         click.option("--keep-best", metavar="METRIC:min|max[:K]", help="Keep the K (default 1) best checkpoint-N "
                      "by this metric in their manifests; alone, also every one without it. A metric no checkpoint "

@@ -5,12 +5,15 @@ parameters spelled as this door spells them (``--tag``, or ``input 'tag'`` for t
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
+import json
 import logging
 import os
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn, Protocol
 
@@ -19,13 +22,14 @@ import click
 from ckpt_action.ci.escaping import escape
 from ckpt_action.ci.outputs import (
     append_summary,
+    applicable,
     human_lines,
     summary_markdown,
     write_dotenv,
     write_github_output,
     write_json,
 )
-from ckpt_action.errors import CkptError, Door, render
+from ckpt_action.errors import CkptError, Door, render, spell
 from ckpt_action.errors import scrub as scrub_secrets
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_NONE = 0, 1, 2, 3
@@ -75,8 +79,68 @@ def note(message: str) -> None:
     click.echo(_annotate("notice", render(message, door())), err=True)
 
 
-def fail(message: str, code: int) -> NoReturn:
+# With --json, an error is one JSON object on stdout too (``error``, ``exit_code``, ``option``):
+# whether this command was asked for JSON, and the result a failing command has already made
+# (``latest --require``'s outputs), which the error's object carries instead of a second object.
+_JSON_ASKED: contextvars.ContextVar[bool] = contextvars.ContextVar("ckpt_action_json_asked", default=False)
+_RESULT_KEY = "ckpt_action.result"  # ctx.meta: a result kept for the error's JSON object
+_WRITTEN_KEY = "ckpt_action.json_written"  # ctx.meta: this command's one JSON object is out
+
+
+@contextlib.contextmanager
+def json_asked(asked: bool) -> Iterator[None]:
+    """Inside, the command being run was given ``--json`` (seen among its arguments by
+    ``run``, before Click parses them): for this invocation only, not a process setting."""
+    token = _JSON_ASKED.set(asked)
+    try:
+        yield
+    finally:
+        _JSON_ASKED.reset(token)
+
+
+def json_wanted() -> bool:
+    """Whether the command running asked for ``--json`` (parsed, or seen in its arguments)."""
+    if _JSON_ASKED.get():
+        return True
+    ctx = click.get_current_context(silent=True)
+    while ctx is not None:
+        if ctx.params.get("as_json"):
+            return True
+        ctx = ctx.parent
+    return False
+
+
+def error_object(message: str, code: int, option: str | None) -> dict[str, Any]:
+    """The JSON object an error prints on stdout with ``--json``: the result the command had
+    made, if any (``latest --require``: ``found: false``), then ``error`` (the stderr line's
+    message), ``exit_code`` and ``option`` (the option it names, as spelled, or null)."""
+    ctx = click.get_current_context(silent=True)
+    kept = applicable(ctx.meta.get(_RESULT_KEY) or {}) if ctx is not None else {}
+    return {**kept, "error": scrub(" ".join(str(message).split())), "exit_code": code, "option": option}
+
+
+def print_json(result: dict[str, Any], *, failing: bool = False) -> None:
+    """The command's one JSON object on stdout; ``failing`` (an error exit follows): kept for
+    the error's object, which carries it (:func:`error_object`), instead of a second object."""
+    ctx = click.get_current_context(silent=True)
+    if failing and ctx is not None:
+        ctx.meta[_RESULT_KEY] = dict(result)
+        return
+    write_json(sys.stdout, result)
+    if ctx is not None:
+        ctx.meta[_WRITTEN_KEY] = True
+
+
+def fail(message: str, code: int, *, option: str | None = None, as_json: bool | None = None) -> NoReturn:
+    """Exit ``code`` with ``message`` as one error line on stderr; with ``--json`` (or
+    ``as_json``) also one JSON object on stdout (:func:`error_object`), unless the command's
+    one object is already out. ``option`` is the option the error names, as this door spells it."""
     click.echo(_annotate("error", message), err=True)
+    ctx = click.get_current_context(silent=True)
+    if (json_wanted() if as_json is None else as_json) and not (ctx is not None and ctx.meta.get(_WRITTEN_KEY)):
+        # every key, null ones too: a script reads `option` without checking it is there
+        sys.stdout.write(json.dumps(error_object(message, code, option)) + "\n")
+        sys.stdout.flush()
     sys.exit(code)
 
 
@@ -91,7 +155,7 @@ def door() -> Door:
 
 def fail_with(exc: CkptError) -> NoReturn:
     """Fail with the error's message, its parameters spelled as this door spells them."""
-    fail(exc.render(door()), exc.exit_code)
+    fail(exc.render(door()), exc.exit_code, option=spell(exc.param, door()) if exc.param else None)
 
 
 def echo(text: str, *, err: bool = False) -> None:
@@ -139,8 +203,11 @@ class Destinations(Protocol):
 
 
 def emit(command: str, result: dict[str, Any], hub: Destinations, human: Callable[[], None] | None = None,
-         checkpoints: Callable[[], str] | None = None) -> None:
+         checkpoints: Callable[[], str] | None = None, *, failing: bool = False) -> None:
     """Write the result everywhere it is wanted: stdout, GITHUB_OUTPUT, job summary, dotenv.
+
+    ``failing``: the command exits with an error next (``latest --require``), whose one JSON
+    object (``--json``) carries the result rather than a second object.
 
     ``human`` prints the terminal form when it is not a plain ``key: value`` list;
     ``checkpoints`` reads and renders the model card's table the job summary shows (called
@@ -159,7 +226,7 @@ def emit(command: str, result: dict[str, Any], hub: Destinations, human: Callabl
     if hub.dotenv:
         write_dotenv(hub.dotenv, result)
     if hub.as_json:
-        write_json(sys.stdout, result)
+        print_json(result, failing=failing)
     elif human is not None:
         human()
     else:

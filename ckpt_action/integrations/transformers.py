@@ -236,6 +236,7 @@ class CheckpointCallback(TrainerCallback):
         # client= and retention= stand for the loose keywords (given both: an InputError).
         hub = connection_of(client, endpoint=endpoint, token=token, timeout=timeout, retries=retries)
         endpoint, token, timeout, retries = hub["endpoint"], hub["token"], hub["timeout"], hub["retries"]
+        auth = hub.get("auth")  # with client=: keyless (auth="oidc") re-exchanges before each token expires
         given = retention_of(retention, keep_last=keep_last, keep_every=keep_every, keep_best=keep_best)
         keep_last, keep_every, keep_best = given.keep_last, given.keep_every, given.keep_best
         self.repo = names.repo_id(repo)
@@ -248,9 +249,10 @@ class CheckpointCallback(TrainerCallback):
             raise InputError(f"on_failure must be 'raise' or 'warn', not {on_failure!r}")
         if isinstance(max_waiting, bool) or not isinstance(max_waiting, int) or max_waiting < 1:
             raise InputError(f"max_waiting must be a whole number >= 1, not {max_waiting!r}")
-        settings = Settings.from_env(endpoint=endpoint, token=token or None, timeout=timeout, retries=retries)
-        names.token_for_write(settings.token, settings.endpoint)
-        self._client = Client(endpoint, token, timeout=timeout, retries=retries)
+        settings = Settings.from_env(endpoint=endpoint, token=token or None, timeout=timeout, retries=retries,
+                                     auth=auth)
+        names.token_for_write(settings.token or settings.auth == "oidc", settings.endpoint)
+        self._client = Client(endpoint, token, timeout=timeout, retries=retries, auth=auth)
         self._private = private
         retention = Retention(keep_last=keep_last, keep_every=keep_every, keep_best=keep_best)
         self._retention: Retention | None = None
@@ -261,7 +263,8 @@ class CheckpointCallback(TrainerCallback):
         self._endpoint = settings.endpoint
         # The in-process push's patience with a rate limit, not the watch's shorter one.
         self._rate_limit_wait = settings.max_rate_limit_wait
-        self._hub = {"endpoint": endpoint, "token": token or None, "timeout": timeout, "retries": retries}
+        self._hub = {"endpoint": endpoint, "token": token or None, "timeout": timeout, "retries": retries,
+                     "auth": auth}
         self.uploads = uploads
         self.upload_mode: str | None = None
         """Where the last push ran: ``"process"`` (the uploader child), ``"thread"``, or None before one."""

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ckpt_action.checkpoint.consolidate import DEFAULT_MAX_SHARD_SIZE, Converted
 from ckpt_action.checkpoint.dcpmeta import METADATA
-from ckpt_action.errors import CkptError, InputError, param
+from ckpt_action.errors import CkptError, InputError, param, quoted
 
 _KEEP = (
     # weights
@@ -127,7 +127,7 @@ def select(files: list[str]) -> ModelSelection:
     return ModelSelection(tuple(keep), tuple(convert), kind, tuple(left))
 
 
-_SIZE = re.compile(r"(\d+)\s*([KMGT]i?B|B)?", re.IGNORECASE)
+_SIZE = re.compile(r"([0-9]{1,18})\s*([KMGT]i?B|B)?", re.IGNORECASE | re.ASCII)
 _UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
           "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
 
@@ -146,8 +146,8 @@ def shard_size(value: int | str | None, name: str = "max_shard_size") -> int:
     else:
         found = _SIZE.fullmatch(str(value).strip())
         if not found:
-            raise InputError(f"{param(name)} {str(value)[:40]!r} is not a size: give bytes or a number with KB, MB,"
-                             " GB (or KiB, MiB, GiB)", param=name)
+            raise InputError(f"{param(name)} {quoted(str(value), 40)} is not a size: give bytes or a number with"
+                             " KB, MB, GB (or KiB, MiB, GiB), in ASCII digits 0-9", param=name)
         size = int(found.group(1)) * _UNITS[(found.group(2) or "B").upper()]
     if size < 1:
         raise InputError(f"{param(name)} must be at least 1 byte", param=name)

@@ -138,7 +138,7 @@ def card_operation(remote: Store, head: str | None, *, drop: Sequence[str] = (),
     """The ``README.md`` write for a commit planned at ``head`` that deletes the folders
     ``drop`` and writes the ones ``add`` describes; ``tag``: (a tag this write will create,
     the folders it is made for); ``tags_of``: the tags made for each folder (prune's rule,
-    :func:`~ckpt_action.ops.release.tagged_folders`). A :class:`~ckpt_action.stores.base.Put`
+    :func:`~ckpt_action.ops.prune.tagged_folders`). A :class:`~ckpt_action.stores.base.Put`
     that goes into the same write as the change; None when the card already says it all."""
     from ckpt_action.ops.discover import list_checkpoints
     from ckpt_action.stores.writes import Put

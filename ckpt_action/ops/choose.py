@@ -33,17 +33,16 @@ def no_checkpoint(repo: str, purpose: str = "", found: LatestResult | None = Non
     return exc
 
 
-def latest(remote: Store, revision: str | None, warn: Warn, verifier: Verifier | None = None, *,
-           require: bool = False, best: Objective | None = None, purpose: str = "") -> LatestResult:
+def choose_latest(remote: Store, revision: str | None, warn: Warn, verifier: Verifier | None = None, *,
+                  require: bool = False, best: Objective | None = None, purpose: str = "") -> LatestResult:
     """The highest complete checkpoint (with ``best``: the best by that metric), its
     warnings said (a missing repo, each folder passed over); ``require``: none raises
     :func:`no_checkpoint` (``purpose`` ends its first clause), the one place it is checked.
     With ``require`` a missing repo is no warning (its advice is to require) but the
     error's reason."""
-    from ckpt_action.ops.discover import latest as find
-    from ckpt_action.ops.discover import latest_best
+    from ckpt_action.ops.discover import latest, latest_best
 
-    res = find(remote, revision, verifier) if best is None else latest_best(remote, best, revision, verifier)
+    res = latest(remote, revision, verifier) if best is None else latest_best(remote, best, revision, verifier)
     token = bool(remote.settings.token)
     missing = None if require else res.missing_warning(_name(remote), token=token, require=param_on("require"))
     if missing:
@@ -68,7 +67,7 @@ def for_pull(remote: Store, subfolder: str | None, revision: str | None, sha: st
         chosen = dataclasses.replace(chosen, signature=None, verifier=None)
     if subfolder is not None:
         return subfolder, sha, chosen
-    res = latest(remote, revision, warn, verifier, require=True, purpose=" to pull")
+    res = choose_latest(remote, revision, warn, verifier, require=True, purpose=" to pull")
     assert res.handle is not None
     handle: CheckpointHandle = res.handle
     return handle.subfolder, handle.revision, res.chosen

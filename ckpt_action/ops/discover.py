@@ -175,13 +175,14 @@ def _head(store: Store, revision: str | None) -> tuple[str, dict[str, str]] | La
     to read (a missing repo, unless a revision was named: then its error; an empty one)."""
     try:
         sha = store.resolve(revision)
+        if sha is None:
+            return LatestResult(None, None, [])
+        # A bucket's resolve asks nothing: its listing is what answers 404 for a missing one.
+        return sha, store.folders(sha)
     except NotFoundError:
         if revision is not None:
             raise
         return LatestResult(None, None, [], repo_missing=True)
-    if sha is None:
-        return LatestResult(None, None, [])
-    return sha, store.folders(sha)
 
 def latest_best(store: Store, objective: Objective, revision: str | None = None,
                 verifier: Verifier | None = None) -> LatestResult:

@@ -486,7 +486,10 @@ def _prove(store: Store, sha: str, subfolder: str, last: Write) -> None:
 
     One request when the folder's git tree id can be computed from the manifest; when it
     cannot, or the Hub stored a file otherwise than predicted (a repo's own
-    .gitattributes), the folder is listed and compared file by file.
+    .gitattributes), the folder is listed and compared file by file. A difference at a
+    repo's commit (ours, pinned to its parent) is the Hub's; in a store read as it is now (a
+    bucket, whose write checked the folder after the manifest landed) it is another
+    writer's, and the message says so.
     """
     sent = {op.path: op.data for op in last.operations if isinstance(op, Put)}
     data = sent[f"{subfolder}/{MANIFEST_NAME}"]
@@ -504,6 +507,11 @@ def _prove(store: Store, sha: str, subfolder: str, last: Write) -> None:
     problems = [f"{rel} differs" for rel, digest in sorted(expected.items()) if not confirmed(digest,
                                                                                                  files.get(rel))]
     problems += [f"{rel} is not in the manifest" for rel in sorted(files) if rel not in expected]
-    if problems:
+    if problems and not store.fixed_pins:
+        # The write checked the folder after its manifest landed: it changed since.
+        raise IntegrityError(f"after the push, {subfolder}/ in {store.name} no longer holds what was sent"
+                             f" ({problems[0]}): another writer changed it after this push published it (two"
+                             " pushes to one folder at once?); push again once the other writer is done")
+    if problems:  # our own commit, pinned to its parent (a race is refused, 412, and re-planned)
         raise IntegrityError(f"after the push, {subfolder}/ at {sha[:12]} is not what was sent ({problems[0]}):"
                              " the Hub did not store the files as uploaded; push again")

@@ -1,29 +1,23 @@
-"""promote and prune: checkpoints through a release pipeline.
+"""promote: a checkpoint through a release pipeline.
 
 promote copies a pinned checkpoint to a target folder with the Hub's server-side
 copies (no LFS bytes move), in one commit that also writes the target's manifest,
-recording the source SHA. prune deletes old ``checkpoint-N`` folders in one commit,
-never the latest complete one, never a promoted checkpoint's source, never one a tag
-points at.
-
-Over 400 lines as one module: promote's three paths (server-side copy, into another repo,
-a converted model folder) share the tag check, the source record and the tagged-folders
-rule prune reads too; which files a model folder keeps lives apart, in ``asmodel``.
+recording the source SHA (which prune reads: it never deletes a promoted checkpoint's
+source, :mod:`~ckpt_action.ops.prune`). Its three paths (server-side copy, into another
+repo, a converted model folder) share the tag check and the source record; which files a
+model folder keeps lives apart, in ``asmodel``.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import posixpath
 import shutil
 import tempfile
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from ckpt_action.checkpoint.manifest import MANIFEST_NAME, Manifest, expected_from_remote
-from ckpt_action.checkpoint.metrics import Objective
 from ckpt_action.checkpoint.provenance import PROVENANCE_NAME, Provenance
 from ckpt_action.checkpoint.sealing import WRITTEN, Sealed, model_name, seal, with_provenance
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME, LoadedSigner, SignatureError
@@ -32,18 +26,16 @@ from ckpt_action.checkpoint.verdict import confirmed
 from ckpt_action.errors import (
     ConflictError,
     InputError,
-    IntegrityError,
     NotFoundError,
     UnreadableManifest,
     param,
 )
-from ckpt_action.handle import CheckpointHandle, step_of
+from ckpt_action.handle import CheckpointHandle
 from ckpt_action.ops import asmodel
 from ckpt_action.ops.card import Row, card_operation
-from ckpt_action.ops.discover import judge_candidates
+from ckpt_action.ops.prune import tagged_folders
 from ckpt_action.ops.pull import Selection, pull
 from ckpt_action.ops.push import push
-from ckpt_action.ops.retention import keep_reasons, ranked
 from ckpt_action.stores.base import Store, open_complete
 from ckpt_action.stores.writes import Copy, Delete, Final, Put, Write
 
@@ -293,180 +285,3 @@ def _promote_across(remote: Store, source: CheckpointHandle, target: Store, to: 
     if tag is not None:
         target.create_tag(tag, res.handle.revision)
     return PromoteResult(res.handle, source, res.commits, tag, signer=res.signer)
-
-
-@dataclass(frozen=True)
-class PrunePlan:
-    revision: str
-    delete: list[str]
-    keep: list[str]
-    reasons: dict[str, str] = field(default_factory=dict)
-    """Why each kept checkpoint is kept."""
-
-
-def plan_prune(remote: Store, keep_last: int | None, head: str | None = None, *,
-               keep_every: int | None = None, keep_best: Objective | None = None) -> PrunePlan:
-    """What prune would delete at ``head`` (default: main's current head), and why everything else stays.
-
-    Only top-level ``checkpoint-N`` folders are candidates; ``sft/``, promoted targets and
-    any other folder are never touched. The rules count only complete checkpoints (the one
-    verdict, :func:`~ckpt_action.ops.discover.judge_candidates`): a folder that fails it is
-    never kept as the last, an N-th or the best, so it never costs a complete one its place;
-    it is kept while it is newer than the latest complete checkpoint (a push may still be
-    finishing it) and deleted once a complete one is newer. A candidate whose manifest
-    cannot be read is kept with that reason: it may be anything, and deleting it would hide
-    the question.
-    ``keep_last``, ``keep_every`` and ``keep_best`` keep the union of what each keeps
-    (:func:`~ckpt_action.ops.retention.keep_reasons`); ``keep_best`` on a metric no
-    checkpoint here has is an InputError, raised before anything is deleted.
-    """
-    for name, value in (("keep_last", keep_last), ("keep_every", keep_every)):
-        if value is not None and value < 1:
-            raise InputError(f"{param(name)} must be at least 1", param=name)
-    if keep_last is None and keep_every is None and keep_best is None:
-        raise InputError(f"prune needs {param('keep_last')}, {param('keep_every')} or {param('keep_best')}: what"
-                         " to keep", param="keep_last")
-    head = head or remote.resolve(None)
-    if head is None:
-        return PrunePlan("", [], [])
-
-    folders = remote.folders(head)
-    ckpts = sorted((s, name) for name in folders if (s := step_of(name)) is not None)
-    reasons: dict[str, str] = {}
-    # The one verdict on every candidate first: the rules count complete checkpoints only.
-    judged = {name: cand for name, (cand, _chosen) in judge_candidates(remote, head, folders).items()}
-    complete = [c for c in judged.values() if c.incomplete is None]
-    if keep_best is not None and not ranked(complete, keep_best):
-        raise InputError(f"{param('keep_best')} {keep_best}: no complete checkpoint-N here records {keep_best.metric}:"
-                         " name a metric they have (see list), or drop it; nothing was deleted",
-                         param="keep_best")
-    for name, whys in keep_reasons(complete, keep_last=keep_last, keep_every=keep_every,
-                                   keep_best=keep_best).items():
-        reasons[name] = "; ".join(whys)
-    newest = max(complete, key=lambda c: c.step, default=None)
-    if newest is not None:
-        reasons.setdefault(newest.name, "the latest complete checkpoint")
-    # Promoted targets name their source in the manifest; the source stays.
-    for name in sorted(_promoted_sources(remote, head, list(folders))):
-        if name in folders:
-            reasons.setdefault(name, "source of a promoted folder")
-    # A tag protects the checkpoint it was made for: the source of a promoted folder at the
-    # tagged commit, else the highest checkpoint-N there (the push-then-tag pattern).
-    for tag, tagged in remote.refs()[1].items():
-        for name in _tagged_checkpoints(remote, tagged):
-            if name in folders:
-                reasons.setdefault(name, f"tagged {tag}")
-    for name, cand in judged.items():
-        if name in reasons or cand.incomplete is None:
-            continue
-        if cand.unreadable is not None:
-            reasons[name] = f"{cand.unreadable}; not deleted: delete it by hand if it is garbage"
-        elif newest is None or cand.step > newest.step:
-            # Newer than every complete checkpoint: a push may still be finishing it.
-            reasons[name] = f"not complete ({cand.incomplete}), but newer than the latest complete checkpoint"
-    delete = [name for _s, name in ckpts if name not in reasons]
-    keep = [name for _s, name in ckpts if name in reasons]
-    return PrunePlan(head, delete, keep, reasons)
-
-
-def _promotions(remote: Store, sha: str, folders: list[str]) -> list[tuple[str, dict[str, Any]]]:
-    """Each promoted folder at sha (a top-level folder outside the ``checkpoint-N`` ones
-    holding a manifest at any depth: a promote target may be ``release/v1``) with the
-    ``source`` its manifest names (empty when it names none)."""
-    out: list[tuple[str, dict[str, Any]]] = []
-    for name in folders:
-        if step_of(name) is not None:
-            continue
-        try:
-            manifests = [rel for rel in remote.files(sha, name) if posixpath.basename(rel) == MANIFEST_NAME]
-        except IntegrityError as exc:
-            log.warning("%s/ cannot be listed (%s): a checkpoint promoted into it is not protected", name, exc)
-            continue
-        for rel in manifests:
-            folder = posixpath.join(name, posixpath.dirname(rel)).rstrip("/")
-            try:
-                data = remote.read_small_file(sha, f"{name}/{rel}")
-                assert data is not None
-                manifest = Manifest.from_json(data)
-            except UnreadableManifest as exc:
-                log.warning("%s/: %s: the checkpoint it was promoted from, if any, is not protected", folder, exc)
-                continue
-            out.append((name, dict(manifest.source or {})))
-    return out
-
-
-def _sources(remote: Store, promotions: list[tuple[str, dict[str, Any]]]) -> set[str]:
-    return {src["subfolder"] for _, src in promotions if src.get("repo") == remote.name and src.get("subfolder")}
-
-
-def _promoted_sources(remote: Store, sha: str, folders: list[str]) -> set[str]:
-    """Checkpoint folders that promoted folders at sha were copied from: the ``source`` of
-    every manifest outside the top-level ``checkpoint-N`` folders."""
-    return _sources(remote, _promotions(remote, sha, folders))
-
-
-def _tagged_checkpoints(remote: Store, sha: str) -> set[str]:
-    """The checkpoint a tag at ``sha`` was made for: the sources of promoted folders there,
-    else the highest checkpoint-N."""
-    names = list(remote.folders(sha))
-    sources = _promoted_sources(remote, sha, names)
-    if sources:
-        return sources
-    steps = [(s, n) for n in names if (s := step_of(n)) is not None]
-    return {max(steps)[1]} if steps else set()
-
-
-def tagged_folders(remote: Store, folders: list[str]) -> dict[str, list[str]]:
-    """Each of ``folders`` with the tags made for it: the checkpoint (prune's rule,
-    :func:`_tagged_checkpoints`) and the promoted folders at the tag."""
-    out: dict[str, list[str]] = {}
-    for tag, tagged in sorted(remote.refs()[1].items()):
-        names = list(remote.folders(tagged))
-        promotions = _promotions(remote, tagged, names)
-        made_for = _sources(remote, promotions)
-        if not made_for:
-            steps = [(s, n) for n in names if (s := step_of(n)) is not None]
-            made_for = {max(steps)[1]} if steps else set()
-        # The card names the folders a promote wrote too (a release row keeps its tag), which
-        # prune's rule does not need: prune never deletes a folder outside checkpoint-N.
-        for name in sorted(made_for | {name for name, src in promotions if src}):
-            if name in folders:
-                out.setdefault(name, []).append(tag)
-    return out
-
-
-def prune(remote: Store, keep_last: int | None, *, dry_run: bool = False, keep_every: int | None = None,
-          keep_best: Objective | None = None, card: bool = False) -> tuple[PrunePlan, str | None]:
-    """Delete what :func:`plan_prune` says, in one commit pinned to the head it planned at.
-
-    If the branch moves first, the prune is planned again at the new head. The plan
-    returned names what the commit(s) that landed deleted, and what the last plan keeps.
-    With ``card`` the same commit updates the model card's table of checkpoints (also when
-    nothing is deleted and the table is not what the repo holds).
-    """
-    first = plan_prune(remote, keep_last, keep_every=keep_every, keep_best=keep_best)
-    if dry_run or not first.revision or (not first.delete and not card):
-        return first, first.revision or None
-    planned = {first.revision: first}
-    last = first
-
-    def plan(head: str | None) -> Write | None:
-        nonlocal last
-        # The first round uses the plan made above; later ones plan at the head they read
-        # (a moved head makes the commit a 412, and the round after plans again).
-        last = planned.pop(head) if head in planned else plan_prune(remote, keep_last, head,
-                                                                                    keep_every=keep_every,
-                                                                                    keep_best=keep_best)
-        ops: list[Put | Delete | Copy] = [Delete(f"{name}/") for name in last.delete]
-        table = card_operation(remote, head, drop=last.delete, tags_of=tagged_folders) if card else None
-        if table is not None:
-            ops.append(table)
-        if not ops:
-            return None
-        title = (f"Prune {len(last.delete)} checkpoint(s), keep {', '.join(last.keep)}"[:200] if last.delete
-                 else "Update the table of checkpoints in README.md")
-        return Write(ops, title)
-
-    outcome = remote.write(plan, what="pruning", head=first.revision)
-    deleted = [op.path.rstrip("/") for p in outcome.landed for op in p.operations if isinstance(op, Delete)]
-    return PrunePlan(last.revision, deleted, last.keep, last.reasons), outcome.pin

@@ -1,11 +1,11 @@
 """What prune keeps by rule, and what ``--best`` chooses: pure functions over the listed
-checkpoints (no request; :func:`~ckpt_action.ops.release.plan_prune` reads the Hub and adds
+checkpoints (no request; :func:`~ckpt_action.ops.prune.plan_prune` reads the Hub and adds
 what it protects besides: the latest complete checkpoint, promoted sources, tagged ones).
 
 The rules combine as a union: a folder is kept when any rule keeps it, with every reason.
 Only complete checkpoints are candidates: one the verdict fails (``Candidate.incomplete``)
 is never kept as the last, an N-th or the best, so it never costs a complete one its place
-(what prune does with it is :func:`~ckpt_action.ops.release.plan_prune`'s).
+(what prune does with it is :func:`~ckpt_action.ops.prune.plan_prune`'s).
 A checkpoint without the metric (or whose manifest's metrics are malformed) is never
 chosen by it, so it is never kept by ``keep_best`` alone, and never deleted by it either:
 ``keep_best`` only adds.

@@ -27,15 +27,23 @@ from ckpt_action.stores.writes import LIVE, Copy, Delete, Final, Operation, Pin,
 BUCKET_PREFIX = "hf://buckets/"
 
 
-def open_store(settings: Settings, name: str, api: Any = None) -> Store:
+def open_store(settings: Settings, name: str, api: Any = None, *, command: str = "this command",
+               write: bool = False) -> Store:
     """The store ``name`` (checked by :func:`ckpt_action.names.repo_id`) names: ``ORG/NAME``
     a model repo (:class:`RepoStore`); ``hf://buckets/ORG/NAME[/prefix]`` a Storage Bucket
     (:class:`BucketStore`). The client opens one per command and hands that object to the
     operations; ``api``: a huggingface_hub client to share (a second store of the same
-    command)."""
+    command). Keyless (``settings.auth == "oidc"``) each repo gets its own exchanged token,
+    never a shared client, and a token that cannot do what ``command`` does (``write``) is
+    refused here, before anything is uploaded; a bucket is refused (the exchange scopes repos)."""
     if name.startswith(BUCKET_PREFIX):
         return BucketStore(settings, name, api=api)
-    return RepoStore.open(settings, name, api)
+    if settings.auth != "oidc":
+        return RepoStore.open(settings, name, api)
+    from ckpt_action.stores.hub.keyless import token_for
+
+    token_for(settings, name).require(name, write=write, command=command)
+    return RepoStore.open(settings, name)
 
 __all__ = [
     "LIVE",

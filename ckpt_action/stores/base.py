@@ -115,6 +115,10 @@ class Store(Protocol):
 
     kind: str
     """``repo`` or ``bucket``."""
+    fixed_pins: bool
+    """Whether a pin names a state that never changes (a repo's commit). False: a read at a
+    pin sees the store as it is now (a bucket's listing), so what differs from a write just
+    made was changed since by another writer."""
     name: str
     """The repo id or bucket URI, as handles and messages name it."""
     settings: Settings

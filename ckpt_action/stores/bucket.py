@@ -26,7 +26,7 @@ manifest without Xet hashes (written before they were recorded) is held by size 
 by sha256. This store also maps the Xet hashes of the bytes it uploaded to their sha256, so a
 push can prove what it wrote and a re-push in the same process skips what is there.
 
-About 540 lines in one module on purpose: every method of the store interface for one
+About 650 lines in one module on purpose: every method of the store interface for one
 store, read side by side with :mod:`.repo` and the interface's own notes on buckets.
 """
 
@@ -35,8 +35,11 @@ from __future__ import annotations
 import hashlib
 import os
 import posixpath
+import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -66,9 +69,10 @@ from ckpt_action.handle import BUCKET_PIN_RE, SHA256_RE
 from ckpt_action.stores.base import Uploaded
 from ckpt_action.stores.catalog import group_checkpoints
 from ckpt_action.stores.finalize import FinalizeRefused, Identity, finalize
+from ckpt_action.stores.hub.failures import status_of
 from ckpt_action.stores.hub.fetch import fetch_file
 from ckpt_action.stores.hub.repo import folder_problem, skip_name, small_file_reader
-from ckpt_action.stores.hub.transport import call, make_api, status_of, translate
+from ckpt_action.stores.hub.transport import call, make_api, translate
 from ckpt_action.stores.writes import LIVE, Copy, Delete, Final, Pin, Put, Write, WriteOutcome
 
 if TYPE_CHECKING:
@@ -103,6 +107,37 @@ def _digest_opened(local: str, rel: str) -> FileDigest:
     return hasher.digest(rel)
 
 
+_XET_UPLOADS = threading.Lock()
+"""One Xet upload session at a time in this process: sessions running side by side (ranks
+in one process) deduplicate against each other's xorbs before those are stored, and the
+CAS then refuses the shard that names them."""
+
+
+def _size_of(local: str, given: FileDigest | None) -> int:
+    return given.size if given is not None else os.stat(local).st_size
+
+
+def upload_batches(sizes: list[tuple[str, int]], limit: int) -> list[list[str]]:
+    """The files (name, size), in order, as batches of at most ``limit`` bytes each, or of
+    one file bigger than that.
+
+    >>> upload_batches([("a", 3), ("b", 3), ("c", 9), ("d", 1), ("e", 1)], 8)
+    [['a', 'b'], ['c'], ['d', 'e']]
+    """
+    out: list[list[str]] = []
+    batch: list[str] = []
+    total = 0
+    for rel, size in sizes:
+        if batch and total + size > limit:
+            out.append(batch)
+            batch, total = [], 0
+        batch.append(rel)
+        total += size
+    if batch:
+        out.append(batch)
+    return out
+
+
 def overwritten(folder: str, pin: str, why: str | None = None) -> IntegrityError:
     """A folder read at ``pin`` that no longer holds it: its manifest changed (no ``why``), or
     ``why``, a file the manifest names was replaced under it."""
@@ -122,11 +157,16 @@ class BucketStore:
     """
 
     kind = "bucket"
+    fixed_pins = False
 
     def __init__(self, settings: Settings, uri: str, api: HfApi | None = None) -> None:
         parsed = names.bucket(uri)
         if parsed is None:
             raise InputError(f"{param('repo')} {quoted(uri)} is not a bucket (hf://buckets/OWNER/NAME)")
+        if settings.auth == "oidc":
+            from ckpt_action.stores.hub.keyless import refuse_bucket
+
+            raise refuse_bucket(uri)
         self.settings = settings
         self.name = self.repo = uri
         self.bucket_id, self.prefix = parsed
@@ -453,13 +493,14 @@ class BucketStore:
             def send() -> None:
                 # huggingface_hub retries a batch whose answer timed out by itself, so an attempt
                 # given up on shows only in the time the call took (at least CKPT_TIMEOUT).
-                started = time.monotonic()
-                try:
-                    self.api.batch_bucket_files(self.bucket_id, add=adds, copy=copies, delete=deletes)
-                except Exception as exc:
-                    if manifest and status_of(exc) is None:  # no answer: it may still be carried out
-                        self._unanswered = time.monotonic()
-                    raise
+                with _XET_UPLOADS if adds else nullcontext():
+                    started = time.monotonic()
+                    try:
+                        self.api.batch_bucket_files(self.bucket_id, add=adds, copy=copies, delete=deletes)
+                    except Exception as exc:
+                        if manifest and status_of(exc) is None:  # no answer: it may still be carried out
+                            self._unanswered = time.monotonic()
+                        raise
                 if manifest and time.monotonic() - started >= self.settings.timeout:
                     self._unanswered = started + self.settings.timeout
 
@@ -469,19 +510,38 @@ class BucketStore:
     def upload(self, folder: str, files: Mapping[str, tuple[str, FileDigest | None]], *, branch: str = "main",
                progress: str | None = None, what: str | None = None) -> dict[str, Uploaded]:
         """Hash and send ``files`` under their final paths in ``folder`` (its manifest taken
-        away first); each one's digest and Xet hash."""
+        away first), in bounded batches (:func:`upload_batches`), one after another: each
+        batch's Xet shard and paths are on the Hub once it ends, so a push killed part-way
+        and run again sends again at most the batch in flight (its files' bytes that reached
+        the CAS before are found by deduplication, or its paths by the listing). The folder
+        has no manifest meanwhile: none of it is a checkpoint until the manifest, last.
+        Each file's digest and Xet hash."""
         if not files:
             return {}
         self._clear_manifest(folder)
-        digests = {rel: given or _digest_opened(local, rel) for rel, (local, given) in sorted(files.items())}
-        sent = self._batch([Put(f"{folder}/{rel}", digests[rel], local=local) for rel, (local, _d) in
-                            sorted(files.items())], what or f"uploading {len(files)} file(s) of {folder}")
         out = {}
-        for rel, digest in digests.items():
-            xet = sent[self.path(f"{folder}/{rel}")]
-            assert digest.sha256 is not None
-            self._sha[xet] = digest.sha256
-            out[rel] = Uploaded(replace(digest, xet=xet), xet)  # the manifest records it
+        sizes = [(rel, _size_of(local, given)) for rel, (local, given) in sorted(files.items())]
+        batches = upload_batches(sizes, self.settings.upload_batch_bytes)
+        label = what or f"uploading {len(files)} file(s) of {folder}"
+
+        def digests_of(batch: list[str]) -> dict[str, FileDigest]:
+            return {rel: files[rel][1] or _digest_opened(files[rel][0], rel) for rel in batch}
+
+        # The next batch is hashed while this one uploads (hashlib lets go of the GIL): one
+        # batch at a time would otherwise cost a push its overlap of hashing and sending.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckpt-hash") as hasher:
+            ahead = hasher.submit(digests_of, batches[0])
+            for index, batch in enumerate(batches):
+                digests = ahead.result()
+                if index + 1 < len(batches):
+                    ahead = hasher.submit(digests_of, batches[index + 1])
+                sent = self._batch([Put(f"{folder}/{rel}", digests[rel], local=files[rel][0]) for rel in batch],
+                                   label if len(batches) == 1 else f"{label} ({', '.join(batch)[:200]})")
+                for rel, digest in digests.items():
+                    xet = sent[self.path(f"{folder}/{rel}")]
+                    assert digest.sha256 is not None
+                    self._sha[xet] = digest.sha256
+                    out[rel] = Uploaded(replace(digest, xet=xet), xet)  # the manifest records it
         return out
 
     def _publishing(self, folder: str) -> dict[str, FileDigest | RemoteFile]:
@@ -558,7 +618,14 @@ class BucketStore:
         data = next((op.data for op in manifests if op.path == f"{folder}/{MANIFEST_NAME}"), None)
         if data is None:
             raise FinalizeRefused(f"not publishing {folder}/: the write carries no manifest; nothing was published")
-        self._finalize(final, folder, data)
+        try:
+            self._finalize(final, folder, data)
+        except FinalizeRefused as exc:
+            if not any(w in str(exc) for w in ("is missing", "is not the file the manifest lists")):
+                raise
+            # This write's batches were answered: a file they wrote that is gone or other now is a race.
+            raise FinalizeRefused(f"{exc}: another writer changed {folder}/ after this write sent its files;"
+                                  " write again once it is done") from exc
         written = self._batch([Put(f"{folder}/{MANIFEST_NAME}", data=data)], f"{what}: writing the manifest")
         self._sha[written[self.path(f"{folder}/{MANIFEST_NAME}")]] = hashlib.sha256(data).hexdigest()
         pin = manifest_pin(data)

@@ -2,8 +2,7 @@
 
 One upload session for a whole checkpoint registers nothing until its end: hf_xet
 registers the xorbs it sent (their shard) when the session closes, and a bucket's paths
-would come with the batch request after it (a bucket still sends its files in one
-batch: not yet through here). A push killed before that end leaves bytes on the
+come with the batch request after it. A push killed before that end leaves bytes on the
 Hub that nothing can find, and a re-run sends them all again. Sent one file per session,
 ``concurrency`` at a time, every file whose upload ended is registered (an LFS object the
 batch API then skips, a shard that Xet's deduplication then finds, a bucket path the
@@ -11,6 +10,10 @@ listing then shows) while the others are still going, so a re-run sends again at
 files that were in flight: ``concurrency`` times the biggest file. None of it is visible
 as a checkpoint: the one commit (a repo) or manifest (a bucket) that publishes it still
 comes after every file, alone and last.
+
+A bucket goes the same way in batches of its own (:func:`~.bucket.upload_batches`: files
+together up to ``CKPT_UPLOAD_BATCH_BYTES``, a bigger one alone), one at a time: each
+batch's shard and paths are registered when it ends.
 """
 
 from __future__ import annotations

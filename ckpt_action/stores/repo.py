@@ -45,6 +45,7 @@ class RepoStore:
     """
 
     kind = "repo"
+    fixed_pins = True
 
     def __init__(self, remote: RemoteRepo) -> None:
         self.remote = remote

@@ -1,4 +1,4 @@
-"""Follow one dir's checkpoints from their first file to complete.
+r"""Follow one dir's checkpoints from their first file to complete.
 
 Each scan lists the entries whose whole name matches the pattern (its one group is the
 step), tells the dir's framework (:func:`.markers.detect`, unless named), and records each
@@ -11,8 +11,10 @@ keeps what it saw so the watcher can tell whether a checkpoint changed while it 
 
 What it never does: follow a link (a checkpoint name that is a link is refused, wherever it
 points; so is a checkpoint holding a link out of itself), open a FIFO, socket or device
-(looked at with ``lstat``; refused), or take two names for one step (``checkpoint_5`` and
-``checkpoint-5`` would both land as ``checkpoint-5``: both refused, each message naming all).
+(looked at with ``lstat``; refused), take two names for one step (``checkpoint_5`` and
+``checkpoint-5`` would both land as ``checkpoint-5``: both refused, each message naming all),
+or read a step in anything but ASCII digits (``checkpoint-٣``, which ``\d`` matches and
+``int`` reads as 3: refused, naming it).
 Refusals are in :attr:`Scanner.refused`, each one line saying what to change.
 
 What a rescan costs: one ``stat`` of the dir, which is listed again only when its mtime says
@@ -32,7 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import param
+from ..errors import param, quoted
+from ..names import COUNT_FORM, count_text
 from . import markers
 
 MARKER_SETTLE = 2.0
@@ -135,6 +138,7 @@ class Scanner:
         """
         now = self.clock()
         present: dict[str, Checkpoint] = {}
+        misnamed: dict[str, str] = {}
         entries = self._entries()
         saving: dict[str, tuple[Snapshot | None, float]] = {}
         for entry in entries:
@@ -146,6 +150,11 @@ class Scanner:
             m = self.pattern.fullmatch(entry.name)
             if m is None:
                 continue
+            step = count_text(m.group(1) or "")
+            if step is None:  # '\d' takes other scripts' digits ('٣'), which int() reads as 3
+                misnamed[entry.name] = (f"{quoted(entry.name, 80)}: its step {quoted(m.group(1), 40)} is not"
+                                        f" {COUNT_FORM}: save it as checkpoint-N with N in ASCII digits")
+                continue
             try:
                 mode = entry.stat(follow_symlinks=False).st_mode
                 inode = entry.inode()
@@ -156,7 +165,7 @@ class Scanner:
             is_file = stat.S_ISREG(mode)
             ckpt = self.checkpoints.get(entry.name)
             if ckpt is None or ckpt.is_file != is_file or ckpt.inode != inode:
-                ckpt = Checkpoint(entry.name, int(m.group(1)), Path(entry.path), is_file, inode=inode)
+                ckpt = Checkpoint(entry.name, step, Path(entry.path), is_file, inode=inode)
             present[entry.name] = ckpt
         self.checkpoints = present
         self.saving = saving
@@ -171,7 +180,7 @@ class Scanner:
                 ckpt.snapshot, ckpt.quiet_since = snap, now
             names = [ckpt.name] if ckpt.is_file else [Path(p).name for p in (snap or {})]
             ckpt.framework = markers.framework_of(names, is_file=ckpt.is_file)
-        self.refused = self._refusals(present)
+        self.refused = {**misnamed, **self._refusals(present)}
         if self.named is None:
             found = markers.detect(c.framework for c in present.values())
             if found is not None:

@@ -43,15 +43,6 @@ def act_bin() -> str:
     return path
 
 
-@pytest.fixture(scope="session")
-def tool_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    keep = os.environ.get("CKPT_TEST_TOOL_CACHE")
-    if keep:
-        Path(keep).mkdir(parents=True, exist_ok=True)
-        return Path(keep)
-    return tmp_path_factory.mktemp("toolcache")
-
-
 def act_env() -> dict[str, str]:
     """act's own environment: no ambient Hub/GitHub settings (host mode leaks env into steps).
 

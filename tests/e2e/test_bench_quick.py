@@ -20,17 +20,17 @@ from ckpt_action.checkpoint.manifest import GIT_OID_LIMIT
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(420)
 def test_bench_quick(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "CKPT_", "WANDB_"))}
     proc = subprocess.run([sys.executable, "-m", "bench", "--quick", "--out", str(tmp_path)], cwd=REPO_ROOT,
-                          env=env, capture_output=True, text=True, timeout=280, check=False)
+                          env=env, capture_output=True, text=True, timeout=400, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     doc = json.loads((tmp_path / "results.json").read_text())
     assert doc["quick"] is True
     assert doc["failed_checks"] == []
     s = doc["sections"]
-    assert set(s) == {str(n) for n in range(1, 15)}
+    assert set(s) == {str(n) for n in range(1, 17)}
     latest = s["1"]["data"]
     assert latest["latest_requests"] == 3  # refs, top-level tree, the winner's manifest
     assert latest["latest_request_budget"] == 3
@@ -79,3 +79,28 @@ def test_bench_quick(tmp_path: Path) -> None:
     from_bucket = resume["bucket"]  # the same resume from a bucket holding only that checkpoint
     assert from_bucket["subfolder"] == "checkpoint-500"
     assert len(from_bucket["resume_seconds"]) == len(from_bucket["curl_seconds"]) == resume["repetitions"]
+    killed = s["16"]["data"]  # a push killed at 50% of its bytes and run again, beside hf doing the same
+    runs = killed["resume"]["runs"]
+    assert set(runs) == {f"{tool} {store}" for tool in ("ckpt-action", "hf") for store in ("lfs", "xet", "bucket")}
+    for store, bound in killed["resume"]["in_flight_bound"].items():
+        assert runs[f"ckpt-action {store}"]["50%"]["beyond_missing"] <= bound + 256 * 1024
+    preempt = killed["preempt"]
+    assert preempt["signals"] == 3 and len(preempt["trials"]) == 3
+
+
+# The bench started with a package unimportable (None in sys.modules fails its import as a
+# missing one does), as `python -m bench` runs it.
+_BENCH_WITHOUT = "import runpy, sys\nsys.modules[sys.argv.pop()] = None\nrunpy.run_module('bench', run_name='__main__')"
+
+
+@pytest.mark.parametrize(("blocked", "said"), [
+    ("ckpt_localhub", "pip install -e ./packages/ckpt-localhub"),
+    ("lz4", "pip install -e '.[dev]' -e ./packages/ckpt-localhub"),
+])
+def test_the_bench_without_the_local_hub_says_what_to_install(blocked: str, said: str, tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-c", _BENCH_WITHOUT, "--quick", "--out", str(tmp_path), blocked],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 2 and proc.stdout == "", proc
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and said in lines[0] and "Traceback" not in proc.stderr, proc.stderr
+    assert f"'{blocked}'" in lines[0] or "local Hub" in lines[0], lines[0]

@@ -85,13 +85,21 @@ def test_key_and_trust_files_are_mounted_alone_and_read_only(tmp_path: Path) -> 
     assert volumes == {f"{work}:{work}"} | {f"{keys / n}:{keys / n}:ro" for n in files}, volumes
 
 
-def test_the_oidc_request_variables_reach_the_container_only_for_keyless_signing(tmp_path: Path) -> None:
+def test_the_oidc_request_variables_reach_the_container_only_for_keyless_signing_or_auth(tmp_path: Path) -> None:
+    """By name, only when something keyless needs them: signing, or the Hub's token exchange
+    (input auth oidc, or auto with no token); never beside a token for a plain push."""
     work = tmp_path / "work"
     work.mkdir()
-    names = ["ACTIONS_ID_TOKEN_REQUEST_URL", "ACTIONS_ID_TOKEN_REQUEST_TOKEN"]
-    signed = _run_container_sh(tmp_path, work, INPUT_MODE="push", INPUT_REPO="o/r", INPUT_SIGN_KEYLESS="True",
-                               INPUT_LOCAL_DIR="c")
-    envs = {signed[i + 1] for i, a in enumerate(signed) if a == "--env"}
-    assert set(names) <= envs
-    unsigned = _run_container_sh(tmp_path, work, INPUT_MODE="push", INPUT_REPO="o/r", INPUT_LOCAL_DIR="c")
-    assert not set(names) & {unsigned[i + 1] for i, a in enumerate(unsigned) if a == "--env"}
+    names = {"ACTIONS_ID_TOKEN_REQUEST_URL", "ACTIONS_ID_TOKEN_REQUEST_TOKEN"}
+
+    def passed(**inputs: str) -> bool:
+        args = _run_container_sh(tmp_path, work, INPUT_MODE="push", INPUT_REPO="o/r", INPUT_LOCAL_DIR="c", **inputs)
+        given = {args[i + 1] for i, a in enumerate(args) if a == "--env"} & names
+        assert given in (set(), names)
+        return given == names
+
+    assert passed(INPUT_SIGN_KEYLESS="True", HF_TOKEN="hf_x")
+    assert passed(INPUT_AUTH="oidc", HF_TOKEN="hf_x") and passed(INPUT_AUTH="OIDC")
+    assert passed(INPUT_AUTH="auto") and passed()  # auto without a token: keyless
+    assert not passed(HF_TOKEN="hf_x") and not passed(INPUT_AUTH="auto", HF_TOKEN="hf_x")
+    assert not passed(INPUT_AUTH="token", HF_TOKEN="hf_x")

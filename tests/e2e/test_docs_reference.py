@@ -1,5 +1,5 @@
-"""The site's reference pages are the code's facts: `scripts/docs_reference.py --check` passes on
-the tree, and fails, naming the page, when one drifts."""
+"""The site's reference pages are the code's facts: `scripts/docs_reference.py --check` (which
+.ci/run runs on the tree) fails, naming the page, when one drifts."""
 
 from __future__ import annotations
 
@@ -15,11 +15,6 @@ SCRIPT = ROOT / "scripts" / "docs_reference.py"
 def _check(root: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, str(root / "scripts" / "docs_reference.py"), "--check"],
                           capture_output=True, text=True, timeout=120)
-
-
-def test_the_reference_pages_match_the_code():
-    proc = _check(ROOT)
-    assert proc.returncode == 0, proc.stderr
 
 
 def test_a_drifted_page_fails_the_check(tmp_path):

@@ -76,10 +76,16 @@ def test_the_built_package_runs_as_a_console_script_outside_the_checkout(tmp_pat
     version = subprocess.run([str(script), "--version"], env=env, cwd=tmp_path, capture_output=True, text=True)
     assert version.returncode == 0 and "ckpt-action, version" in version.stdout, version
     # Without the server package, the demo says in one line what to install. The test's own
-    # environment may have it (the checkout's, as .ci/run installs it): -S drops what .pth files
-    # add, and the path holds only the installed ckpt-action and the site-packages of its dependencies.
-    sites = [p for p in sys.path if p.endswith("site-packages") and not Path(p, "ckpt_localhub").exists()]
-    bare_env = env | {"PYTHONPATH": os.pathsep.join([str(target), *sites])}
+    # environment may have it, editable (as .ci/run installs it) or not (the README's Quickstart):
+    # -S drops what .pth files add, and the path holds the installed ckpt-action and a dir of links
+    # to everything else in this environment's site-packages (its dependencies: click, ...).
+    deps = tmp_path / "deps"
+    deps.mkdir()
+    for site in [Path(p) for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]:
+        for entry in site.iterdir():
+            if not entry.name.startswith(("ckpt_localhub", "ckpt_action")) and not (deps / entry.name).exists():
+                (deps / entry.name).symlink_to(entry)
+    bare_env = env | {"PYTHONPATH": os.pathsep.join([str(target), str(deps)])}
     bare = subprocess.run([sys.executable, "-S", str(script), "demo"], env=bare_env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=300)
     assert bare.returncode == 2 and bare.stdout == "", bare

@@ -1,7 +1,8 @@
 """A push killed part-way and run again sends again no file whose bytes had all reached the
 Hub, beyond the files that were in flight (``CKPT_UPLOAD_CONCURRENCY`` of them), on a model
-repo over LFS and over Xet; and the checkpoint is still published by one commit, nothing of
-it visible before. (A Storage Bucket still sends its files in one batch: not covered yet.)
+repo over LFS and over Xet, and in a Storage Bucket (bounded batches, each one's Xet shard and
+paths registered as it ends); and the checkpoint is still published by one commit (a repo) or
+one manifest written last (a bucket), nothing of it visible before.
 
 The kill comes at a point the local Hub's fault injection sets: the first ``registered``
 registrations (an LFS PUT, a Xet shard) pass, the next is refused (503, forever), and the
@@ -40,7 +41,12 @@ STORES: dict[str, dict[str, Any]] = {
             "registers": ("PUT", "/localhub-lfs/"), "bytes": ("PUT", "/localhub-lfs/")},
     "xet": {"repo": "o/resume-xet", "env": {},
             "registers": ("POST", "/v1/shards"), "bytes": ("POST", "/v1/xorbs/")},
+    # Batches of 1 MiB: each file goes in a batch of its own, as a checkpoint's shards do by default.
+    "bucket": {"repo": "hf://buckets/local-user/resume", "env": {"CKPT_UPLOAD_BATCH_BYTES": str(2**20)},
+               "registers": ("POST", "/v1/shards"), "bytes": ("POST", "/v1/xorbs/")},
 }
+# A bucket also refused its very first shard: one batch for every file sent them all before it.
+CASES = [(store, registered) for store in sorted(STORES) for registered in (1, 2)] + [("bucket", 0)]
 
 
 def _matching(entries: list[dict[str, Any]], kind: tuple[str, str]) -> list[dict[str, Any]]:
@@ -53,8 +59,7 @@ def _push(repo: str, src: Path) -> list[str]:
             "--subfolder", SUBFOLDER, "--step", "7", "--json"]
 
 
-@pytest.mark.parametrize("registered", [1, 2])
-@pytest.mark.parametrize("store", sorted(STORES))
+@pytest.mark.parametrize(("store", "registered"), CASES)
 def test_rerun_after_kill_resends_only_files_in_flight(hub_server, tmp_path, store, registered):
     spec = STORES[store]
     rng = random.Random(f"{store}-{registered}")  # noqa: S311 - test bytes, not a secret
@@ -99,9 +104,74 @@ def test_rerun_after_kill_resends_only_files_in_flight(hub_server, tmp_path, sto
         f"{store}: the re-run sent {resent} bytes; {missing} were missing and at most {in_flight} in flight"
         f" ({arrived} had arrived before the kill)")
 
+    out = json.loads(rerun.stdout)
+    if store == "bucket":
+        _one_manifest_last(hub, spec["repo"], out, env)
+        return
     from huggingface_hub import HfApi
 
-    out = json.loads(rerun.stdout)
     commits = HfApi(endpoint=hub.url).list_repo_commits(spec["repo"])
     pushes = [c for c in commits if c.title.startswith("Push ")]
     assert [c.commit_id for c in pushes] == [out["revision"]] == [commits[0].commit_id]
+
+
+def _one_manifest_last(hub: Any, uri: str, out: dict[str, Any], env: dict[str, str]) -> None:
+    """The bucket: no manifest was written before the re-run's last batch, which holds it
+    alone, and latest finds the checkpoint at the pin the push answered."""
+    batches = [e for e in hub.log_entries() if e["method"] == "POST" and e["path"].endswith("/batch")]
+    assert len(batches) >= 2 and all(e["status"] == 200 for e in batches[len(batches) - 1:])
+    latest = subprocess.run([sys.executable, "-m", "ckpt_action", "latest", "--repo", uri, "--json"], env=env,
+                            cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    assert latest.returncode == 0, latest.stderr[-2000:]
+    found = json.loads(latest.stdout)
+    assert found["subfolder"] == SUBFOLDER and found["revision"] == out["revision"], (found, out)
+
+
+RANK_FILES = 3
+
+
+def test_each_rank_of_a_bucket_push_killed_part_way_resends_only_its_batch_in_flight(hub_server, tmp_path):
+    """Two ranks (threads of one process, tests/helpers/ranks_bucket_push.py) push one
+    checkpoint into a bucket, each its own files in batches of one file; the first shard
+    passes, the next is refused and the process is SIGKILLed. Run again, each rank sends
+    again at most its own batch in flight, and one manifest publishes the checkpoint."""
+    pytest.importorskip("torch", reason="the ranks' store is torch.distributed's (the [distributed] extra)")
+    from tests.helpers.localhub_fixtures import TOKEN
+
+    uri = "hf://buckets/local-user/ranks-resume"
+    rng = random.Random("ranks")  # noqa: S311 - test bytes, not a secret
+    dirs = [write_checkpoint(tmp_path / f"rank-{r}", {f"model-{r}-{i}.bin": rng.randbytes(SIZE)
+                                                      for i in range(RANK_FILES)}) for r in range(2)]
+    hub = hub_server(token=TOKEN, faults=[{"method": "POST", "path": "^/v1/shards", "delay_s": 0.001},
+                                          {"method": "POST", "path": "^/v1/shards", "status": 503, "times": -1}])
+    env = env_for(hub, tmp_path, CKPT_UPLOAD_BATCH_BYTES=str(2**20), HF_TOKEN=TOKEN)
+    cmd = [sys.executable, "-m", "tests.helpers.ranks_bucket_push", uri, hub.url, TOKEN, *map(str, dirs)]
+    proc = subprocess.Popen(cmd, env=env, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    shards = ("POST", "/v1/shards")
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while not any(e["status"] == 503 for e in _matching(hub.log_entries(), shards)):
+            assert proc.poll() is None, f"the push ended before the refusal: {proc.stderr.read()!r}"[-2000:]
+            assert time.monotonic() < deadline, "the push never reached the refused shard"
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stderr.close()
+
+    before = hub.log_entries()
+    total = 2 * RANK_FILES * SIZE
+    arrived = sum(e["bytes_in"] for e in _matching(before, STORES["bucket"]["bytes"]) if e["status"] == 200)
+    missing = total - min(arrived, total)
+    hub.set_faults([])
+    rerun = subprocess.run(cmd, env=env, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    assert rerun.returncode == 0, (rerun.stdout + rerun.stderr)[-2000:]
+    resent = sum(e["bytes_in"] for e in _matching(hub.log_entries()[len(before):], STORES["bucket"]["bytes"]))
+    in_flight = 2 * SIZE  # one batch (one file) per rank
+    assert resent <= missing + in_flight + SLACK, (
+        f"the re-run sent {resent} bytes; {missing} were missing and at most {in_flight} in flight ({arrived} had"
+        " arrived before the kill)")
+    pins = set(rerun.stdout.split())
+    assert len(pins) == 1
+    _one_manifest_last(hub, uri, {"revision": pins.pop()}, env)

@@ -86,6 +86,15 @@ def assert_complete(manifest: dict[str, Any], files: dict[str, bytes], expected:
         p: hashlib.sha256(b).hexdigest() for p, b in expected.items()}
 
 
+def reports_nothing(run) -> bool:
+    """Whether a failed run's stdout holds no result: nothing, or with ``--json`` only the
+    error's own object (``error``, ``exit_code``, ``option``: tests/integration/test_json_errors.py)."""
+    if run.stdout == "":
+        return True
+    lines = run.stdout.splitlines()
+    return len(lines) == 1 and set(json.loads(lines[0])) == {"error", "exit_code", "option"}
+
+
 def one_line_error(stderr: str) -> str:
     """The single ``error:`` line of a failed run (warnings may precede it); no traceback."""
     assert "Traceback" not in stderr, stderr

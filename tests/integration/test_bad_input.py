@@ -196,6 +196,32 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
      ["--keep-best", "METRIC:min|max"]),
     ("watch-keep-every-zero", ["watch", "--repo", "o/r", "--local-dir", "{new}", "--keep-every", "0"], {},
      ["--keep-every", "at least 1"]),
+    # every count and number: ASCII digits only (issue 40: '\u0663' was taken as 3, a K of '\u00b2' or 5,000
+    # digits was "unexpected ValueError", exit 1)
+    *[(f"count-{cmd[0]}-{flag[2:]}-{label}", [*cmd, flag, value], {}, [flag, "ASCII digits"])
+      for flag, cmd in (
+          ("--keep-last", ["prune", "--repo", "o/r"]),
+          ("--keep-every", ["prune", "--repo", "o/r"]),
+          ("--retries", ["latest", "--repo", "o/r"]),
+          ("--timeout", ["latest", "--repo", "o/r"]),
+          ("--verify-min-step", ["latest", "--repo", "o/r"]),
+          ("--step", ["push", "--repo", "o/r", "--local-dir", "{good}"]),
+          ("--commits-per-hour", ["watch", "--repo", "o/r", "--local-dir", "{new}"]),
+          ("--settle", ["watch", "--repo", "o/r", "--local-dir", "{new}"]),
+          ("--grace", ["watch", "--repo", "o/r", "--local-dir", "{new}"]),
+          ("--keep-last", ["watch", "--repo", "o/r", "--local-dir", "{new}"]))
+      for label, value in (("superscript", "\u00b2"), ("arabic-indic", "\u0663"), ("5000-digits", "9" * 5000),
+                           ("underscore", "1_0"))],
+    *[(f"count-{cmd[0]}-keep-best-{label}", [*cmd, "--keep-best", f"eval_loss:min:{value}"], {},
+       ["--keep-best", "ASCII digits"])
+      for cmd in (["prune", "--repo", "o/r"], ["watch", "--repo", "o/r", "--local-dir", "{new}"])
+      for label, value in (("superscript", "\u00b2"), ("arabic-indic", "\u0663"), ("5000-digits", "9" * 5000))],
+    *[(f"size-max-shard-size-{label}", ["promote", "--repo", "o/r", "--subfolder", "checkpoint-1", "--to", "r",
+                                        "--as-model", "--max-shard-size", value], {}, ["--max-shard-size", "ASCII"])
+      for label, value in (("arabic-indic", "\u0663GB"), ("5000-digits", "9" * 5000))],
+    *[(f"env-{var}-{label}", ["latest", "--repo", "o/r"], {var: value}, [var, "ASCII digits"])
+      for var in ("CKPT_RETRIES", "CKPT_TIMEOUT") for label, value in (("arabic-indic", "\u0663"),
+                                                                       ("5000-digits", "9" * 5000))],
     ("watch-format", ["watch", "--repo", "o/r", "--local-dir", "{new}", "--format", "keras"], {}, ["--format"]),
     ("watch-repo", ["watch", "--repo", "run", "--local-dir", "{new}"], {}, ["--repo"]),
     # pull targets

@@ -372,6 +372,7 @@ def test_the_finalize_refuses_a_manifest_over_a_file_replaced_after_its_upload(c
     run = cli("push", "--repo", URI, "--local-dir", str(src), "--step", "1", env=env)
     assert run.code == 1 and "config.json is not the file the manifest lists" in run.stderr, run.stderr
     assert "nothing was published" in run.stderr and f"checkpoint-1/{MANIFEST}" not in _paths(api)
+    assert "another writer changed checkpoint-1/ after this write sent its files" in run.stderr, run.stderr
 
 
 def test_a_pointer_to_a_bucket_checkpoint_pulls_it_at_its_pin(cli, env, api, tmp_path):
@@ -530,3 +531,68 @@ def test_the_job_summary_of_a_bucket_shows_the_cards_table(cli, env, api, tmp_pa
         text = summary.read_text()
         assert "| checkpoint | step | pinned SHA | metrics | complete | signed | tags |" in text, (args, text)
         assert "| checkpoint-2 | 2 |" in text, (args, text)
+
+
+def test_a_folder_changed_by_another_writer_after_the_push_published_it_is_reported_as_a_race(
+        cli, env, api, monkeypatch, tmp_path):
+    """Another writer replaces a file right after this push's manifest landed (and was checked):
+    the push's proof sees it and says another writer changed the folder, never that the Hub
+    did not store the files as uploaded (issue 40)."""
+    from ckpt_action.stores.bucket import BucketStore
+
+    real = BucketStore._publish
+
+    def publish(self, wanted, manifests, what):
+        pin = real(self, wanted, manifests, what)
+        api.batch_bucket_files(BUCKET, add=[(b'{"x": 2}', "checkpoint-1/config.json")])  # the other writer
+        return pin
+
+    monkeypatch.setattr(BucketStore, "_publish", publish)
+    src = write_checkpoint(tmp_path / "src", {"model.safetensors": os.urandom(50_000), "config.json": b'{"x": 1}'})
+    run = cli("push", "--repo", URI, "--local-dir", str(src), "--step", "1", env=env)
+    assert run.code == 1, run.stderr
+    assert "another writer changed it after this push published it" in run.stderr, run.stderr
+    assert "config.json differs" in run.stderr and "the Hub did not store" not in run.stderr
+    found = cli("latest", "--repo", URI, "--json", env=env)  # the verdict: its manifest no longer vouches for it
+    assert found.code == 0 and found.json["found"] is False, found.stdout
+
+
+def test_promote_within_a_bucket_named_through_me_copies_like_any_other(cli, env, api, tmp_path):
+    """``hf://buckets/me/NAME`` (the caller's own namespace) works for promote as for push,
+    latest and pull: the copies name their source bucket as the Hub knows it (issue 40: 422)."""
+    mine = "hf://buckets/me/ckpts"
+    _pushed, files = _push(cli, env, tmp_path, 4, repo=mine)
+    assert cli("latest", "--repo", mine, "--require", env=env).code == 0
+    run = cli("promote", "--repo", mine, "--subfolder", "checkpoint-4", "--to", "release", "--json", env=env)
+    assert run.code == 0, run.stderr
+    got = cli("pull", "--repo", mine, "--subfolder", "release", "--revision", run.json["revision"],
+              "--local-dir", str(tmp_path / "rel"), env=env)
+    assert got.code == 0, got.stderr
+    tree = read_tree(tmp_path / "rel")
+    tree.pop(MANIFEST)
+    assert tree == files
+
+
+def test_the_hubs_reason_for_a_refused_batch_is_shown_whole(cli, env, api, monkeypatch, tmp_path):
+    """Another writer deletes the files a promote is about to copy: the Hub refuses the batch
+    (422) naming each path and why, and the error shows all of it, on one line, not only the
+    first line of the client's message."""
+    from ckpt_action.stores.bucket import BucketStore
+
+    pushed, _files = _push(cli, env, tmp_path, 4)
+    real = BucketStore._copies
+
+    def copies(self, ops):
+        out = real(self, ops)
+        if out:
+            api.batch_bucket_files(BUCKET, delete=["checkpoint-4/model.safetensors", "checkpoint-4/config.json"])
+        return out
+
+    monkeypatch.setattr(BucketStore, "_copies", copies)
+    run = cli("promote", "--repo", URI, "--subfolder", "checkpoint-4", "--revision", pushed["revision"],
+              "--to", "release", env=env)
+    assert run.code == 1, run.stderr
+    line = run.stderr.strip()
+    assert len(line.splitlines()) == 1, run.stderr
+    assert "422" in line and "release/model.safetensors" in line and "release/config.json" in line, line
+    assert line.count("not found in Xet storage") == 2, line

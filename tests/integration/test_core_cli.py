@@ -222,7 +222,7 @@ def test_latest_on_a_stopped_server_fails_instead_of_saying_none(hub, cli, tmp_p
     hub.stop()
     run = cli("latest", "--repo", "o/r", "--json", env=env)
     assert run.code == 1
-    assert run.stdout == ""
+    assert set(run.json) == {"error", "exit_code", "option"}  # --json: the error's object, no result
     lines = run.stderr.strip().splitlines()
     assert lines[-1].startswith("error: ") and "cannot reach" in lines[-1]
 

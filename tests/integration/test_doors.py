@@ -49,6 +49,14 @@ def test_the_action_names_the_input(cli_in_process, tmp_path):
     ({"mode": "push", "repo": "o/r", "local-dir": "ckpt", "step": "abc"}, "input 'step' must be a whole number"),
     ({"mode": "prune", "repo": "o/r", "keep-last": "two"}, "input 'keep-last' must be a whole number"),
     ({"mode": "latest", "repo": "o/r", "timeout": "soon"}, "input 'timeout' must be a number"),
+    *[({"mode": mode, "repo": "o/r", name: value, **extra}, f"input '{name}' must be a whole number")
+      for mode, name, extra in (("prune", "keep-last", {}), ("prune", "keep-every", {}), ("latest", "retries", {}),
+                                ("latest", "verify-min-step", {}), ("push", "step", {"local-dir": "ckpt"}))
+      for value in ("\u00b2", "\u0663", "9" * 5000)],
+    *[({"mode": "prune", "repo": "o/r", "keep-best": f"eval_loss:min:{value}"}, "input 'keep-best' 'eval_loss:min:")
+      for value in ("\u00b2", "\u0663", "9" * 5000)],
+    ({"mode": "promote", "repo": "o/r", "subfolder": "checkpoint-1", "to": "r", "as-model": "true",
+      "max-shard-size": "\u0663GB"}, "input 'max-shard-size' '\\u0663GB' is not a size"),
 ])
 def test_the_action_names_the_input_click_refused(cli_in_process, tmp_path, inputs, said):
     write_checkpoint(tmp_path / "ckpt", {"w.bin": b"w"})
@@ -114,3 +122,20 @@ def test_the_api_refuses_a_pointer_to_another_host_as_the_cli_does(hub, tmp_path
         ckpt.pull(local_dir=tmp_path / "x", pointer=pointer_payload(elsewhere), endpoint=hub.url, token="hf_secret")
     assert "endpoint=" in str(caught.value) and "evil.example" in str(caught.value)
     assert hub.url and not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("value", ["\u00b2", "\u0663", "9" * 5000], ids=["superscript", "arabic-indic", "digits"])
+def test_python_names_the_keyword_of_a_count(value):
+    """A count given to the Python door as text is refused naming the keyword, never taken as
+    its digits' value ('\u0663' is 3 to ``int``) nor an unexpected ValueError."""
+    calls = {
+        "keep_best=": lambda: ckpt.prune("o/r", None, keep_best=f"eval_loss:min:{value}", endpoint="http://127.0.0.1:9"),
+        "keep_last=": lambda: ckpt.prune("o/r", value, endpoint="http://127.0.0.1:9"),
+        "max_shard_size=": lambda: ckpt.promote("o/r", "r", subfolder="checkpoint-1", as_model=True,
+                                                max_shard_size=value + "GB", endpoint="http://127.0.0.1:9"),
+    }
+    for spelled, call in calls.items():
+        with pytest.raises(ckpt.InputError) as caught:
+            call()
+        assert str(caught.value).startswith(spelled), caught.value
+        assert "ValueError" not in str(caught.value) and "--" not in str(caught.value)

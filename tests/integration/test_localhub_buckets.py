@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import httpx
@@ -271,3 +272,52 @@ def test_the_change_feed_refreshes_a_followed_listing(api, hub, monkeypatch):
     stale = httpx.get(f"{hub.url}/api/buckets/{B}/events", params={"cursor": "0.1"},
                       headers={"Authorization": f"Bearer {TOKEN}"})
     assert stale.headers["Content-Type"].startswith("text/event-stream") and stale.text.startswith("event: reset")
+
+
+def _feed(hub, bucket: str, **params) -> httpx.Response:
+    return httpx.get(f"{hub.url}/api/buckets/{bucket}/events", params=params, timeout=30)
+
+
+def test_a_malformed_or_ahead_cursor_is_400_and_a_known_one_replays(api, hub, monkeypatch):
+    monkeypatch.setattr(api_bucket_files, "HOLD_S", 0)
+    public = f"{USER}/public"
+    api.create_bucket(public)
+    api.batch_bucket_files(public, add=[(b"one", "a.txt")])
+    ready = _feed(hub, public)  # anonymous: the bucket is public
+    assert ready.status_code == 200
+    cursor = ready.text.split('"cursor": "')[1].split('"')[0]
+    epoch, _, seq = cursor.partition(".")
+    for bad in (f"{epoch}.\u00b2", f"{epoch}.\u0663", f"{epoch}." + "9" * 5000, f"{epoch}", "x.1", f"{epoch}.-1"):
+        answer = _feed(hub, public, cursor=bad)
+        assert answer.status_code == 400, (bad[:40], answer.status_code, answer.text[:200])
+        assert "cursor" in answer.json()["error"]
+    ahead = _feed(hub, public, cursor=f"{epoch}.{int(seq) + 5}")
+    assert ahead.status_code == 400 and "ahead" in ahead.json()["error"]
+    api.batch_bucket_files(public, add=[(b"two", "b.txt")])
+    replay = _feed(hub, public, cursor=cursor)
+    assert replay.status_code == 200 and '"path": "b.txt"' in replay.text and "a.txt" not in replay.text
+    assert _feed(hub, public, cursor="0.1").text.startswith("event: reset")  # another run's cursor
+
+
+def test_a_batch_body_past_its_byte_bound_is_413_with_the_bound(api, hub):
+    api.create_bucket(B)
+    auth = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/x-ndjson"}
+    line = json.dumps({"type": "deleteFile", "path": "gone.bin", "pad": "x" * 60_000}).encode() + b"\n"
+    count = api_bucket_files.MAX_BATCH_BYTES // len(line) + 2  # far fewer lines than MAX_BATCH_LINES
+
+    def body():
+        for _ in range(count):
+            yield line
+
+    for content in (body(), b"".join(body())):  # read as it streams; declared by Content-Length
+        answer = httpx.post(f"{hub.url}/api/buckets/{B}/batch", content=content, headers=auth, timeout=60)
+        assert answer.status_code == 413, answer.text[:200]
+        assert str(api_bucket_files.MAX_BATCH_BYTES) in answer.json()["error"]
+    assert count < api_bucket_files.MAX_BATCH_LINES
+    small = httpx.post(f"{hub.url}/api/buckets/{B}/batch", content=line * 3, headers=auth)
+    assert small.status_code == 200  # the same lines, fewer of them: the bound is the bytes
+    huge = json.dumps({"type": "addFile", "path": "a", "xetHash": "0" * 64, "mtime": 10 ** 30}).encode()
+    digits = b'{"type": "addFile", "path": "a", "xetHash": "' + b"0" * 64 + b'", "mtime": ' + b"9" * 5000 + b"}"
+    for content in (huge, digits):
+        answer = httpx.post(f"{hub.url}/api/buckets/{B}/batch", content=content, headers=auth)
+        assert answer.status_code == 400, answer.text[:200]

@@ -7,6 +7,7 @@ checks are bounds on bytes, never on time.
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -251,3 +252,52 @@ def test_a_request_head_that_trickles_in_is_cut_off(tmp_path, hf_client, monkeyp
             stop.set()
             sender.join(30)
             sock.close()
+
+
+@pytest.mark.process("reads the server's own memory (VmRSS of its process)")
+def test_a_bucket_batch_is_bounded_by_bytes_while_it_is_read(hub_process):
+    """A batch of valid lines, each padded to 60 KiB (10,000 of them held about 590 MiB): refused
+    past MAX_BATCH_BYTES as it streams in, with only the operations' fields held until then."""
+    from ckpt_localhub.api_bucket_files import MAX_BATCH_BYTES
+
+    server = hub_process(token=TOKEN)
+    assert server.proc is not None
+    pid = server.proc.pid
+    HfApi(endpoint=server.url, token=TOKEN).create_bucket("local-user/bounded")
+    before = _status_kib(pid, "VmRSS")
+    line = json.dumps({"type": "deleteFile", "path": "gone.bin", "pad": "x" * (60 * 1024)}).encode() + b"\n"
+    size = 128 * MIB
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=60)
+    head = (b"POST /api/buckets/local-user/bounded/batch HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n"
+            + f"Authorization: Bearer {TOKEN}\r\n\r\n".encode())
+
+    def send() -> None:
+        try:
+            sent = 0
+            while sent < size:
+                sock.sendall(b"%x\r\n" % len(line) + line + b"\r\n")
+                sent += len(line)
+            sock.sendall(b"0\r\n\r\n")
+        except OSError:
+            pass  # the server answered and hung up
+
+    sock.sendall(head)
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    answer = b""
+    try:
+        while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+    finally:
+        sock.close()
+        sender.join(60)
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:300]
+    assert str(MAX_BATCH_BYTES).encode() in answer
+    peak = _status_kib(pid, "VmHWM")
+    assert peak - before < 48 * 1024, f"server grew by {(peak - before) // 1024} MiB for a {size // MIB} MiB batch"
+    assert httpx.get(f"{server.url}/api/buckets/local-user/bounded",
+                     headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200

@@ -12,7 +12,7 @@ import pytest
 import ckpt_action as ckpt
 
 _HUB = "endpoint: 'str | None' = None, token: 'str | None' = None, timeout: 'float | None' = None, " \
-       "retries: 'int | None' = None"
+       "retries: 'int | None' = None, auth: 'str | None' = None"
 _SIGN = ("signing_key: 'PathLike | None' = None, signing_certificate: 'PathLike | None' = None, "
          "signing_chain: 'PathLike | Sequence[PathLike] | None' = None, sign_keyless: 'bool' = False, "
          "sigstore_trust_config: 'PathLike | None' = None")

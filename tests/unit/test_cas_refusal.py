@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from ckpt_action.errors import AuthError, RemoteError
 from ckpt_action.settings import Settings
-from ckpt_action.stores.hub.transport import is_transient, translate
+from ckpt_action.stores.hub.failures import is_transient
+from ckpt_action.stores.hub.transport import translate
 
 TOKEN = "hf_FAKE_cas_unit_token_0xq7"
 

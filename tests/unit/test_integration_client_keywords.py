@@ -12,7 +12,7 @@ from ckpt_action.options import Retention
 from ckpt_action.watch.watcher import Watcher
 
 CLIENT = Client("http://127.0.0.1:9", "hf_client_token", timeout=7.0, retries=3)
-WANTED = {"endpoint": "http://127.0.0.1:9", "token": "hf_client_token", "timeout": 7.0, "retries": 3}
+WANTED = {"endpoint": "http://127.0.0.1:9", "token": "hf_client_token", "timeout": 7.0, "retries": 3, "auth": None}
 
 
 def test_a_watch_uploads_through_the_client_it_is_given(tmp_path) -> None:
@@ -42,6 +42,7 @@ def test_a_watch_given_both_says_so_in_one_line(tmp_path, keywords, names) -> No
 
 
 def test_a_callback_uploads_through_the_client_and_keeps_by_the_retention_it_is_given() -> None:
+    pytest.importorskip("transformers", reason="needs the transformers extra (requirements-transformers.lock)")
     from ckpt_action.integrations.transformers import CheckpointCallback
 
     cb = CheckpointCallback("org/run", client=CLIENT, retention=Retention(keep_every=5))

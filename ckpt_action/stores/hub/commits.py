@@ -36,7 +36,8 @@ from ckpt_action.errors import CkptError, RemoteError
 from ckpt_action.handle import commit_id
 from ckpt_action.progress import Ticker, bytes_read_since_now
 from ckpt_action.stores.hub.deadline import stall
-from ckpt_action.stores.hub.transport import is_transient, retry_budget, retry_wait
+from ckpt_action.stores.hub.failures import is_transient
+from ckpt_action.stores.hub.transport import retry_budget, retry_wait
 from ckpt_action.stores.writes import Write, WriteOutcome
 
 if TYPE_CHECKING:

@@ -71,7 +71,7 @@ class RemoteRepo:
         """The client's API for this endpoint, made on first use: reads (refs, listings,
         manifests, file bodies) do without it, so a pull or latest never imports it."""
         if self._api is None:
-            self._api = make_api(self.settings)
+            self._api = make_api(self.settings, self.repo)
         return self._api
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -183,8 +183,8 @@ class RemoteRepo:
         """Request headers for every read: the token, our user agent, and no compression
         (checkpoint bytes are hashed as they arrive; the byte caps on refs, listings and
         manifests count what the wire carries)."""
-        if self._api is not None:  # the client's own, as configured per client (make_api or the caller's)
-            headers = self._api._build_hf_headers()
+        if self._api is not None or self.settings.auth == "oidc":  # the client's own (make_api or the caller's)
+            headers = self.api._build_hf_headers()
         else:
             headers = client_headers(self.settings.endpoint, self.settings.token or None)
         headers["Accept-Encoding"] = "identity"

@@ -13,11 +13,9 @@ through: a wall-clock deadline and a byte cap on what the Hub may send back.
 from __future__ import annotations
 
 import functools
-import math
 import random
-import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit
 
@@ -34,15 +32,23 @@ from ckpt_action.errors import (
 from ckpt_action.names import is_public_hub
 from ckpt_action.settings import Settings
 from ckpt_action.stores.hub.deadline import RequestDeadline, deadline, install, stall
+from ckpt_action.stores.hub.failures import (
+    TRANSIENT_STATUS,
+    announced_wait,
+    cas_refusal,
+    direct_status,
+    is_transient,
+    retried_by_client,
+)
 
 if TYPE_CHECKING:
     import httpx2
     from huggingface_hub import HfApi
 
+    from ckpt_action.stores.hub.keyless import ExchangedToken
+
 T = TypeVar("T")
 LIBRARY_NAME = "ckpt-action"
-TRANSIENT_STATUS = {408, 429, 500, 502, 503, 504}
-MAX_CHAIN = 20  # exceptions followed down a chain (cause, else context): a loop or a runaway chain ends
 
 
 def bind_shared_client() -> None:
@@ -94,7 +100,19 @@ def _api_class() -> type[HfApi]:
     from huggingface_hub import HfApi
 
     class Api(HfApi):
-        """HfApi whose headers are :func:`client_headers`."""
+        """HfApi whose headers are :func:`client_headers`, and whose token, keyless, is read at
+        every request (:class:`~ckpt_action.stores.hub.keyless.ExchangedToken`: exchanged again
+        before it expires)."""
+
+        keyless: ExchangedToken | None = None
+
+        @property
+        def token(self) -> str | bool | None:
+            return self.keyless.current() if self.keyless is not None else self._given_token
+
+        @token.setter
+        def token(self, value: str | bool | None) -> None:
+            self._given_token = value
 
         def _build_hf_headers(self, token: bool | str | None = None, library_name: str | None = None,
                               library_version: str | None = None,
@@ -106,121 +124,32 @@ def _api_class() -> type[HfApi]:
     return Api
 
 
-def make_api(settings: Settings) -> HfApi:
+def make_api(settings: Settings, repo: str | None = None) -> HfApi:
     """A client for ``settings.endpoint`` and its token, configured per client: nothing of
     the process (environment, huggingface_hub's constants, its client factory) changes.
+    Keyless (``settings.auth == "oidc"``), its token is the one exchanged for ``repo``.
 
     Xet is left as the client decides it: on whenever ``hf_xet`` is installed, the Hub's
     default path and the local Hub's too; ``HF_HUB_DISABLE_XET=1`` (read by huggingface_hub
     itself) selects plain LFS, for an endpoint that does not speak Xet."""
     bind_shared_client()
-    return _api_class()(endpoint=settings.endpoint, token=settings.token or None, library_name=LIBRARY_NAME)
+    api = _api_class()(endpoint=settings.endpoint, token=settings.token or None, library_name=LIBRARY_NAME)
+    if settings.auth == "oidc":
+        if repo is None:
+            raise AssertionError("a keyless client is made for one repo")
+        from ckpt_action.stores.hub.keyless import token_for
+
+        api.keyless = token_for(settings, repo)  # type: ignore[attr-defined]
+    return api
 
 
-def _status(exc: BaseException) -> int | None:
-    response = getattr(exc, "response", None)
-    return getattr(response, "status_code", None)
+def secrets(settings: Settings) -> tuple[str, ...]:
+    """What a message must never show: the token as given, and every token exchanged keyless."""
+    if settings.auth != "oidc":
+        return settings.secrets
+    from ckpt_action.stores.hub.keyless import secrets_of
 
-
-def _chain(exc: BaseException) -> Iterator[BaseException]:
-    """``exc``, then what it was raised from (its cause, else its context), and so on: each
-    exception once, at most ``MAX_CHAIN`` of them."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen and len(seen) < MAX_CHAIN:
-        seen.add(id(current))
-        yield current
-        current = current.__cause__ or current.__context__
-
-
-def status_of(exc: BaseException) -> int | None:
-    """The HTTP status the Hub answered with, found in ``exc`` or its chain; None when no
-    answer came (a timeout, a dropped connection): then a write may still be carried out."""
-    return next((int(status) for link in _chain(exc) if (status := _status(link)) is not None), None)
-
-
-def announced_wait(exc: BaseException) -> float | None:
-    """Seconds the Hub asked us to wait before retrying: the reset of an exhausted rate
-    limit (IETF ``RateLimit: "api";r=0;t=55``, which the Hub sends on 429 without any
-    ``Retry-After``), else ``Retry-After`` in seconds. None when it said neither."""
-    from huggingface_hub.utils import parse_ratelimit_headers
-
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
-    if headers is None:
-        return None
-    limit = parse_ratelimit_headers(headers)
-    if limit is not None and limit.remaining == 0:
-        return float(limit.reset_in_seconds)
-    value = headers.get("Retry-After")
-    try:
-        wait = float(value) if value is not None else None
-    except ValueError:  # an HTTP date: not worth a parser, backoff will do
-        return None
-    return wait if wait is not None and math.isfinite(wait) and wait >= 0 else None
-
-
-# How hf_xet reports a CAS answer that was not a success: reqwest's status error, the status
-# and reason in parentheses, then the URL ("domain: ..."). Its exception (a ConnectionError,
-# whatever the status) carries nothing of the answer's body.
-_XET_STATUS_RE = re.compile(r"HTTP status (?:client|server) error \(([0-9]{3})([^)]{0,80})\)(?:, domain: (\S+))?")
-
-
-def cas_refusal(exc: BaseException) -> tuple[int, str, str | None] | None:
-    """(status, reason, URL) of a CAS answer hf_xet reports as refused (4xx but for 408 and
-    429, which are worth a retry), found in ``exc`` or its chain; None for anything else."""
-    for link in _chain(exc):
-        m = _XET_STATUS_RE.search(str(link))
-        if m:
-            status = int(m.group(1))
-            if 400 <= status < 500 and status not in TRANSIENT_STATUS:
-                return status, m.group(2).strip(), m.group(3)
-            return None
-    return None
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Worth retrying: rate limits, server errors, timeouts, dropped connections; not a
-    refusal from the Xet storage, which hf_xet raises as a ConnectionError."""
-    import httpx2
-    from huggingface_hub.errors import LocalEntryNotFoundError
-
-    if cas_refusal(exc) is not None:
-        return False
-    if isinstance(exc, (httpx2.TimeoutException, httpx2.NetworkError, httpx2.RemoteProtocolError)):
-        return True
-    if isinstance(exc, LocalEntryNotFoundError):
-        # hf_hub_download wraps connection failures in this when nothing is cached.
-        return True
-    if isinstance(exc, (ConnectionError, TimeoutError)):
-        return True
-    status = _status(exc)
-    return status in TRANSIENT_STATUS
-
-
-# Requests huggingface_hub already sends through its own http_backoff (6 attempts, 23 s of
-# sleeps): preupload, the LFS batch and verify calls, and the PUTs of LFS uploads.
-_CLIENT_RETRIED = re.compile(r"/preupload/|/info/lfs/")
-
-
-def retried_by_client(exc: BaseException) -> bool:
-    """Whether the request that failed was one huggingface_hub retried itself already; such
-    a failure gets one more round after a pause, not ``retries`` more, so retries do not
-    multiply (the README's promise)."""
-    for link in _chain(exc):
-        request = None
-        response = getattr(link, "response", None)
-        for holder in (response, link):
-            try:
-                request = getattr(holder, "request", None) if holder is not None else None
-            except RuntimeError:  # httpx: no request attached
-                request = None
-            if request is not None:
-                break
-        if request is not None:
-            path = urlsplit(str(getattr(request, "url", ""))).path
-            return bool(_CLIENT_RETRIED.search(path)) or getattr(request, "method", "") == "PUT"
-    return False
+    return (*settings.secrets, *secrets_of(settings))
 
 
 def retry_budget(settings: Settings, exc: BaseException) -> int:
@@ -234,9 +163,10 @@ def translate(exc: BaseException, what: str, settings: Settings, repo: str | Non
     The server's text, or the client's (an illegal header value), may echo the token:
     the error, and the exceptions it is raised from, are scrubbed of it in every form.
     """
-    scrub_chain(exc, settings.secrets)
+    hidden = secrets(settings)
+    scrub_chain(exc, hidden)
     error = _translate(exc, what, settings, repo)
-    scrub_chain(error, settings.secrets)
+    scrub_chain(error, hidden)
     return error
 
 
@@ -255,7 +185,7 @@ def _translate(exc: BaseException, what: str, settings: Settings, repo: str | No
         return RemoteError(f"{what}: the Hub did not finish answering {bound}: try again later, or raise it if"
                            " the Hub is only slow")
     where = f" in {repo}" if repo else ""
-    status = _status(exc)
+    status = direct_status(exc)
     if isinstance(exc, RevisionNotFoundError):
         return NotFoundError(f"{what}: revision not found{where}: check {param('revision')} (a SHA, branch or tag)")
     if isinstance(exc, RepositoryNotFoundError) and status not in (401,):
@@ -276,7 +206,7 @@ def _translate(exc: BaseException, what: str, settings: Settings, repo: str | No
     if status == 403:
         return AuthError(f"{what}: the token may not do this (403){where}: use a token with write access")
     if isinstance(exc, HfHubHTTPError) and status is not None:
-        detail = one_line(getattr(exc, "server_message", None) or (str(exc).splitlines() or [""])[0], 200)
+        detail = hub_reason(exc)
         hint = "try again later" if status in TRANSIENT_STATUS else "see the message"
         return RemoteError(f"{what}: the Hub answered {status} ({detail}): {hint}")
     refused = cas_refusal(exc)
@@ -288,6 +218,25 @@ def _translate(exc: BaseException, what: str, settings: Settings, repo: str | No
             f" check {param('endpoint')} and the network"
         )
     return RemoteError(f"{what}: {type(exc).__name__}: {one_line(str(exc))}")
+
+
+MAX_REASON = 2000
+"""Characters of the Hub's reason an error shows (whole below it: a bucket batch's reason
+lists every failed path with why, as its client does, ten of them)."""
+
+
+def hub_reason(exc: BaseException) -> str:
+    """The Hub's reason for refusing, whole up to :data:`MAX_REASON`: its message (else the
+    client's text for the answer, every line of it), on one line, any other non-printing
+    character escaped.
+
+    >>> shown = hub_reason(ValueError("Failed on 'me/b':" + chr(10) + "  - a: not" + chr(27) + "found"))
+    >>> shown == "Failed on 'me/b': - a: not" + chr(92) + "x1bfound"
+    True
+    """
+    text = " ".join(str(getattr(exc, "server_message", None) or exc).split())
+    shown = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    return shown if len(shown) <= MAX_REASON else shown[: MAX_REASON - 1] + "…"
 
 
 def _cas_error(what: str, status: int, reason: str, url: str | None) -> CkptError:
@@ -326,7 +275,7 @@ def retry_wait(settings: Settings, exc: BaseException, attempt: int, what: str) 
         return backoff(settings, attempt)
     if wait > settings.max_rate_limit_wait:
         raise RemoteError(
-            f"{what}: the Hub answered {_status(exc)} and asks to wait {wait:.0f} s, more than"
+            f"{what}: the Hub answered {direct_status(exc)} and asks to wait {wait:.0f} s, more than"
             f" {settings.max_rate_limit_wait:g} s (CKPT_MAX_RATE_LIMIT_WAIT): try again later, or raise it"
         ) from exc
     return wait + random.uniform(0.1, 0.5)  # noqa: S311 - past the reset (whole seconds, rounded), never before

@@ -12,7 +12,11 @@
   the source repo or bucket, which the caller may read, holds. Operations that cannot be done
   are answered in ``failed`` (``{"path", "error"}``): 200 when some were done, 422 when none.
   The rest lands in one replacement of the bucket's index (:mod:`.buckets`); bytes no one
-  names any more are freed at once. A malformed line refuses the whole batch (400).
+  names any more are freed at once. A malformed line refuses the whole batch (400). The body
+  is read line by line as it arrives, each operation kept as only the fields it uses, and is
+  bounded by bytes as well as by lines: past ``MAX_BATCH_BYTES`` (declared or read) or
+  ``MAX_BATCH_LINES`` operations it is refused (413) with the bound in the reason, and the rest
+  of it is never read.
 - ``GET /api/buckets/{id}/events`` (``cursor=`` or ``since=``): the change feed as server-sent
   events, one session per request (see :mod:`.bucketfeed`).
 - ``GET|HEAD /buckets/{id}/resolve/{path}``: as a repo's Xet file: ``X-Xet-Hash``, a ``Link``
@@ -31,7 +35,7 @@ from typing import Any
 from urllib.parse import quote
 
 from . import api_buckets, transfer
-from .bucketfeed import HOLD_S
+from .bucketfeed import HOLD_S, BadCursor
 from .buckets import Put, check_bucket_path
 from .context import Call
 from .httpmessages import HttpError, Response, json_response
@@ -43,6 +47,9 @@ TREE_PAGE = 1000
 MAX_PATHS_INFO = 1000
 MAX_BATCH_LINES = 10_000
 MAX_BATCH_LINE = 64 * 1024
+MAX_BATCH_BYTES = 16 * 1024 * 1024
+MAX_MTIME_MS = 253_402_300_799_999  # the last millisecond of year 9999
+_OP_FIELDS = ("type", "path", "xetHash", "mtime", "contentType", "sourceRepoType", "sourceRepoId")
 _HASH = re.compile(r"[0-9a-f]{64}")
 _SOURCE_TYPES = ("model", "dataset", "space", "bucket")
 
@@ -115,17 +122,27 @@ def paths_info(call: Call) -> Response:
 
 # ------------------------------------------------------------------------------- the batch
 
+def _too_large(call: Call, why: str) -> HttpError:
+    call.req.body.abandon()
+    return HttpError(413, why)
+
+
 def _lines(call: Call) -> list[dict[str, Any]]:
+    body = call.req.body
+    too_many_bytes = f"A batch body holds at most {MAX_BATCH_BYTES} bytes: send its operations in smaller batches"
+    if body.declared is not None and body.declared > MAX_BATCH_BYTES:
+        raise _too_large(call, too_many_bytes)
     out: list[dict[str, Any]] = []
-    while line := call.req.body.readline(MAX_BATCH_LINE):
+    while line := body.readline(MAX_BATCH_LINE):
+        if body.count > MAX_BATCH_BYTES:
+            raise _too_large(call, too_many_bytes)
         if not line.strip():
             continue
         if len(out) >= MAX_BATCH_LINES:
-            call.req.body.abandon()
-            raise HttpError(413, f"A batch holds at most {MAX_BATCH_LINES} operations")
+            raise _too_large(call, f"A batch holds at most {MAX_BATCH_LINES} operations")
         try:
             op = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except ValueError:  # not JSON, not UTF-8, or an integer past Python's digit limit
             raise HttpError(400, f"Line {len(out) + 1} of the batch is not valid JSON") from None
         if not isinstance(op, dict) or op.get("type") not in ("addFile", "copyFile", "deleteFile"):
             raise HttpError(400, f"Line {len(out) + 1}: expected type addFile, copyFile or deleteFile")
@@ -133,10 +150,12 @@ def _lines(call: Call) -> list[dict[str, Any]]:
             check_bucket_path(op.get("path"))
         except StorageError as exc:
             raise HttpError(400, f"Line {len(out) + 1}: {exc}") from None
-        if op["type"] != "deleteFile" and not (isinstance(op.get("xetHash"), str)
-                                               and isinstance(op.get("mtime", 0), int)):
-            raise HttpError(400, f"Line {len(out) + 1}: {op['type']} needs a xetHash and an integer mtime")
-        out.append(op)
+        mtime = op.get("mtime", 0)
+        if op["type"] != "deleteFile" and not (isinstance(op.get("xetHash"), str) and type(mtime) is int
+                                               and abs(mtime) <= MAX_MTIME_MS):
+            raise HttpError(400, f"Line {len(out) + 1}: {op['type']} needs a xetHash and an integer mtime "
+                                 f"(milliseconds, at most {MAX_MTIME_MS})")
+        out.append({k: op[k] for k in _OP_FIELDS if k in op})  # nothing else of the line is held
     return out
 
 
@@ -241,6 +260,9 @@ def events(call: Call) -> Response:
             since_ms = int(datetime.fromisoformat(req.param("since").replace("Z", "+00:00")).timestamp() * 1000)
         except ValueError:
             raise HttpError(400, "since must be an ISO 8601 instant") from None
-    session = call.store.buckets.feed.read(meta.repo_id, cursor, since_ms, HOLD_S)
+    try:
+        session = call.store.buckets.feed.read(meta.repo_id, cursor, since_ms, HOLD_S)
+    except BadCursor as exc:
+        raise HttpError(400, str(exc)) from None
     body = "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in session)
     return Response(200, body.encode(), {"Cache-Control": "no-cache"}, "text/event-stream")

@@ -32,8 +32,18 @@ LIST_PAGE = 1000
 
 
 def bucket_id(call: Call) -> str:
-    ns = call.params["ns"]
-    return f"{AUTHOR if ns == 'me' else ns}/{call.params['name']}"
+    return named(f"{call.params['ns']}/{call.params['name']}")
+
+
+def named(bid: str) -> str:
+    """A bucket id as the caller may write it: ``me/NAME`` is the caller's own (here, the one
+    user's), in a route and in a body (a copy's ``sourceRepoId``) alike.
+
+    >>> named("me/ckpts") == f"{AUTHOR}/ckpts", named("org/ckpts")
+    (True, 'org/ckpts')
+    """
+    ns, sep, name = bid.partition("/")
+    return f"{AUTHOR}/{name}" if sep and ns == "me" else bid
 
 
 def bucket_url(call: Call, meta: RepoMeta) -> str:
@@ -43,7 +53,7 @@ def bucket_url(call: Call, meta: RepoMeta) -> str:
 def readable(call: Call, bid: str | None = None) -> RepoMeta:
     """The bucket, if the caller may read it."""
     authed = call.authorized()
-    meta = call.store.buckets.get(bid or bucket_id(call))
+    meta = call.store.buckets.get(named(bid) if bid else bucket_id(call))
     if meta.private and not authed:
         raise HttpError(401, "Invalid username or password.", code="RepoNotFound")
     return meta

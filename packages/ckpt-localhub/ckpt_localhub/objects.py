@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, BinaryIO, NamedTuple
+from typing import Any, BinaryIO, NamedTuple, Protocol
 
 from .gitobjects import EMPTY_TREE_OID, TreeItem, blob_oid, tree_oid
 
@@ -44,6 +44,17 @@ AUTHOR = "local-user"
 COPY_CHUNK = 8 * 1024 * 1024
 SHA1_RE = re.compile(r"[0-9a-f]{40}")
 SHA256_RE = re.compile(r"[0-9a-f]{64}")
+
+
+class Collector(Protocol):
+    """Another holder of this store's objects that frees its share when they go: the Xet
+    CAS (:class:`.xet.store.XetStore`), whose xorbs hold the bytes of LFS objects pushed
+    through it. Declared here, at the bottom, so that the repos (above the objects, below
+    the CAS) name what they hold without importing the layer above them."""
+
+    def collect(self, removed: set[str], grace_s: float) -> int:
+        """Free what only the objects ``removed`` (sha256s) used; bytes freed."""
+        ...
 
 
 class StorageError(Exception):

@@ -26,7 +26,7 @@ import threading
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO
 
 from .filelock import try_lock
 from .gitobjects import DEFAULT_GITATTRIBUTES
@@ -43,10 +43,7 @@ from .names import (
     check_ref_name,
     check_repo_id,
 )
-from .objects import LRU, SHA1_RE, ObjectStore, StorageError, TreeEntry
-
-if TYPE_CHECKING:
-    from .xet.store import XetStore
+from .objects import LRU, SHA1_RE, Collector, ObjectStore, StorageError, TreeEntry
 
 _HEX_RE = re.compile(r"[0-9a-f]{7,40}")
 _DELETED = "deleted-lfs.json"  # sha256s permanently deleted from a repo (a JSON list)
@@ -67,7 +64,7 @@ class RepoStore:
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock_fh: IO[bytes] | None = self._lock_data_dir()
         self.objects = ObjectStore(self.root)
-        self.xet: XetStore | None = None
+        self.xet: Collector | None = None
         """The Xet side of the same objects, when the server has Xet on (freeing reaches it too)."""
         (self.root / "repos").mkdir(exist_ok=True)
         self._locks: dict[tuple[str, str], threading.RLock] = {}
