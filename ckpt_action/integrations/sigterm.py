@@ -43,6 +43,8 @@ from .pushqueue import Outcome, PushQueue
 POLL = 0.05
 """Seconds between two looks of the flush thread at the pushes (it waits on nothing it could miss)."""
 _CHECKPOINT = re.compile(r"checkpoint-(\d+)")
+RESTART = 5.0
+"""Seconds a new upload process is taken to need before one started was measured."""
 
 
 @dataclass
@@ -75,6 +77,8 @@ class SigtermFlush:
         self._hurry_upload = hurry_upload
         self._say = say or (lambda line: print(f"ckpt-action: {line}", file=sys.stderr, flush=True))
         self.rate = preempt.Rate()
+        self.restart = RESTART
+        """Seconds the last upload process took to start: what a yield costs before the newest's push begins."""
         self.notice: preempt.Notice | None = None
         self.output_dir: Path | None = None
         self.floor = 0
@@ -270,7 +274,8 @@ class SigtermFlush:
         step, size = max(newer)
         rate = self.rate.per_second()
         left = notice.left()
-        if not preempt.should_yield(running.size, time.monotonic() - running.started, size, rate, left):
+        if not preempt.should_yield(running.size, time.monotonic() - running.started, size, rate, left,
+                                    self.restart):
             return
         yielded.add(running.step)
         assert rate is not None

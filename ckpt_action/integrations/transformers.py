@@ -456,8 +456,10 @@ class CheckpointCallback(TrainerCallback):
         with self._uploader_lock:
             if self._uploader is None or self._uploader.proc.poll() is not None:
                 try:
+                    began = time.monotonic()
                     self._uploader = ProcessUploader(
                         {**os.environ, "CKPT_MAX_RATE_LIMIT_WAIT": f"{self._rate_limit_wait:g}"})
+                    self._sigterm.restart = time.monotonic() - began  # what a yield to a newer save costs
                 except (OSError, ValueError) as exc:  # no fork/exec here (a sandbox, a frozen app)
                     log.warning("cannot start the upload process (%s): pushing from a thread of this process", exc)
                     self.uploads = "thread"

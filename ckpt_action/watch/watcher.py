@@ -245,6 +245,7 @@ class Watcher:
         self._yielded: set[str] = set()
         self._push_began: tuple[float, int] | None = None  # (clock, bytes) of the push in flight
         self._durable_at_stop: str | None = None
+        self._restart = 5.0  # seconds the upload process took to start (measured at each start)
         self._writer_gone = False
         self._thread: threading.Thread | None = None
         self._uploader: ThreadUploader | None = None
@@ -358,7 +359,9 @@ class Watcher:
     def _new_uploader(self) -> ThreadUploader:
         if self.uploader_kind == "process":
             try:
+                began = time.monotonic()
                 uploader: ThreadUploader = ProcessUploader()
+                self._restart = time.monotonic() - began
             except OSError as exc:
                 self.log(f"cannot start the upload process ({exc}): uploading from a thread of this process")
                 uploader = ThreadUploader()
@@ -594,7 +597,7 @@ class Watcher:
         began, size = self._push_began
         left = self._notice.left(now)
         rate = self._rate.per_second()
-        if not preempt.should_yield(size, now - began, _bytes(newest.path), rate, left):
+        if not preempt.should_yield(size, now - began, _bytes(newest.path), rate, left, self._restart):
             return
         assert self._uploader is not None and rate is not None
         self._yielded.add(name)

@@ -45,6 +45,9 @@ def test_an_older_push_yields_only_when_both_cannot_fit_and_the_newest_alone_can
     assert not preempt.should_yield(100, 0.0, 100, None, 15.0)  # no measured rate: never
     r = preempt.Rate()
     assert r.per_second() is None
-    r.add(100, 2.0)
-    r.add(300, 2.0)
-    assert r.per_second() == 100.0
+    r.add(91 * 1024, 17.0)  # a small push: its fixed cost, not the link's rate
+    assert r.per_second() is None
+    mb = 1024 * 1024
+    r.add(100 * mb, 2.0)
+    r.add(300 * mb, 2.0)
+    assert r.per_second() == 100.0 * mb

@@ -17,24 +17,28 @@ class Job:
         self.step = step
 
 
+MB = 1024 * 1024
+
+
 def _flush(kills: list[int]) -> tuple[SigtermFlush, list[str]]:
     said: list[str] = []
     flush = SigtermFlush(25.0, None, lambda: None, lambda: kills.append(1) or True, say=said.append)
+    flush.restart = 1.0
     return flush, said
 
 
 def test_an_older_push_yields_to_the_newest_when_both_cannot_land_by_the_deadline() -> None:
     kills: list[int] = []
     flush, said = _flush(kills)
-    flush.rate.add(1000, 10.0)  # 100 bytes a second, measured
-    flush.submitted(2, 1000)
-    flush.started(2, 1000)  # 10 s left of it
-    flush.submitted(4, 1000)  # 10 s alone
+    flush.rate.add(1000 * MB, 100.0)  # 10 MiB a second, measured
+    flush.submitted(2, 100 * MB)
+    flush.started(2, 100 * MB)  # 10 s left of it
+    flush.submitted(4, 100 * MB)  # 10 s alone
     notice = preempt.Notice.begin("SIGTERM", 15.0, "sigterm_grace", None)
     flush._maybe_yield(notice, set())
     assert kills == [1]
     flush.ended(Outcome(Job(2), "failed", error=RuntimeError("the upload process ended")))
-    flush.started(4, 1000)
+    flush.started(4, 100 * MB)
     flush.ended(Outcome(Job(4), "pushed", handle=CheckpointHandle("org/run", "checkpoint-4", "b" * 40, 4)))
     flush._report(-1, settled=True)
     assert said[-2].startswith("checkpoint-2 not durable: its push yielded to checkpoint-4: both could not land")
@@ -44,12 +48,25 @@ def test_an_older_push_yields_to_the_newest_when_both_cannot_land_by_the_deadlin
 def test_no_yield_when_both_fit_or_the_newest_alone_would_not() -> None:
     kills: list[int] = []
     flush, _ = _flush(kills)
-    flush.rate.add(1000, 10.0)
-    flush.submitted(2, 1000)
-    flush.started(2, 1000)
-    flush.submitted(4, 1000)
+    flush.rate.add(1000 * MB, 100.0)
+    flush.submitted(2, 100 * MB)
+    flush.started(2, 100 * MB)
+    flush.submitted(4, 100 * MB)
     flush._maybe_yield(preempt.Notice.begin("SIGTERM", 60.0, "sigterm_grace", None), set())  # both fit
     flush._maybe_yield(preempt.Notice.begin("SIGTERM", 5.0, "sigterm_grace", None), set())  # neither would
+    assert kills == []
+
+
+def test_no_yield_on_a_rate_measured_over_pushes_too_small_to_say_it() -> None:
+    """Small pushes take their fixed cost, not their size over the link's rate (ckpt-chaos on a
+    loaded machine: 91 KiB in 17 s); such a "rate" must not cut a push short."""
+    kills: list[int] = []
+    flush, _ = _flush(kills)
+    flush.rate.add(91 * 1024, 17.0)
+    flush.submitted(2, 91 * 1024)
+    flush.started(2, 91 * 1024)
+    flush.submitted(4, 91 * 1024)
+    flush._maybe_yield(preempt.Notice.begin("SIGTERM", 25.0, "sigterm_grace", None), set())
     assert kills == []
 
 
