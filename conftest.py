@@ -25,6 +25,7 @@ _NEEDS_EXTRA = {
     "tests/helpers/dist_trainer_script.py": _TRANSFORMERS,
     "tests/helpers/dist_dcp_script.py": _DISTRIBUTED,
     "tests/helpers/dist_push_script.py": _DISTRIBUTED,
+    "tests/helpers/ranks_bucket_push.py": _DISTRIBUTED,
 }
 _ROOT = Path(__file__).resolve().parent
 

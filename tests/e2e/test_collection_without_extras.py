@@ -31,6 +31,7 @@ def test_the_whole_suite_collects_without_the_extras_and_says_what_skips(tmp_pat
                           ("ckpt_action/integrations/transformers.py", "[transformers]"),
                           ("tests/helpers/dist_dcp_script.py", "[distributed]"),
                           ("tests/helpers/dist_push_script.py", "[distributed]"),
+                          ("tests/helpers/ranks_bucket_push.py", "[distributed]"),
                           ("tests/helpers/dist_trainer_script.py", "[transformers]"),
                           ("tests/integration/test_watch_dcp.py", "requirements-transformers.lock"),
                           ("tests/integration/test_watch_lightning.py", "requirements-frameworks.lock"),
