@@ -242,10 +242,18 @@ class SigtermFlush:
 
     def _settled(self, queue: PushQueue[Any] | None) -> bool:
         """Nothing staged, running or waiting, and no newer save being written (or the main
-        thread is parked, so none will be)."""
-        if self._staging is not None or (queue is not None and not queue.idle):
+        thread is parked, so none will be).
+
+        Read in the reverse order of the main thread's writes (it sets ``_staging``, submits
+        to the queue, records the save in ``_fates``, then clears ``_staging``): a save seen
+        in ``_fates`` is then already in the queue, and one not yet there still shows as a
+        newer ``checkpoint-N`` dir. Read the other way round, a save staged and queued between
+        two of these looks was taken for one already pushed, and the flush ended without it."""
+        if not self._parked and self._saves_in_progress():
             return False
-        return self._parked or not self._saves_in_progress()
+        if self._staging is not None:
+            return False
+        return queue is None or queue.idle
 
     def _saves_in_progress(self) -> list[int]:
         """Steps of ``checkpoint-N`` dirs newer than anything queued: a save Trainer is still

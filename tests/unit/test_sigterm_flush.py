@@ -79,3 +79,32 @@ def test_the_handler_only_records_and_wakes_the_flush_thread() -> None:
     time.sleep(0.01)
     flush.handler(15, None)
     assert flush.notice is first
+
+
+class _QueueSeenIdleJustBeforeASubmit:
+    """A push queue read as idle a moment before the main thread hands it a save: that very
+    moment, the main thread stages ``checkpoint-2``, queues it, records it and unstages."""
+
+    def __init__(self, flush: SigtermFlush) -> None:
+        self.flush, self.items = flush, 0
+
+    @property
+    def idle(self) -> bool:
+        was_idle = self.items == 0
+        if was_idle:
+            with self.flush.saving(2):
+                self.items += 1  # submitted: the push of checkpoint-2 waits
+                self.flush.submitted(2, 1024)
+        return was_idle
+
+
+def test_a_save_staged_and_queued_while_the_flush_looks_is_never_taken_for_pushed(tmp_path) -> None:
+    """The signal came in ``on_save`` before the callback's turn: ``checkpoint-2`` is on disk
+    and not yet queued. Whatever the interleaving of the flush's looks with the main thread's
+    staging, the flush is not settled while checkpoint-2 is queued and not pushed."""
+    (tmp_path / "checkpoint-2").mkdir()
+    flush, _ = _flush([])
+    flush.output_dir = tmp_path
+    queue = _QueueSeenIdleJustBeforeASubmit(flush)
+    looks = [flush._settled(queue) for _ in range(2)]  # type: ignore[arg-type]
+    assert looks == [False, False]
