@@ -222,6 +222,10 @@ class ProcessUploader(ThreadUploader):
         return self._hurried or []
 
     def close(self) -> None:
+        # An ending child competes with nothing: at the idle policy, on a machine kept busy
+        # (the training's last steps, another job), it could wait past the timeout below for
+        # the CPU to finish its imports and read the end of its input.
+        self.hurry()
         if self.proc.stdin is not None:
             with contextlib.suppress(OSError):
                 self.proc.stdin.close()
