@@ -405,7 +405,8 @@ def _maybe_size(value: int | None) -> str:
 @click.option("--settle", type=NUMBER, default=10.0, show_default=True, help="Seconds a checkpoint without a "
               "framework's marker must stay unchanged (sizes, mtimes) before it is pushed.")
 @click.option("--grace", type=NUMBER, default=25.0, show_default=True, help="Seconds after SIGTERM/SIGINT to push "
-              "the newest complete checkpoint and stop (a preemption notice: ~30 s on GKE, 120 s on AWS spot).")
+              "the newest complete checkpoint and stop (a preemption notice: ~30 s on GKE, 120 s on AWS spot);"
+              " CKPT_PREEMPT_DEADLINE, when set, replaces it.")
 @retention_options
 @click.option("--commits-per-hour", type=COUNT, default=128, show_default=True, help="The Hub's commit quota per "
               "repo: past it only the newest complete checkpoint is pushed, the others are reported skipped.")
