@@ -8,8 +8,8 @@ on a model repo over plain LFS and over Xet and into a Storage Bucket, beside ``
 (the repo) and ``hf buckets sync`` (the bucket) killed and re-run the same way. Each upload
 request is held a little by the Hub's fault injection (``delay_s``), so that the kill lands
 near its mark. The bound ckpt-action promises: at most the files in flight
-(``CKPT_UPLOAD_CONCURRENCY`` times the biggest file) on a repo, one batch
-(``CKPT_UPLOAD_BATCH_BYTES`` or the biggest file) in a bucket. ``--quick`` kills at 50% only,
+one batch (``CKPT_UPLOAD_BATCH_BYTES`` or the biggest file, times ``CKPT_UPLOAD_CONCURRENCY``
+on a repo). ``--quick`` kills at 50% only,
 and every run pushes bytes of its own (the Hub keeps every byte it was ever sent).
 
 **What the batches cost a push never killed.** The same bucket push, never killed, in its
@@ -156,7 +156,7 @@ def _resume_rows(ctx: Context, sec: Section, files: int, size: int, batch: int) 
                 out.setdefault(f"{tool} {store}", {})[f"{int(fraction * 100)}%"] = got
     finally:
         ctx.hub.set_faults([])
-    bound = {"lfs": size, "xet": size, "bucket": max(batch, size)}  # CKPT_UPLOAD_CONCURRENCY=1
+    bound = {store: max(batch, size) for store in ("lfs", "xet", "bucket")}  # one batch: CKPT_UPLOAD_CONCURRENCY=1
     for key, by_fraction in out.items():
         tool, store = key.split()
         cells = [f"{frac}: {g['beyond_missing'] / 2**20:.1f} MiB (killed at {g['arrived_fraction']:.0%})"

@@ -192,18 +192,18 @@ class Settings:
                                       "several, the manifest in the last.")
     upload_concurrency: int = _knob(
         1, "CKPT_UPLOAD_CONCURRENCY",
-        "Files a push uploads at once, each registered on the Hub (its LFS object, or its Xet shard) as soon as"
-        " its own upload ends, before the one commit or manifest that publishes the checkpoint. A push cut off"
-        " (killed, preempted) and run again sends again at most these files, so what a re-run can re-send beyond"
-        " the missing bytes is this many times the biggest file. Above 1, concurrent Xet sessions of one process"
-        " may name each other's xorbs before they are stored (the CAS refuses that shard): keep 1 on Xet. A Storage"
-        " Bucket sends one batch at a time instead (`upload_batch_bytes`).")
+        "Batches (`upload_batch_bytes`) a push into a model repo uploads at once, each registered on the Hub (its"
+        " LFS objects, or its Xet shard) as soon as its own upload ends, before the one commit that publishes the"
+        " checkpoint. A push cut off (killed, preempted) and run again sends again at most these batches, so what a"
+        " re-run can re-send beyond the missing bytes is this many times a batch (or the biggest file). Above 1,"
+        " concurrent Xet sessions of one process may name each other's xorbs before they are stored (the CAS"
+        " refuses that shard): keep 1 on Xet. A Storage Bucket sends one batch at a time.")
     upload_batch_bytes: int = _knob(
         256 * 2**20, "CKPT_UPLOAD_BATCH_BYTES",
-        "Bytes of files one batch of a push into a Storage Bucket holds (a bigger file goes alone); each batch's Xet"
-        " shard and paths are on the Hub as soon as it ends, one batch at a time. A push cut off and run again"
-        " sends again at most one batch: this or the biggest file, whichever is more. Lower bounds that, at a"
-        " few requests more per batch (a push never cut off takes longer below about 256 MiB).")
+        "Bytes of files one batch of a push holds (a bigger file goes alone); each batch's LFS objects or Xet"
+        " shard (in a Storage Bucket, its shard and paths) are on the Hub as soon as it ends. A push cut off and"
+        " run again sends again at most the batches in flight: this or the biggest file, whichever is more. Lower"
+        " bounds that, at a few requests more per batch (a push never cut off takes longer below about 256 MiB).")
     distributed_timeout: float = _knob(
         300.0, "CKPT_DISTRIBUTED_TIMEOUT",
         "Seconds a push from many ranks (`distributed`) waits for a rank that has not joined it or has stopped"

@@ -73,6 +73,7 @@ from ckpt_action.stores.hub.failures import status_of
 from ckpt_action.stores.hub.fetch import fetch_file
 from ckpt_action.stores.hub.repo import folder_problem, skip_name, small_file_reader
 from ckpt_action.stores.hub.transport import call, make_api, translate
+from ckpt_action.stores.inflight import upload_batches
 from ckpt_action.stores.writes import LIVE, Copy, Delete, Final, Pin, Put, Write, WriteOutcome
 
 if TYPE_CHECKING:
@@ -115,27 +116,6 @@ CAS then refuses the shard that names them."""
 
 def _size_of(local: str, given: FileDigest | None) -> int:
     return given.size if given is not None else os.stat(local).st_size
-
-
-def upload_batches(sizes: list[tuple[str, int]], limit: int) -> list[list[str]]:
-    """The files (name, size), in order, as batches of at most ``limit`` bytes each, or of
-    one file bigger than that.
-
-    >>> upload_batches([("a", 3), ("b", 3), ("c", 9), ("d", 1), ("e", 1)], 8)
-    [['a', 'b'], ['c'], ['d', 'e']]
-    """
-    out: list[list[str]] = []
-    batch: list[str] = []
-    total = 0
-    for rel, size in sizes:
-        if batch and total + size > limit:
-            out.append(batch)
-            batch, total = [], 0
-        batch.append(rel)
-        total += size
-    if batch:
-        out.append(batch)
-    return out
 
 
 def overwritten(folder: str, pin: str, why: str | None = None) -> IntegrityError:
@@ -510,7 +490,7 @@ class BucketStore:
     def upload(self, folder: str, files: Mapping[str, tuple[str, FileDigest | None]], *, branch: str = "main",
                progress: str | None = None, what: str | None = None) -> dict[str, Uploaded]:
         """Hash and send ``files`` under their final paths in ``folder`` (its manifest taken
-        away first), in bounded batches (:func:`upload_batches`), one after another: each
+        away first), in bounded batches (:func:`~ckpt_action.stores.inflight.upload_batches`), one after another: each
         batch's Xet shard and paths are on the Hub once it ends, so a push killed part-way
         and run again sends again at most the batch in flight (its files' bytes that reached
         the CAS before are found by deduplication, or its paths by the listing). The folder

@@ -11,9 +11,13 @@ files that were in flight: ``concurrency`` times the biggest file. None of it is
 as a checkpoint: the one commit (a repo) or manifest (a bucket) that publishes it still
 comes after every file, alone and last.
 
-A bucket goes the same way in batches of its own (:func:`~.bucket.upload_batches`: files
-together up to ``CKPT_UPLOAD_BATCH_BYTES``, a bigger one alone), one at a time: each
-batch's shard and paths are registered when it ends.
+Files go in batches (:func:`upload_batches`: files together up to ``CKPT_UPLOAD_BATCH_BYTES``,
+256 MiB, a bigger one alone), one batch per session, one at a time by default: each batch's
+LFS objects or Xet shard (a bucket: its shard and paths) are registered when it ends. A batch
+rather than a file per session because the client sends the files of one session in parallel:
+a session per file, one at a time, made a push never cut off take 1.2x (Xet) to 1.5x (LFS)
+as long. A re-run sends again at most the batches in flight: ``CKPT_UPLOAD_CONCURRENCY``
+times the batch size, or the biggest file.
 """
 
 from __future__ import annotations
@@ -59,3 +63,24 @@ def each_file(items: Sequence[T], send: Callable[[T], R], *, concurrency: int) -
         if failed is not None:
             raise failed
     return [answers[i] for i in range(len(items))]
+
+
+def upload_batches(sizes: list[tuple[str, int]], limit: int) -> list[list[str]]:
+    """The files (name, size), in order, as batches of at most ``limit`` bytes each, or of
+    one file bigger than that.
+
+    >>> upload_batches([("a", 3), ("b", 3), ("c", 9), ("d", 1), ("e", 1)], 8)
+    [['a', 'b'], ['c'], ['d', 'e']]
+    """
+    out: list[list[str]] = []
+    batch: list[str] = []
+    total = 0
+    for rel, size in sizes:
+        if batch and total + size > limit:
+            out.append(batch)
+            batch, total = [], 0
+        batch.append(rel)
+        total += size
+    if batch:
+        out.append(batch)
+    return out

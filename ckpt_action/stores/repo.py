@@ -27,7 +27,7 @@ from ckpt_action.stores.hub.fetch import fetch_file
 from ckpt_action.stores.hub.listing import Entry, path_problem
 from ckpt_action.stores.hub.repo import RemoteRepo, Snapshot, folder_problem, skip_name
 from ckpt_action.stores.hub.transport import call
-from ckpt_action.stores.inflight import each_file
+from ckpt_action.stores.inflight import each_file, upload_batches
 from ckpt_action.stores.writes import Copy, Delete, Pin, Put, Write, WriteOutcome
 
 if TYPE_CHECKING:
@@ -204,9 +204,10 @@ class RepoStore:
         return out
 
     def _preupload(self, ops: list[Any], branch: str) -> None:
-        """Send the LFS files among ``ops`` (``CommitOperationAdd``), one file per call,
-        ``upload_concurrency`` at once: each one's LFS object, or its Xet shard, is on the Hub
-        as soon as its own call ends, so a re-run after a kill finds it and skips it (see
+        """Send the LFS files among ``ops`` (``CommitOperationAdd``), a batch of at most
+        ``upload_batch_bytes`` (or one bigger file) per call, ``upload_concurrency`` calls at
+        once: each batch's LFS objects, or its Xet shard, are on the Hub as soon as its own call
+        ends, so a re-run after a kill finds them and skips them (see
         :mod:`~ckpt_action.stores.inflight`). The commit that publishes them comes after, and
         sends only what is inline. Which files are LFS is asked in one request per 256. Failures
         are the client's own, for the caller to retry or translate (the commit's attempt does)."""
@@ -225,10 +226,14 @@ class RepoStore:
                                 headers=api._build_hf_headers(), revision=quote(branch, safe=""), endpoint=api.endpoint)
         lfs = [op for op in adds if op._upload_mode == "lfs" and not op._should_ignore]
 
-        def send(op: Any) -> None:
-            api.preupload_lfs_files(self.name, additions=[op], revision=branch)
+        by_path = {op.path_in_repo: op for op in lfs}
+        batches = upload_batches([(op.path_in_repo, op.upload_info.size) for op in lfs],
+                                 self.settings.upload_batch_bytes)
 
-        each_file(lfs, send, concurrency=self.settings.upload_concurrency)
+        def send(batch: list[str]) -> None:
+            api.preupload_lfs_files(self.name, additions=[by_path[p] for p in batch], revision=branch)
+
+        each_file(batches, send, concurrency=self.settings.upload_concurrency)
 
     def _operation(self, op: Put | Delete | Copy) -> Any:
         from huggingface_hub import CommitOperationAdd, CommitOperationCopy, CommitOperationDelete

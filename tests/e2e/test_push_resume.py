@@ -37,11 +37,11 @@ WAIT_S = 120  # a bound on a hang, never a pause: the loop below ends on the ref
 
 # Where each store registers a file, and which requests carry its bytes.
 STORES: dict[str, dict[str, Any]] = {
-    "lfs": {"repo": "o/resume-lfs", "env": {"HF_HUB_DISABLE_XET": "1"},
+    # Batches of 1 MiB: each 3 MiB file goes in a batch of its own (past CKPT_UPLOAD_BATCH_BYTES, as by default).
+    "lfs": {"repo": "o/resume-lfs", "env": {"HF_HUB_DISABLE_XET": "1", "CKPT_UPLOAD_BATCH_BYTES": str(2**20)},
             "registers": ("PUT", "/localhub-lfs/"), "bytes": ("PUT", "/localhub-lfs/")},
-    "xet": {"repo": "o/resume-xet", "env": {},
+    "xet": {"repo": "o/resume-xet", "env": {"CKPT_UPLOAD_BATCH_BYTES": str(2**20)},
             "registers": ("POST", "/v1/shards"), "bytes": ("POST", "/v1/xorbs/")},
-    # Batches of 1 MiB: each file goes in a batch of its own, as a checkpoint's shards do by default.
     "bucket": {"repo": "hf://buckets/local-user/resume", "env": {"CKPT_UPLOAD_BATCH_BYTES": str(2**20)},
                "registers": ("POST", "/v1/shards"), "bytes": ("POST", "/v1/xorbs/")},
 }
