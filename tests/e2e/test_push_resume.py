@@ -54,6 +54,21 @@ def _matching(entries: list[dict[str, Any]], kind: tuple[str, str]) -> list[dict
     return [e for e in entries if e["method"] == method and part in e["path"]]
 
 
+def _kill_at_the_refusal(proc: subprocess.Popen[str], hub: Any, kind: tuple[str, str]) -> None:
+    """SIGKILL the push once the local Hub has refused (503) a request of ``kind``, its registration."""
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while not any(e["status"] == 503 for e in _matching(hub.log_entries(), kind)):
+            assert proc.poll() is None, f"the push ended before the refusal: {proc.stderr.read()!r}"[-2000:]
+            assert time.monotonic() < deadline, f"the push never reached the refused {kind[1]}"
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stderr.close()
+
+
 def _push(repo: str, src: Path) -> list[str]:
     return [sys.executable, "-m", "ckpt_action", "push", "--repo", repo, "--local-dir", str(src),
             "--subfolder", SUBFOLDER, "--step", "7", "--json"]
@@ -74,17 +89,7 @@ def test_rerun_after_kill_resends_only_files_in_flight(hub_server, tmp_path, sto
 
     proc = subprocess.Popen(_push(spec["repo"], src), env=env, cwd=REPO_ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + WAIT_S
-        while not any(e["status"] == 503 for e in _matching(hub.log_entries(), spec["registers"])):
-            assert proc.poll() is None, f"the push ended before the refusal: {proc.stderr.read()!r}"[-2000:]
-            assert time.monotonic() < deadline, "the push never reached the refused registration"
-            time.sleep(0.02)
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.kill()
-        proc.wait()
-        proc.stderr.close()
+    _kill_at_the_refusal(proc, hub, spec["registers"])
 
     before = hub.log_entries()
     arrived = sum(e["bytes_in"] for e in _matching(before, spec["bytes"]) if e["status"] == 200)
@@ -147,18 +152,7 @@ def test_each_rank_of_a_bucket_push_killed_part_way_resends_only_its_batch_in_fl
     env = env_for(hub, tmp_path, CKPT_UPLOAD_BATCH_BYTES=str(2**20), HF_TOKEN=TOKEN)
     cmd = [sys.executable, "-m", "tests.helpers.ranks_bucket_push", uri, hub.url, TOKEN, *map(str, dirs)]
     proc = subprocess.Popen(cmd, env=env, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    shards = ("POST", "/v1/shards")
-    try:
-        deadline = time.monotonic() + WAIT_S
-        while not any(e["status"] == 503 for e in _matching(hub.log_entries(), shards)):
-            assert proc.poll() is None, f"the push ended before the refusal: {proc.stderr.read()!r}"[-2000:]
-            assert time.monotonic() < deadline, "the push never reached the refused shard"
-            time.sleep(0.02)
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.kill()
-        proc.wait()
-        proc.stderr.close()
+    _kill_at_the_refusal(proc, hub, ("POST", "/v1/shards"))
 
     before = hub.log_entries()
     total = 2 * RANK_FILES * SIZE
