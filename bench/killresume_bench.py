@@ -41,12 +41,13 @@ from typing import Any
 
 from .context import Context
 from .report import Section, fmt_s
-from .timing import PY_CLI, median, run
+from .timing import PY_CLI, BenchCommandError, median, run
 
 FRACTIONS = (0.25, 0.5, 0.9)
 SLACK = 256 * 1024  # Xet frames each ~64 KiB chunk with a header: not a file's bytes
 POLL_S = 0.005
 WAIT_S = 600.0  # a bound on a hang, never a pause
+RERUNS = 3  # re-runs of a killed push before the section gives up on the tool
 
 # Which requests carry a file's bytes, by transfer.
 BYTES = {"lfs": ("PUT", "/localhub-lfs/"), "xet": ("POST", "/v1/xorbs/")}
@@ -117,11 +118,17 @@ def _resend(ctx: Context, cmd: list[str], env: dict[str, str], transfer: str, to
             fraction: float) -> dict[str, Any]:
     arrived, ended = _kill_at(ctx, cmd, env, transfer, total, fraction)
     ctx.hub.mark()
-    run(cmd, env)
+    # A re-run that fails is what its user would run again: its bytes count, and it is reported.
+    failures: list[str] = []
+    while (done := run(cmd, env, check=False)).code != 0:
+        failures.append((done.stderr.strip().splitlines() or ["(no output)"])[-1][:300])
+        if len(failures) == RERUNS:
+            raise BenchCommandError(f"{' '.join(cmd)} failed {RERUNS} re-runs: {failures}")
     sent = _carried(ctx.hub.since_mark(), transfer, answered=False)
     missing = max(total - arrived, 0)
     return {"arrived": arrived, "arrived_fraction": round(arrived / total, 3), "resent": sent,
-            "missing": missing, "beyond_missing": sent - missing, "ended_before_kill": ended}
+            "missing": missing, "beyond_missing": sent - missing, "ended_before_kill": ended,
+            "failed_reruns": failures}
 
 
 def _resume_rows(ctx: Context, sec: Section, files: int, size: int, batch: int) -> dict[str, Any]:
@@ -159,10 +166,15 @@ def _resume_rows(ctx: Context, sec: Section, files: int, size: int, batch: int) 
     bound = {store: max(batch, size) for store in ("lfs", "xet", "bucket")}  # one batch: CKPT_UPLOAD_CONCURRENCY=1
     for key, by_fraction in out.items():
         tool, store = key.split()
-        cells = [f"{frac}: {g['beyond_missing'] / 2**20:.1f} MiB (killed at {g['arrived_fraction']:.0%})"
+        cells = [f"{frac}: {g['beyond_missing'] / 2**20:.1f} MiB (killed at {g['arrived_fraction']:.0%}"
+                 + (f"; the re-run failed {len(g['failed_reruns'])}x, then passed: {g['failed_reruns'][0][:80]}"
+                    if g["failed_reruns"] else "") + ")"
                  for frac, g in by_fraction.items()]
         sec.row(f"re-sent beyond the missing bytes, {tool} {store}", "; ".join(cells))
         if tool == "ckpt-action":
+            failed = [f for g in by_fraction.values() for f in g["failed_reruns"]]
+            sec.check(f"ckpt-action {store}: the re-run after a kill succeeds the first time", not failed,
+                      "; ".join(failed)[:300] or "ok")
             worst = max(g["beyond_missing"] for g in by_fraction.values())
             sec.check(f"ckpt-action {store}: a re-run sends at most the files in flight beyond the missing bytes",
                       worst <= bound[store] + SLACK, f"{worst} <= {bound[store]} + {SLACK}")

@@ -22,6 +22,7 @@ class Run:
     seconds: float
     stdout: str
     stderr: str
+    code: int = 0
 
 
 class BenchCommandError(RuntimeError):
@@ -38,7 +39,7 @@ def run(cmd: Sequence[str], env: dict[str, str], *, cwd: Path | None = None, che
     seconds = time.perf_counter() - started
     if check and proc.returncode != 0:
         raise BenchCommandError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr.strip()[-2000:]}")
-    return Run(seconds, proc.stdout, proc.stderr)
+    return Run(seconds, proc.stdout, proc.stderr, proc.returncode)
 
 
 def median(values: Sequence[float]) -> float:

@@ -83,7 +83,8 @@ class LatestResult:
 def latest(store: Store, revision: str | None = None, verifier: Verifier | None = None) -> LatestResult:
     """Find the highest complete ``checkpoint-N`` folder at the head of ``revision``.
 
-    Lists only the top level, at a SHA resolved first, then checks candidates from the
+    Lists only the top level (a repo's default branch by name: the manifest read then names
+    the commit, which pins the answer; a named revision is resolved first), then checks candidates from the
     highest down: one with a manifest must match it; one without (written by Trainer or
     ``hf upload``) is taken as it is only where no candidate has a manifest
     (:func:`~ckpt_action.checkpoint.verdict.no_manifest_problem`); one whose manifest or listing cannot be read is
@@ -108,18 +109,21 @@ def latest(store: Store, revision: str | None = None, verifier: Verifier | None 
     ours: bool | None = True if store.kind == "bucket" else None
     for stp, name in candidates:
         problems, chosen = _check(store, sha, name, folders[name])
+        at = chosen.revision  # the pin this folder was read at (a repo's head: the commit it settled to)
         if not problems and chosen.manifest_bytes is None:
             if ours is None:
-                ours = manifests_here(store, sha, [n for _s, n in candidates])
+                ours = manifests_here(store, at, [n for _s, n in candidates])
             problems = [why] if (why := no_manifest_problem(ours, bucket=store.kind == "bucket")) else []
         if not problems and verifier is not None:
-            problems, chosen = _verified(store, sha, name, verifier, chosen)
+            problems, chosen = _verified(store, at, name, verifier, chosen)
         if not problems:
-            pin = store.pin_of(sha, name, chosen.manifest_bytes)  # a bucket: the manifest's sha256
+            pin = store.pin_of(at, name, chosen.manifest_bytes)  # a bucket: the manifest's sha256
             handle = CheckpointHandle(store.name, name, pin, stp, store.settings.endpoint)
             return LatestResult(handle, pin, skipped, chosen.manifest_bytes is not None,
                                 chosen=replace(chosen, revision=pin))
         skipped.append((name, problems[0]))
+    if sha != (given := store.resolve(sha)):  # listed by the branch's name: the answer names a commit
+        sha = given or sha
     return LatestResult(None, sha if store.kind == "repo" else None, skipped)  # a bucket: no pin read
 
 
@@ -170,15 +174,23 @@ def judge_candidates(store: Store, sha: str, folders: Mapping[str, str]) -> dict
     return out
 
 
-def _head(store: Store, revision: str | None) -> tuple[str, dict[str, str]] | LatestResult:
+def _head(store: Store, revision: str | None, *, settle: bool = True) -> tuple[str, dict[str, str]] | LatestResult:
     """The pin latest reads at and its top-level folders; or the answer when there is nothing
-    to read (a missing repo, unless a revision was named: then its error; an empty one)."""
+    to read (a missing repo, unless a revision was named: then its error; an empty one).
+    With ``settle``, the pin may be one each read settles (:meth:`Store.head`); without, it is
+    resolved first (what ``best``'s comparison of many folders needs: one pin for all)."""
     try:
-        sha = store.resolve(revision)
+        sha = store.head(revision) if settle else store.resolve(revision)
         if sha is None:
             return LatestResult(None, None, [])
-        # A bucket's resolve asks nothing: its listing is what answers 404 for a missing one.
-        return sha, store.folders(sha)
+        try:
+            # A bucket's resolve asks nothing: its listing is what answers 404 for a missing one.
+            return sha, store.folders(sha)
+        except NotFoundError:
+            if sha == (resolved := store.resolve(revision)):
+                raise
+        # Listed by name and not found: the branch is not there (an empty repo) or the repo is not.
+        return (resolved, store.folders(resolved)) if resolved is not None else LatestResult(None, None, [])
     except NotFoundError:
         if revision is not None:
             raise
@@ -190,7 +202,7 @@ def latest_best(store: Store, objective: Objective, revision: str | None = None,
     :func:`latest`, with the candidates ordered by the metric (ties: the highest step)
     instead of by step. A folder without the metric, or whose manifest's metrics are
     malformed (passed over with why), is never chosen; none with it is "none"."""
-    head = _head(store, revision)
+    head = _head(store, revision, settle=False)
     if isinstance(head, LatestResult):
         return head
     sha, folders = head
@@ -232,7 +244,11 @@ def _judge(store: Store, sha: str, name: str, tree_id: str | None) -> tuple[list
     the caller, which knows whether its neighbours have one. Otherwise list the folder and
     judge it file by file (:func:`~ckpt_action.checkpoint.verdict.judge_folder`).
     """
-    data = store.read_small_file(sha, f"{name}/{MANIFEST_NAME}", missing_ok=True)
+    # A head pin (latest on a repo's default branch, listed by name) settles here, to the commit
+    # the manifest was read at; the listing may be a moment older. Its tree id matching the
+    # manifest says the folder holds exactly the manifest's files, and a push to the folder
+    # since writes a new manifest, so a mismatch lists the folder again at the settled commit.
+    data, sha = store.read_pinned(sha, f"{name}/{MANIFEST_NAME}", missing_ok=True)
     if data is None:
         return [], Chosen(sha, name, None), None
     manifest = Manifest.from_json(data)

@@ -245,6 +245,13 @@ class BucketStore:
         raise InputError(f"{param('revision')} {quoted(revision)}: a bucket has no branches, tags or commits; give"
                          " a checkpoint's pin sha256:<64 hex>, or leave it out", param="revision")
 
+    def head(self, revision: str | None) -> Pin | None:
+        return self.resolve(revision)
+
+    def read_pinned(self, pin: Pin, path: str, *, missing_ok: bool = False) -> tuple[bytes | None, Pin]:
+        """Read at ``pin``: a folder's own pin is its manifest's sha256 (:meth:`pin_of`)."""
+        return self.read_small_file(pin, path, missing_ok=missing_ok), pin
+
     def pin_of(self, pin: Pin, folder: str, manifest_bytes: bytes | None) -> Pin:
         """A folder is pinned by its manifest's sha256."""
         return manifest_pin(manifest_bytes) if manifest_bytes is not None else pin

@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 
     from ckpt_action.settings import Settings
 
+DEFAULT_BRANCH = "main"
+
+
 class RepoStore:
     """A model repo as a :class:`~ckpt_action.stores.base.Store`.
 
@@ -68,6 +71,18 @@ class RepoStore:
 
     def resolve(self, revision: str | None) -> Pin | None:
         return self.remote.resolve(revision)
+
+    def head(self, revision: str | None) -> Pin | None:
+        """The default branch by name (no request: :meth:`read_pinned` settles the commit, from
+        the Hub's own answer); a named revision is resolved, so a name that is both a branch
+        and a tag means the branch, as everywhere else."""
+        return DEFAULT_BRANCH if revision is None else self.resolve(revision)
+
+    def read_pinned(self, pin: Pin, path: str, *, missing_ok: bool = False) -> tuple[bytes | None, Pin]:
+        """A commit reads at itself; the default branch's name at the commit the Hub answered from."""
+        if pin == DEFAULT_BRANCH:
+            return self.remote.read_at_head(pin, path, missing_ok=missing_ok)
+        return self.read_small_file(pin, path, missing_ok=missing_ok), pin
 
     def pin_of(self, pin: Pin, folder: str, manifest_bytes: bytes | None) -> Pin:
         """A repo's folders are pinned by the commit they were read at."""

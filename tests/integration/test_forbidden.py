@@ -9,11 +9,13 @@ from tests.helpers.chaos_helpers import env_for, one_line_error
 from tests.helpers.hostile_proxy import hostile_fixture  # noqa: F401
 
 
-@pytest.mark.parametrize("path", [r"/refs$", r"/tree/[0-9a-f]{40}$"], ids=["refs", "listing"])
-def test_a_403_is_exit_1_never_found_false(path, seeded, hostile, cli, tmp_path):
+@pytest.mark.parametrize(("path", "args"), [(r"/refs$", ["--revision", "main"]), (r"/tree/main$", []),
+                                           (r"/tree/[0-9a-f]{40}$", ["--revision", "main"])],
+                         ids=["refs", "listing", "listing-at-a-commit"])
+def test_a_403_is_exit_1_never_found_false(path, args, seeded, hostile, cli, tmp_path):
     proxy = hostile(seeded)
     proxy.set_rules([{"path": path, "status": 403, "times": -1}])
-    run = cli("latest", "--repo", "o/r", "--json", env=env_for(proxy, tmp_path))
+    run = cli("latest", "--repo", "o/r", *args, "--json", env=env_for(proxy, tmp_path))
     assert proxy.fired(0) >= 1, f"latest sent no request matching {path}"
     assert run.code == 1, run.stdout + run.stderr
     assert '"found": false' not in run.stdout and "found" not in run.stdout, run.stdout

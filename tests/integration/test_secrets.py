@@ -86,7 +86,7 @@ def test_token_is_nowhere_in_any_output(hub_server, cli, tmp_path):
     run("missing-sub", "pull", "--repo", "o/r", "--subfolder", "nope", "--local-dir", str(work / "n2"), expect=1)
     run("bad-rev", "latest", "--repo", "o/r", "--revision", "no-such-branch", expect=1)
     run("bad-input", "push", "--repo", "o/r", "--local-dir", str(work / "missing"), "--step", "1", expect=2)
-    hub.set_faults([{"path": "/refs$", "status": 503, "times": -1}])
+    hub.set_faults([{"path": "/refs$|/tree/", "status": 503, "times": -1}])  # latest lists without refs
     for mode_args in (["latest", "--repo", "o/r"], ["list", "--repo", "o/r"],
                       ["pull", "--repo", "o/r", "--latest", "--local-dir", str(work / "n3")],
                       ["push", "--repo", "o/r", "--local-dir", str(src[1]), "--step", "9"]):
@@ -216,9 +216,12 @@ def test_a_token_only_in_the_chain_of_an_error_never_reaches_the_error_or_the_ou
     import traceback
 
     import ckpt_action as ckpt_api
+    from ckpt_action.stores.hub import listing as listing_module
     from ckpt_action.stores.hub import repo as repo_module
 
-    monkeypatch.setattr(repo_module, "get_bounded", _raise_with_the_token_inside)
+    # latest's first request is the listing (or the refs, given a revision): both raise it
+    for module in (listing_module, repo_module):
+        monkeypatch.setattr(module, "get_bounded", _raise_with_the_token_inside)
     with pytest.raises(ckpt_api.CkptError) as err:
         ckpt_api.latest("o/r", endpoint="http://127.0.0.1:9", token=TOKEN, retries=0)
     chain, current = [], err.value

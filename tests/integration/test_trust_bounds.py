@@ -24,7 +24,7 @@ TRICKLE_TIMEOUT = FAULT_MATRIX_TIMEOUT
 TRICKLE_DEADLINE = 1.5 * TRICKLE_TIMEOUT
 TRICKLE_BPS = 20 / TRICKLE_TIMEOUT
 REFS = r"/api/models/o/r/refs$"
-TOP = r"/api/models/o/r/tree/[0-9a-f]{40}$"
+TOP = r"/api/models/o/r/tree/main$"  # latest lists the default branch by name; refs: a named revision
 TOKEN = "hf_" + "trust" * 6
 
 
@@ -41,7 +41,8 @@ def test_a_trickling_server_is_cut_by_the_request_deadline(where, rule, seeded, 
     """--timeout bounds silence between bytes; a steady trickle is never silent for long."""
     proxy = hostile(seeded)
     proxy.set_rules([{**rule, "times": -1}])
-    run = cli("latest", "--repo", "o/r", "--timeout", str(TRICKLE_TIMEOUT), "--retries", "1", env=_env(
+    named = ["--revision", "main"] if rule["path"] == REFS else []  # only a named revision reads the refs
+    run = cli("latest", "--repo", "o/r", *named, "--timeout", str(TRICKLE_TIMEOUT), "--retries", "1", env=_env(
         proxy, tmp_path, CKPT_REQUEST_DEADLINE=str(TRICKLE_DEADLINE)), timeout=HANG)
     assert run.code == 1, f"{where}: exit {run.code}\n{run.stdout}\n{run.stderr}"
     assert "CKPT_REQUEST_DEADLINE" in one_line_error(run.stderr) and run.stdout == ""
@@ -122,7 +123,7 @@ def test_a_rate_limit_window_is_waited_out(seeded, hostile, cli, tmp_path):
     gives up; honouring ``t=2`` gets through on the first retry.
     """
     proxy = hostile(seeded)
-    proxy.set_rules([{"method": "GET", "path": REFS, **RATE_LIMITED, "window_s": 2, "times": -1}])
+    proxy.set_rules([{"method": "GET", "path": TOP, **RATE_LIMITED, "window_s": 2, "times": -1}])
     run = cli("latest", "--repo", "o/r", "--json", env=_env(proxy, tmp_path, CKPT_RETRIES="2",
                                                             CKPT_RETRY_DELAY="0.05", CKPT_RETRY_MAX_DELAY="0.1"),
               timeout=HANG)
@@ -133,7 +134,7 @@ def test_a_rate_limit_window_is_waited_out(seeded, hostile, cli, tmp_path):
 def test_a_rate_limit_reset_beyond_the_bound_fails_at_once(seeded, hostile, cli, tmp_path):
     proxy = hostile(seeded)
     rule = {**RATE_LIMITED, "headers": {**RATE_LIMITED["headers"], "RateLimit": '"api";r=0;t=3600'}}
-    proxy.set_rules([{"method": "GET", "path": REFS, **rule, "times": -1}])
+    proxy.set_rules([{"method": "GET", "path": TOP, **rule, "times": -1}])
     run = cli("latest", "--repo", "o/r", env=_env(proxy, tmp_path, CKPT_MAX_RATE_LIMIT_WAIT="60"), timeout=HANG)
     assert run.code == 1 and "CKPT_MAX_RATE_LIMIT_WAIT" in one_line_error(run.stderr), run.stdout + run.stderr
     assert proxy.fired() == 1, "no retry when the Hub asks for more than the bound"

@@ -196,6 +196,22 @@ class RemoteRepo:
         read = small_file_reader(self.settings, self.file_url(sha, path), self.headers(), path, missing_ok=missing_ok)
         return self._call(f"reading {path}", read)  # type: ignore[no-any-return,unused-ignore]
 
+    def read_at_head(self, branch: str, path: str, *, missing_ok: bool = False) -> tuple[bytes | None, str]:
+        """GET one small file at the head of ``branch`` (as :meth:`read_small_file`), with the
+        commit it was read at: the one the Hub names in its answer, or, when it names none
+        that is 40 hex, the branch resolved and the file read again at that commit."""
+        commits: list[str | None] = []
+        read = small_file_reader(self.settings, self.file_url(branch, path), self.headers(), path,
+                                 missing_ok=missing_ok, commits=commits)
+        data: bytes | None = self._call(f"reading {path}", read)
+        said = commits[-1] if commits else None
+        if isinstance(said, str) and SHA_RE.match(said):
+            return data, said
+        sha = self.resolve(branch)
+        if sha is None:
+            raise NotFoundError(f"reading {path}: {self.repo} has no branch {quoted(branch)}")
+        return self.read_small_file(sha, path, missing_ok=missing_ok), sha
+
     def snapshot(self, sha: str, subfolder: str, manifest_bytes: bytes | None = None,
                  files: dict[str, RemoteFile] | None = None) -> Snapshot:
         """The subfolder's files at sha and its manifest; pass what was already read (the
@@ -274,10 +290,12 @@ class RemoteRepo:
 
 
 def small_file_reader(settings: Settings, url: str, headers: dict[str, str], path: str, *,
-                      missing_ok: bool) -> Callable[[], bytes | None]:
+                      missing_ok: bool, commits: list[str | None] | None = None) -> Callable[[], bytes | None]:
     """One GET of a small file (a manifest), bounded by ``max_manifest_bytes`` (past it, the
     manifest is unreadable); None if absent and ``missing_ok``. Every store's reads of a
-    manifest go through it, each under its own retries."""
+    manifest go through it, each under its own retries. With ``commits``, the commit the Hub
+    says it answered from (``X-Repo-Commit``, also on a 404 for a path) is appended to it, as
+    the Hub sent it: the caller checks it."""
     from huggingface_hub.errors import RemoteEntryNotFoundError
 
     limit = settings.max_manifest_bytes
@@ -288,10 +306,15 @@ def small_file_reader(settings: Settings, url: str, headers: dict[str, str], pat
 
     def get_or_none() -> bytes | None:
         try:
-            return get_bounded(settings, url, headers, limit=limit, too_big=too_big).content
-        except RemoteEntryNotFoundError:
-            if missing_ok:
-                return None
-            raise
+            response = get_bounded(settings, url, headers, limit=limit, too_big=too_big)
+        except RemoteEntryNotFoundError as exc:
+            if not missing_ok:
+                raise
+            if commits is not None:
+                commits.append(exc.response.headers.get("X-Repo-Commit") if exc.response is not None else None)
+            return None
+        if commits is not None:
+            commits.append(response.headers.get("X-Repo-Commit"))
+        return response.content
 
     return get_or_none
