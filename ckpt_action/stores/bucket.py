@@ -514,16 +514,15 @@ class BucketStore:
         def digests_of(batch: list[str]) -> dict[str, FileDigest]:
             return {rel: files[rel][1] or _digest_opened(files[rel][0], rel) for rel in batch}
 
-        # The next batch is hashed while this one uploads (hashlib lets go of the GIL): one
-        # batch at a time would otherwise cost a push its overlap of hashing and sending.
+        # Each batch is hashed while it uploads (hashlib lets go of the GIL; the upload needs
+        # no digest, and both read the same pages): hashing first would hold every push,
+        # a one-batch push most, by a read of its bytes before the first is sent.
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckpt-hash") as hasher:
-            ahead = hasher.submit(digests_of, batches[0])
-            for index, batch in enumerate(batches):
-                digests = ahead.result()
-                if index + 1 < len(batches):
-                    ahead = hasher.submit(digests_of, batches[index + 1])
-                sent = self._batch([Put(f"{folder}/{rel}", digests[rel], local=files[rel][0]) for rel in batch],
+            for batch in batches:
+                hashing = hasher.submit(digests_of, batch)
+                sent = self._batch([Put(f"{folder}/{rel}", files[rel][1], local=files[rel][0]) for rel in batch],
                                    label if len(batches) == 1 else f"{label} ({', '.join(batch)[:200]})")
+                digests = hashing.result()
                 for rel, digest in digests.items():
                     xet = sent[self.path(f"{folder}/{rel}")]
                     assert digest.sha256 is not None
