@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from .context import Context
+from .hubproc import HubProcess
 from .report import Section, fmt_s
 from .timing import PY_CLI, BenchCommandError, median, run
 
@@ -53,8 +54,8 @@ RERUNS = 3  # re-runs of a killed push before the section gives up on the tool
 BYTES = {"lfs": ("PUT", "/localhub-lfs/"), "xet": ("POST", "/v1/xorbs/")}
 
 
-def _env(ctx: Context, xet: bool, **extra: str) -> dict[str, str]:
-    env = ctx.env()
+def _env(ctx: Context, xet: bool, hub: HubProcess | None = None, **extra: str) -> dict[str, str]:
+    env = ctx.env(hub)
     if xet:
         env.pop("HF_HUB_DISABLE_XET", None)
         env["HF_XET_CACHE"] = str(Path(env["HF_HOME"]) / "xet")
@@ -81,12 +82,12 @@ def _checkpoint(root: Path, files: int, size: int, seed: int) -> Path:
     return root
 
 
-def _kill_at(ctx: Context, cmd: list[str], env: dict[str, str], transfer: str, total: int,
+def _kill_at(hub: HubProcess, cmd: list[str], env: dict[str, str], transfer: str, total: int,
              fraction: float) -> tuple[int, bool]:
     """Run ``cmd`` and SIGKILL it once ``fraction`` of ``total`` bytes arrived; (bytes that had
     arrived, whether it had ended by itself first)."""
-    ctx.hub.mark()
-    log = ctx.hub.access_log
+    hub.mark()
+    log = hub.access_log
     start = log.stat().st_size
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ended = False
@@ -104,7 +105,7 @@ def _kill_at(ctx: Context, cmd: list[str], env: dict[str, str], transfer: str, t
     finally:
         proc.kill()
         proc.wait()
-    return _carried(ctx.hub.since_mark(), transfer), ended
+    return _carried(hub.since_mark(), transfer), ended
 
 
 def _lines_since(log: Path, start: int) -> list[dict[str, Any]]:
@@ -114,17 +115,17 @@ def _lines_since(log: Path, start: int) -> list[dict[str, Any]]:
     return [json.loads(line) for line in data.split(b"\n")[:-1] if line.strip()]
 
 
-def _resend(ctx: Context, cmd: list[str], env: dict[str, str], transfer: str, total: int,
+def _resend(hub: HubProcess, cmd: list[str], env: dict[str, str], transfer: str, total: int,
             fraction: float) -> dict[str, Any]:
-    arrived, ended = _kill_at(ctx, cmd, env, transfer, total, fraction)
-    ctx.hub.mark()
+    arrived, ended = _kill_at(hub, cmd, env, transfer, total, fraction)
+    hub.mark()
     # A re-run that fails is what its user would run again: its bytes count, and it is reported.
     failures: list[str] = []
     while (done := run(cmd, env, check=False)).code != 0:
         failures.append((done.stderr.strip().splitlines() or ["(no output)"])[-1][:300])
         if len(failures) == RERUNS:
             raise BenchCommandError(f"{' '.join(cmd)} failed {RERUNS} re-runs: {failures}")
-    sent = _carried(ctx.hub.since_mark(), transfer, answered=False)
+    sent = _carried(hub.since_mark(), transfer, answered=False)
     missing = max(total - arrived, 0)
     return {"arrived": arrived, "arrived_fraction": round(arrived / total, 3), "resent": sent,
             "missing": missing, "beyond_missing": sent - missing, "ended_before_kill": ended,
@@ -134,22 +135,25 @@ def _resend(ctx: Context, cmd: list[str], env: dict[str, str], transfer: str, to
 def _resume_rows(ctx: Context, sec: Section, files: int, size: int, batch: int) -> dict[str, Any]:
     total = files * size
     delay = 0.02 if ctx.quick else 0.05
-    ctx.hub.set_faults([{"method": m, "path": "^" + p, "delay_s": delay, "times": -1} for m, p in BYTES.values()])
+    faults = [{"method": m, "path": "^" + p, "delay_s": delay, "times": -1} for m, p in BYTES.values()]
     out: dict[str, Any] = {}
     runs = 0
-    try:
-        for store, transfer, tool in (("lfs", "lfs", "ckpt-action"), ("lfs", "lfs", "hf"),
-                                      ("xet", "xet", "ckpt-action"), ("xet", "xet", "hf"),
-                                      ("bucket", "xet", "ckpt-action"), ("bucket", "xet", "hf")):
+    for store, transfer, tool in (("lfs", "lfs", "ckpt-action"), ("lfs", "lfs", "hf"),
+                                  ("xet", "xet", "ckpt-action"), ("xet", "xet", "hf"),
+                                  ("bucket", "xet", "ckpt-action"), ("bucket", "xet", "hf")):
+        # A Hub for each row, removed after it: the Hub keeps every byte it was sent (each run
+        # sends bytes of its own), and 18 full-size runs on one would fill the disk.
+        hub = HubProcess(ctx.work / f"hub-kill-{store}-{tool}", faults=faults)
+        try:
             for fraction in ((0.5,) if ctx.quick else FRACTIONS):
                 runs += 1
                 src = _checkpoint(ctx.work / "killresume-src", files, size, runs)
                 name = f"bench/kill-{store}-{tool}-{int(fraction * 100)}-{runs}"
-                env = _env(ctx, transfer == "xet", CKPT_UPLOAD_BATCH_BYTES=str(batch))
+                env = _env(ctx, transfer == "xet", hub, CKPT_UPLOAD_BATCH_BYTES=str(batch))
                 if store == "bucket":
                     uri = f"hf://buckets/{name}"
                     if tool == "hf":
-                        ctx.api().create_bucket(name, exist_ok=True)
+                        ctx.api(hub).create_bucket(name, exist_ok=True)
                     cmd = ([*PY_CLI, "push", "--repo", uri, "--local-dir", str(src), "--subfolder", "checkpoint-1",
                             "--step", "1", "--json"] if tool == "ckpt-action"
                            else ["hf", "buckets", "sync", str(src), f"{uri}/checkpoint-1"])
@@ -158,11 +162,11 @@ def _resume_rows(ctx: Context, sec: Section, files: int, size: int, batch: int) 
                             "--step", "1", "--json"] if tool == "ckpt-action"
                            else ["hf", "upload", name, str(src), "checkpoint-1", "--quiet"])
                     if tool == "hf":
-                        ctx.api().create_repo(name, exist_ok=True)
-                got = _resend(ctx, cmd, env, transfer, total, fraction)
+                        ctx.api(hub).create_repo(name, exist_ok=True)
+                got = _resend(hub, cmd, env, transfer, total, fraction)
                 out.setdefault(f"{tool} {store}", {})[f"{int(fraction * 100)}%"] = got
-    finally:
-        ctx.hub.set_faults([])
+        finally:
+            hub.stop(remove=True)
     bound = {store: max(batch, size) for store in ("lfs", "xet", "bucket")}  # one batch: CKPT_UPLOAD_CONCURRENCY=1
     for key, by_fraction in out.items():
         tool, store = key.split()
