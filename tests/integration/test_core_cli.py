@@ -174,10 +174,12 @@ def test_latest_skips_a_partial_push_and_reads_one_snapshot(hub, cli, tmp_path):
     assert run.json["revision"] == head
     reads = hub.log_entries()[start:]
     tree_reads = [e for e in reads if "/tree/" in e["path"]]
-    # Every listing names the SHA it reported, never the branch.
-    assert tree_reads and all(head in e["path"] for e in tree_reads)
-    assert not any("recursive=true" in e["path"] and e["path"].split("?")[0].endswith(head) for e in tree_reads), \
-        "latest must not list the whole repo recursively"
+    # The top level is listed at the branch (the manifest read names the commit); every other
+    # listing, a folder judged file by file, at the SHA it reported.
+    assert tree_reads and tree_reads[0]["path"].split("?")[0].endswith("/tree/main")
+    assert all(head in e["path"] for e in tree_reads[1:])
+    assert not any("recursive=true" in e["path"] and e["path"].split("?")[0].endswith(("/main", head))
+                   for e in tree_reads), "latest must not list the whole repo recursively"
 
 
 def test_multi_commit_push_reports_the_sha_with_the_complete_manifest(hub, cli, tmp_path):

@@ -46,7 +46,8 @@ ENDPOINTS = {
     "refs": ("GET", r"/api/models/[^/]+/[^/]+/refs$"),
     "create": ("POST", r"^/api/repos/create$"),
     "tree": ("GET", r"/api/models/[^/]+/[^/]+/tree/"),
-    "manifest": ("GET", r"/resolve/[0-9a-f]{40}/.*ckpt-manifest\.json$"),
+    # latest reads the default branch's manifest by the branch's name (the answer names the commit)
+    "manifest": ("GET", r"/resolve/(?:[0-9a-f]{40}|main)/.*ckpt-manifest\.json$"),
     "preupload": ("POST", r"/preupload/"),
     "lfs-batch": ("POST", r"\.git/info/lfs/objects/batch$"),
     "lfs-put": ("PUT", r"^/localhub-lfs/"),
@@ -113,7 +114,9 @@ def test_fault_cell(mode, endpoint, fault, hub_server, hf_client, cli, tmp_path)
         src = write_checkpoint(tmp_path / "src", v2)
         run = cli("push", "--repo", repo, "--local-dir", str(src), "--step", "1", "--json", env=env)
     elif mode == "latest":
-        run = cli("latest", "--repo", repo, "--json", env=env)
+        # latest lists the default branch by name; a named revision is what reads the refs
+        named = ["--revision", "main"] if endpoint == "refs" else []
+        run = cli("latest", "--repo", repo, *named, "--json", env=env)
     else:
         run = cli("pull", "--repo", repo, "--subfolder", "checkpoint-1", "--local-dir", str(dest), "--json",
                   env=env)
@@ -157,6 +160,8 @@ GIVE_UP: list[tuple[str, str, dict[str, object]]] = [
     ("push", "commit", {"status": 429, "retry_after": 0}),
     ("latest", "refs", {"status": 503}),
     ("latest", "refs", {"delay_s": SLOW}),
+    ("latest", "tree", {"status": 503}),
+    ("latest", "tree", {"delay_s": SLOW}),
     ("latest", "manifest", {"reset": 5}),
     ("pull", "refs", {"status": 429, "retry_after": 0}),
     ("pull", "file-get", {"status": 503}),
@@ -183,7 +188,8 @@ def test_persistent_fault_gives_up_cleanly(mode, endpoint, fault, hub_server, hf
         src = write_checkpoint(tmp_path / "src", ckpt(1, salt=b"new"))
         run = cli("push", "--repo", "o/r", "--local-dir", str(src), "--step", "1", "--json", env=env)
     elif mode == "latest":
-        run = cli("latest", "--repo", "o/r", "--json", env=env)
+        named = ["--revision", "main"] if endpoint == "refs" else []  # only a named revision reads the refs
+        run = cli("latest", "--repo", "o/r", *named, "--json", env=env)
     else:
         run = cli("pull", "--repo", "o/r", "--subfolder", "checkpoint-1", "--local-dir", str(dest), "--json",
                   env=env)
@@ -251,7 +257,7 @@ def test_retry_after_is_honoured(hub_server, hf_client, cli, tmp_path):
     seed(hub.url, "o/r", "checkpoint-1", ckpt(1), tmp_path, step=1)
     hub.set_faults([{"method": "GET", "path": ENDPOINTS["refs"][1], "times": 1, "status": 429, "retry_after": 1}])
     t0 = time.monotonic()
-    run = cli("latest", "--repo", "o/r", "--json", env=env_for(hub, tmp_path))
+    run = cli("latest", "--repo", "o/r", "--revision", "main", "--json", env=env_for(hub, tmp_path))  # a name: refs
     assert run.code == 0 and run.json["found"] is True, run.stderr
     refs = [e for e in hub.log_entries() if e["path"].endswith("/refs")]
     assert [e["status"] for e in refs] == [429, 200]
@@ -266,7 +272,8 @@ def test_timeout_is_configurable_by_flag(hub_server, hf_client, cli, tmp_path):
     seed(hub.url, "o/r", "checkpoint-1", ckpt(1), tmp_path, step=1)
     hub.set_faults([{"method": "GET", "path": ENDPOINTS["refs"][1], "times": -1, "delay_s": 12 * TIMEOUT}])
     t0 = time.monotonic()
-    run = cli("latest", "--repo", "o/r", "--timeout", str(TIMEOUT), "--retries", "1", env=env_for(hub, tmp_path))
+    run = cli("latest", "--repo", "o/r", "--revision", "main", "--timeout", str(TIMEOUT), "--retries", "1",
+              env=env_for(hub, tmp_path))  # a named revision: the refs are read
     elapsed = time.monotonic() - t0
     assert run.code == 1 and "cannot reach" in one_line_error(run.stderr)
     assert elapsed < 11 * TIMEOUT, f"{elapsed:.1f}s: --timeout {TIMEOUT:g} --retries 1 should give up after about" \

@@ -38,7 +38,7 @@ def test_backoff_is_exponential_jittered_and_capped_as_the_readme_says(hub_serve
     hub = hub_server()
     seed(hub.url, "o/r", "checkpoint-1", ckpt_files(1), hub.base / "seed", step=1)
     proxy = hostile(hub)
-    proxy.set_rules([{"method": "GET", "path": "/refs$", "status": 503, "times": -1}])
+    proxy.set_rules([{"method": "GET", "path": "/tree/main$", "status": 503, "times": -1}])  # latest's first read
     monkeypatch.setenv("CKPT_RETRY_DELAY", "1")
     monkeypatch.setenv("CKPT_RETRY_MAX_DELAY", "5")
     with pytest.raises(ckpt.RemoteError):

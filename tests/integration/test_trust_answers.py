@@ -20,8 +20,8 @@ from tests.helpers.hostile_proxy import hostile_fixture  # noqa: F401 - provides
 
 INJECTION = "::warning::injected"
 REFS = r"/api/models/o/r/refs$"
-TOP = r"/api/models/o/r/tree/[0-9a-f]{40}$"
-MANIFEST = r"/o/r/resolve/[0-9a-f]{40}/checkpoint-1/ckpt-manifest\.json$"
+TOP = r"/api/models/o/r/tree/(?:[0-9a-f]{40}|main)$"  # latest lists the default branch by name
+MANIFEST = r"/o/r/resolve/(?:[0-9a-f]{40}|main)/checkpoint-1/ckpt-manifest\.json$"
 
 
 def _env(proxy, tmp_path, **extra):
@@ -34,14 +34,33 @@ def _no_injection(run) -> None:
         assert not line.lstrip().startswith("::warning::injected"), line
 
 
+@pytest.mark.parametrize("said", ["A" * 40, "a" * 39, "g" * 40, "main", "a" * 40 + "x"],
+                         ids=["uppercase", "short", "not-hex", "a-name", "long"])
+def test_a_malformed_commit_in_the_manifest_answer_is_never_the_pin(said, seeded, hostile, cli, tmp_path):
+    """latest takes the commit from the manifest read's X-Repo-Commit: one that is not 40
+    lowercase hex is not used (nor printed); the branch is resolved and the manifest read
+    again at the commit the refs name."""
+    from huggingface_hub import HfApi
+
+    head = HfApi(endpoint=seeded.url).repo_info("o/r").sha
+    proxy = hostile(seeded)
+    proxy.set_rules([{"method": "GET", "path": r"/resolve/main/.*ckpt-manifest\.json$",
+                      "headers": {"X-Repo-Commit": said}, "times": -1}])
+    run = cli("latest", "--repo", "o/r", "--json", env=_env(proxy, tmp_path))
+    assert run.code == 0 and run.json["revision"] == head, run.stdout + run.stderr
+    assert said not in run.stdout.replace(head, "") and said not in run.stderr
+    assert proxy.fired() >= 1
+    assert any(r["path"].endswith("/refs") for r in proxy.requests), "the branch was not resolved instead"
+
+
 @pytest.mark.parametrize("target", ["a" * 40 + "\n" + INJECTION, "a" * 40 + "\n", "A" * 40, "a" * 39, "g" * 40],
                          ids=["newline-command", "trailing-newline", "uppercase", "short", "not-hex"])
 def test_a_malformed_ref_target_fails_the_command(target, seeded, hostile, cli, tmp_path):
     proxy = hostile(seeded)
     proxy.set_rules([{"method": "GET", "path": REFS, "ref_target": target, "times": -1}])
     env = _env(proxy, tmp_path)
-    for args in (["latest", "--repo", "o/r"], ["pull", "--repo", "o/r", "--subfolder", "checkpoint-1",
-                                                "--local-dir", str(tmp_path / "dest")]):
+    for args in (["latest", "--repo", "o/r", "--revision", "main"],
+                 ["pull", "--repo", "o/r", "--subfolder", "checkpoint-1", "--local-dir", str(tmp_path / "dest")]):
         run = cli(*args, env=env)
         assert run.code == 1, f"{args[0]}: exit {run.code}\n{run.stdout}\n{run.stderr}"
         assert "malformed commit id" in one_line_error(run.stderr) and run.stdout == ""
