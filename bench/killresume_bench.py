@@ -326,7 +326,7 @@ def _preempt_rows(ctx: Context, sec: Section) -> dict[str, Any]:
 
 def run_section(ctx: Context) -> Section:
     files, size = (8, 4 * 2**20) if ctx.quick else (32, 64 * 2**20)
-    batch = 8 * 2**20 if ctx.quick else 256 * 2**20  # quick: two files a batch; full: the default
+    batch = 8 * 2**20 if ctx.quick else 512 * 2**20  # quick: two files a batch; full: the default
     total = files * size
     sec = Section(16, f"resume after a kill ({total / 2**30:.2f} GiB, {files} files) and durable after SIGTERM")
     resume = _resume_rows(ctx, sec, files, size, batch)

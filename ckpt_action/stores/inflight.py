@@ -12,7 +12,7 @@ as a checkpoint: the one commit (a repo) or manifest (a bucket) that publishes i
 comes after every file, alone and last.
 
 Files go in batches (:func:`upload_batches`: files together up to ``CKPT_UPLOAD_BATCH_BYTES``,
-256 MiB, a bigger one alone), one batch per session, one at a time by default: each batch's
+512 MiB, a bigger one alone), one batch per session, one at a time by default: each batch's
 LFS objects or Xet shard (a bucket: its shard and paths) are registered when it ends. A batch
 rather than a file per session because the client sends the files of one session in parallel:
 a session per file, one at a time, made a push never cut off take 1.2x (Xet) to 1.5x (LFS)
