@@ -3,13 +3,12 @@
 One upload session for a whole checkpoint registers nothing until its end: hf_xet
 registers the xorbs it sent (their shard) when the session closes, and a bucket's paths
 come with the batch request after it. A push killed before that end leaves bytes on the
-Hub that nothing can find, and a re-run sends them all again. Sent one file per session,
-``concurrency`` at a time, every file whose upload ended is registered (an LFS object the
-batch API then skips, a shard that Xet's deduplication then finds, a bucket path the
-listing then shows) while the others are still going, so a re-run sends again at most the
-files that were in flight: ``concurrency`` times the biggest file. None of it is visible
-as a checkpoint: the one commit (a repo) or manifest (a bucket) that publishes it still
-comes after every file, alone and last.
+Hub that nothing can find, and a re-run sends them all again. Sent in bounded batches, one
+session each, every batch whose upload ended is registered (LFS objects the batch API then
+skips, a shard that Xet's deduplication then finds, bucket paths the listing then shows)
+while the others are still going, so a re-run sends again at most what was in flight. None
+of it is visible as a checkpoint: the one commit (a repo) or manifest (a bucket) that
+publishes it still comes after every file, alone and last.
 
 Files go in batches (:func:`upload_batches`: files together up to ``CKPT_UPLOAD_BATCH_BYTES``,
 512 MiB, a bigger one alone), one batch per session, one at a time by default: each batch's
