@@ -51,11 +51,11 @@ COPY --from=build /opt/ckpt-action /opt/ckpt-action
 # Not the local Hub (packages/ckpt-localhub): the image runs no demo and serves nothing, so it
 # carries no server (`ckpt-action demo` in it says what to install).
 # The package goes where pip would put it, with the console script pip would write for
-# [project.scripts] (ckpt-action = ckpt_action.cli.app:main): `ckpt-action` is on PATH for CI
+# [project.scripts] (ckpt-action = ckpt_action.cli.app:console): `ckpt-action` is on PATH for CI
 # systems that run a script in the image (GitLab CI), and it is the entrypoint.
 COPY ckpt_action /opt/ckpt-action/lib/python3.11/site-packages/ckpt_action
 RUN python3 -m compileall -q /opt/ckpt-action/lib/python3.11/site-packages/ckpt_action \
- && printf '#!/opt/ckpt-action/bin/python\nimport sys\nfrom ckpt_action.cli.app import main\nsys.exit(main())\n' \
+ && printf '#!/opt/ckpt-action/bin/python\nimport sys\nfrom ckpt_action.cli.app import console\nsys.exit(console())\n' \
       > /opt/ckpt-action/bin/ckpt-action \
  && chmod 0755 /opt/ckpt-action/bin/ckpt-action
 # Any --user works: caches live under /tmp, so `docker run --user "$(id -u):$(id -g)"`

@@ -5,7 +5,7 @@ The CLI itself lives in :mod:`ckpt_action.cli.app` (installed as the ``ckpt-acti
 script); this file is only the door the action's native runtime and a checkout use.
 """
 
-from ckpt_action.cli.app import main
+from ckpt_action.cli.app import console
 
 if __name__ == "__main__":
-    main()
+    console()

@@ -1,6 +1,6 @@
 """``python -m ckpt_action``: the same CLI as the ``ckpt-action`` console script."""
 
-from ckpt_action.cli.app import main
+from ckpt_action.cli.app import console
 
 if __name__ == "__main__":
-    main()
+    console()

@@ -32,13 +32,14 @@ store, read side by side with :mod:`.repo` and the interface's own notes on buck
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import posixpath
 import threading
 import time
-from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -47,11 +48,13 @@ from urllib.parse import quote
 
 from ckpt_action import names
 from ckpt_action.checkpoint.manifest import (
+    GIT_OID_LIMIT,
     MANIFEST_NAME,
     FileDigest,
     Hasher,
     Manifest,
     RemoteFile,
+    predict_lfs,
 )
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME
 from ckpt_action.checkpoint.snapshot import Snapshot
@@ -69,6 +72,7 @@ from ckpt_action.handle import BUCKET_PIN_RE, SHA256_RE
 from ckpt_action.stores.base import Uploaded
 from ckpt_action.stores.catalog import group_checkpoints
 from ckpt_action.stores.finalize import FinalizeRefused, Identity, finalize
+from ckpt_action.stores.hub.cas import CasUpload, Read, send_to_cas
 from ckpt_action.stores.hub.failures import status_of
 from ckpt_action.stores.hub.fetch import fetch_file
 from ckpt_action.stores.hub.repo import folder_problem, skip_name, small_file_reader
@@ -98,14 +102,81 @@ class BucketSnapshot(Snapshot):
     bucket = True
 
 
-def _digest_opened(local: str, rel: str) -> FileDigest:
-    """The digest of a file the push handed over as checked (often its own open file,
-    ``/proc/self/fd/N``, which reopens that very inode: followed, not refused as a link)."""
+@dataclass
+class _Pending:
+    """The last batch of an upload inside a write, its Xet session still open."""
+
+    cas: CasUpload
+    adds: list[Any]
+    known: dict[str, str | None]
+    what: str
+
+
+def _digest_sent(local: str, rel: str, sent: Read) -> FileDigest:
+    """The digest of a file uploaded without one: the sha256 and size of what the upload
+    read; a file small enough for a git blob id in the manifest is read again for it. The
+    file is often the push's own open file, ``/proc/self/fd/N``, which reopens that very
+    inode: followed, not refused as a link."""
     with open(local, "rb", buffering=0) as fh:
+        if sent.size > GIT_OID_LIMIT:
+            sample = fh.read(512)
+            return FileDigest(sent.size, sent.sha256, None, predict_lfs(rel, sent.size, sample))
         hasher = Hasher(os.fstat(fh.fileno()).st_size)
         while chunk := fh.read(8 * 2**20):
             hasher.update(chunk)
-    return hasher.digest(rel)
+    digest = hasher.digest(rel)
+    if digest.sha256 != sent.sha256:
+        raise IntegrityError(f"{rel} changed while it was uploaded: stop writing to it before pushing it")
+    return digest
+
+
+class _IdleHash:
+    """The sha256 and size of each source, taken in a thread of its own that runs, until
+    :meth:`hurry`, at the idle CPU policy (Linux): on what the upload's chunking leaves of
+    the cores. Hurried, it runs at the policy it started with: on a machine another process
+    keeps busy (a trainer), an idle thread could wait for a core for good."""
+
+    def __init__(self, sources: dict[str, str | bytes]) -> None:
+        self.future: Future[dict[str, tuple[str, int]]] = Future()
+        self._lock = threading.Lock()
+        self._tid: int | None = None
+        self._hurried = False
+        self._sources = sources
+        threading.Thread(target=self._run, name="ckpt-hash", daemon=True).start()
+
+    def _run(self) -> None:
+        with self._lock:
+            self._tid = threading.get_native_id()
+            if not self._hurried:
+                self._policy(os.SCHED_IDLE if hasattr(os, "SCHED_IDLE") else None)
+        try:
+            self.future.set_result({name: self._hash(source) for name, source in self._sources.items()})
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread as the result
+            self.future.set_exception(exc)
+
+    @staticmethod
+    def _hash(source: str | bytes) -> tuple[str, int]:
+        if isinstance(source, bytes):
+            return hashlib.sha256(source).hexdigest(), len(source)
+        sha, done = hashlib.sha256(), 0
+        with open(source, "rb", buffering=0) as fh:
+            while chunk := fh.read(8 * 2**20):
+                sha.update(chunk)
+                done += len(chunk)
+        return sha.hexdigest(), done
+
+    def _policy(self, policy: int | None, tid: int = 0) -> None:
+        if policy is not None and hasattr(os, "sched_setscheduler"):
+            with contextlib.suppress(OSError):  # on Linux a thread's own policy (tid 0: the caller)
+                os.sched_setscheduler(tid, policy, os.sched_param(0))
+
+    def hurry(self) -> dict[str, tuple[str, int]]:
+        """Back to the usual policy, and the result once the thread has it."""
+        with self._lock:
+            self._hurried = True
+            if self._tid is not None and hasattr(os, "SCHED_OTHER"):
+                self._policy(os.SCHED_OTHER, self._tid)
+        return self.future.result()
 
 
 _XET_UPLOADS = threading.Lock()
@@ -159,6 +230,16 @@ class BucketStore:
         self._unanswered: float | None = None
         """When a batch that adds or deletes a manifest last went unanswered (a timeout or a
         dropped connection): the Hub may still carry it out, later than our retry."""
+        self._writing = False
+        """Inside :meth:`write`: an upload's last batch waits for the manifest (:meth:`_start_pending`)."""
+        self._pending: _Pending | None = None
+        self._staged: dict[str, Any] = {}
+        """Manifests whose bytes are in the CAS already, by path, until their write."""
+        self._cleared: set[str] = set()
+        """Folders whose manifest an upload inside the current write took away."""
+        self._bare: set[str] = set()
+        """Folders listed inside the current write without a manifest: an upload into one
+        has none to take away first."""
 
     # ------------------------------------------------------------------ plumbing
 
@@ -298,6 +379,8 @@ class BucketStore:
         for rel, entry in self._list(folder, recursive=True, what=f"listing {folder}/"):
             if isinstance(entry, BucketFile):
                 out[rel[len(folder) + 1:]] = self._remote_file(entry)
+        if self._writing:
+            (self._bare.add if MANIFEST_NAME not in out else self._bare.discard)(folder)
         return out
 
     def xet_hashes(self, folder: str) -> dict[str, tuple[int, str]]:
@@ -453,27 +536,42 @@ class BucketStore:
         if [str(e.xet_hash) for e in again] != [xet]:
             raise IntegrityError(f"{op.src} changed while it was read to check it ({op.pin[:19]}…): nothing copied")
 
-    def _batch(self, ops: list[Put | Delete | Copy], what: str) -> dict[str, str]:
-        """One batch of adds, copies and deletes; the Xet hash of each added path."""
+    def _batch(self, ops: Sequence[Put | Delete | Copy], what: str) -> dict[str, Read]:
+        """One batch of adds, copies and deletes; what was read of each added path."""
+        adds, known = self._adds(ops)
+        copies = self._copies([op for op in ops if isinstance(op, Copy)])
+        deletes = [self.path(op.path) for op in ops if isinstance(op, Delete)]
+        return self._send(adds, known, copies, deletes, what)
+
+    def _adds(self, ops: Sequence[Put | Delete | Copy]) -> tuple[list[Any], dict[str, str | None]]:
+        """huggingface_hub's adds for the files of ``ops``, and the sha256 known of each; a
+        manifest whose bytes are in the CAS already (:meth:`_settle_pending`) is not sent again."""
         from huggingface_hub._buckets import _BucketAddFile
 
         adds: list[Any] = []
-        copies = self._copies([op for op in ops if isinstance(op, Copy)])
-        deletes: list[str] = []
+        known: dict[str, str | None] = {}
         for op in ops:
-            if isinstance(op, Delete):
-                deletes.append(self.path(op.path))
-            elif isinstance(op, Copy):
-                continue
-            elif op.uploaded is not None:
-                continue  # sent by upload() under its final path already
-            elif op.data is not None:
-                adds.append(_BucketAddFile(source=op.data, destination=self.path(op.path)))
-            elif op.local is not None:
-                adds.append(_BucketAddFile(source=op.local, destination=self.path(op.path)))
+            if not isinstance(op, Put) or op.uploaded is not None:
+                continue  # a Put with a token: sent by upload() under its final path already
+            dest = self.path(op.path)
+            staged = self._staged.pop(dest, None)
+            if staged is not None and op.data is not None and staged.source == op.data:
+                adds.append(staged)
+                known[dest] = hashlib.sha256(op.data).hexdigest()
+            elif (source := op.data if op.data is not None else op.local) is not None:
+                adds.append(_BucketAddFile(source=source, destination=dest))
+                known[dest] = op.digest.sha256 if op.digest is not None else None
             else:
                 raise IntegrityError(f"{op.path}: a bucket write needs the file's bytes (uploaded by another"
                                      " writer is not supported here)")
+        return adds, known
+
+    def _send(self, adds: list[Any], known: dict[str, str | None], copies: list[Any], deletes: list[str],
+              what: str) -> dict[str, Read]:
+        """Send the bytes of ``adds`` that are not in the CAS yet, then the batch; retried
+        whole as any call (a retry sends only the bytes that have no Xet hash yet)."""
+        if adds and self._pending is not None:
+            self._settle_pending([])  # its session holds the one Xet upload lock
         if adds or copies or deletes:
             manifest = any(posixpath.basename(p) == MANIFEST_NAME for p in [*deletes, *(a.destination for a in adds)])
 
@@ -481,6 +579,11 @@ class BucketStore:
                 # huggingface_hub retries a batch whose answer timed out by itself, so an attempt
                 # given up on shows only in the time the call took (at least CKPT_TIMEOUT).
                 with _XET_UPLOADS if adds else nullcontext():
+                    # The bytes first, hashed as they are read; the batch names them by Xet hash.
+                    unsent = [a for a in adds if a.xet_hash is None]
+                    if unsent:
+                        for dest, read in send_to_cas(self.api, self.bucket_id, unsent, known).items():
+                            known[dest] = read.sha256
                     started = time.monotonic()
                     try:
                         self.api.batch_bucket_files(self.bucket_id, add=adds, copy=copies, delete=deletes)
@@ -492,7 +595,78 @@ class BucketStore:
                     self._unanswered = started + self.settings.timeout
 
             self._call(what, send)
-        return {a.destination: str(a.xet_hash) for a in adds}
+        out = {}
+        for add in adds:
+            sha = known[add.destination]
+            assert sha is not None  # the session answered every add's
+            self._sha[str(add.xet_hash)] = sha
+            out[add.destination] = Read(str(add.xet_hash), sha, int(add.size))
+        return out
+
+    def _start_pending(self, puts: list[Put], what: str) -> dict[str, Read] | None:
+        """Start the last batch of an upload inside a write and answer what hf_xet read of
+        each file, leaving its session open (its bytes on their way) for the manifest the
+        write plans from them (:meth:`_settle_pending`). None when the session could not be
+        started: the batch then goes the usual way, retried."""
+        adds, known = self._adds(puts)
+        _XET_UPLOADS.acquire()
+        try:
+            cas = CasUpload(self.api, self.bucket_id)
+        except Exception:  # noqa: BLE001 - the usual path retries it, and words what fails again
+            _XET_UPLOADS.release()
+            return None
+        # The files' sha256 is taken beside the upload, on what CPU it leaves (hf_xet's own,
+        # as it chunks, slowed the chunking on two cores): the manifest needs it, not the upload.
+        hashing = _IdleHash({a.destination: a.source for a in adds if not known.get(a.destination)})
+        try:
+            cas.start(adds, known, compute=False)
+            read = cas.read()
+        except BaseException as exc:
+            cas.abort()
+            _XET_UPLOADS.release()
+            if isinstance(exc, Exception):
+                return None
+            raise
+        self._pending = _Pending(cas, adds, known, what)
+        for dest, (sha, size) in hashing.hurry().items():
+            if size != read[dest].size:
+                raise IntegrityError(f"{dest} changed while it was uploaded ({size} bytes hashed, {read[dest].size}"
+                                     " sent): stop writing to it before pushing it")
+            known[dest] = sha
+            read[dest] = replace(read[dest], sha256=sha)
+        return read
+
+    def _drop_pending(self) -> None:
+        """Give the open session up, nothing registered (an interrupted write)."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.cas.abort()
+            _XET_UPLOADS.release()
+
+    def _settle_pending(self, manifests: list[Put]) -> None:
+        """Add ``manifests`` (their bytes) to the open session, wait until it has stored
+        everything, and register the batch's files by their paths: as any batch, the files
+        are on the Hub once this ends. A manifest's bytes stay staged for the write that
+        publishes it, last and alone. A session that failed is given up and the batch sent
+        the usual way, retried."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        extra, _known = self._adds(manifests)
+        try:
+            pending.cas.start(extra, {})
+            read = pending.cas.finish()
+        except Exception:  # noqa: BLE001 - the usual path below retries it, and words what fails again
+            pending.cas.abort()
+            extra, read = [], {}
+        finally:
+            _XET_UPLOADS.release()
+        for add in extra:
+            self._staged[add.destination] = add
+        for dest, got in read.items():
+            if dest in pending.known and got.sha256 is not None:
+                pending.known[dest] = got.sha256
+        self._send(pending.adds, pending.known, [], [], pending.what)
 
     def upload(self, folder: str, files: Mapping[str, tuple[str, FileDigest | None]], *, branch: str = "main",
                progress: str | None = None, what: str | None = None) -> dict[str, Uploaded]:
@@ -502,42 +676,42 @@ class BucketStore:
         and run again sends again at most the batch in flight (its files' bytes that reached
         the CAS before are found by deduplication, or its paths by the listing). The folder
         has no manifest meanwhile: none of it is a checkpoint until the manifest, last.
+        Inside a write, the last batch answers once hf_xet has read its files, and its
+        session stays open for the manifest the write plans next (:meth:`_start_pending`);
+        its shard and paths are on the Hub before the manifest is published.
         Each file's digest and Xet hash."""
         if not files:
             return {}
-        self._clear_manifest(folder)
+        if folder not in self._bare:  # listed just now, inside this write, without one: no request
+            self._clear_manifest(folder)
+        if self._writing:
+            self._cleared.add(folder)
         out = {}
         sizes = [(rel, _size_of(local, given)) for rel, (local, given) in sorted(files.items())]
         batches = upload_batches(sizes, self.settings.upload_batch_bytes)
         label = what or f"uploading {len(files)} file(s) of {folder}"
 
-        def digests_of(batch: list[str]) -> dict[str, FileDigest]:
-            return {rel: files[rel][1] or _digest_opened(files[rel][0], rel) for rel in batch}
-
-        # Each batch is hashed while it uploads (hashlib lets go of the GIL; the upload needs
-        # no digest, and both read the same pages): hashing first would hold every push,
-        # a one-batch push most, by a read of its bytes before the first is sent.
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckpt-hash") as hasher:
-            for batch in batches:
-                hashing = hasher.submit(digests_of, batch)
-                sent = self._batch([Put(f"{folder}/{rel}", files[rel][1], local=files[rel][0]) for rel in batch],
-                                   label if len(batches) == 1 else f"{label} ({', '.join(batch)[:200]})")
-                digests = hashing.result()
-                for rel, digest in digests.items():
-                    xet = sent[self.path(f"{folder}/{rel}")]
-                    assert digest.sha256 is not None
-                    self._sha[xet] = digest.sha256
-                    out[rel] = Uploaded(replace(digest, xet=xet), xet)  # the manifest records it
+        # A file not hashed yet is hashed by the upload's own read (hf_xet computes its
+        # sha256 as it chunks, see .hub.cas): each byte is read once.
+        for n, batch in enumerate(batches):
+            puts = [Put(f"{folder}/{rel}", files[rel][1], local=files[rel][0]) for rel in batch]
+            what_batch = label if len(batches) == 1 else f"{label} ({', '.join(batch)[:200]})"
+            # Inside a write, the last batch's session stays open for the manifest planned next.
+            read = self._start_pending(puts, what_batch) if self._writing and n == len(batches) - 1 else None
+            sent = read if read is not None else self._batch(puts, what_batch)
+            for rel in batch:
+                local, given = files[rel]
+                got = sent[self.path(f"{folder}/{rel}")]
+                digest = given or _digest_sent(local, rel, got)
+                out[rel] = Uploaded(replace(digest, xet=got.xet), got.xet)  # the manifest records it
         return out
 
-    def _publishing(self, folder: str) -> dict[str, FileDigest | RemoteFile]:
-        """What ``folder`` holds now (a fresh listing), each file as the one finalize
-        compares it: its sha256 where this store wrote those very bytes (by Xet hash)."""
-        out: dict[str, FileDigest | RemoteFile] = {}
-        for rel, (size, xet) in self.xet_hashes(folder).items():
-            sha = self._sha.get(xet)
-            out[rel] = FileDigest(size, sha, xet=xet) if sha is not None else RemoteFile(size, None, None, xet)
-        return out
+    @staticmethod
+    def _publishing(listed: Mapping[str, RemoteFile]) -> dict[str, FileDigest | RemoteFile]:
+        """A folder's listing, each file as the one finalize compares it: its sha256 where
+        this store wrote or verified those very bytes (by Xet hash, :meth:`files`)."""
+        return {rel: FileDigest(f.size, f.lfs_sha256, xet=f.xet) if f.lfs_sha256 is not None else f
+                for rel, f in listed.items()}
 
     def write(self, plan: Callable[[Pin | None], Write | None], *, what: str, branch: str = "main",
               head: Pin | None = None, max_writes: int = 1, replan_on: Callable[[BaseException], bool] | None = None,
@@ -548,11 +722,32 @@ class BucketStore:
         if branch != "main":
             raise InputError(f"{param('branch')} {quoted(branch)}: a bucket has no branches; leave it out",
                              param="branch")
+        self._writing, self._cleared, self._bare = True, set(), set()
+        try:
+            outcome = self._write(plan, what, max_writes, on_landed)
+        except Exception:
+            with contextlib.suppress(Exception):  # the error that ended the write is the one to tell
+                self._settle_pending([])  # what was sent is registered: a re-run skips it
+            raise
+        except BaseException:  # interrupted: stop sending
+            self._drop_pending()
+            raise
+        finally:
+            self._writing, self._staged = False, {}
+        self._settle_pending([])
+        return outcome
+
+    def _write(self, plan: Callable[[Pin | None], Write | None], what: str, max_writes: int,
+               on_landed: Callable[[Pin, Write], None] | None) -> WriteOutcome:
         landed: list[Write] = []
         pin: Pin | None = None
         last: Write | None = None
         for _ in range(max(1, max_writes)):
             wanted = plan(LIVE)
+            if self._pending is not None:  # an upload's last batch: the manifest goes in its session
+                self._settle_pending([op for op in (wanted.operations if wanted and wanted.finalizes else [])
+                                      if isinstance(op, Put) and op.data is not None
+                                      and posixpath.basename(op.path) == MANIFEST_NAME])
             if wanted is None:
                 if not landed and self._last_read is not None:
                     pin = manifest_pin(self._last_read)
@@ -562,18 +757,12 @@ class BucketStore:
                          if isinstance(op, Put) and posixpath.basename(op.path) == MANIFEST_NAME]
             rest = [op for op in operations if op not in manifests]
             touched = {posixpath.dirname(op.path) for op in manifests}
-            for folder in sorted(touched):
+            for folder in sorted(touched - self._cleared):  # upload() took the others' away just before
                 self._clear_manifest(folder)
             for op in rest:  # sent by upload(), here or on another rank: the Xet hash its bytes have
                 if isinstance(op, Put) and isinstance(op.uploaded, str) and op.digest and op.digest.sha256:
                     self._sha[op.uploaded] = op.digest.sha256
-            written = self._batch(rest, f"{what}: writing {len(rest)} file(s)")
-            for op in rest:
-                if isinstance(op, Put) and (xet := written.get(self.path(op.path))) is not None:
-                    sha = op.digest.sha256 if op.digest is not None else (
-                        hashlib.sha256(op.data).hexdigest() if op.data is not None else None)
-                    if sha is not None:
-                        self._sha[xet] = sha
+            self._batch(rest, f"{what}: writing {len(rest)} file(s)")
             if wanted.finalizes is not None:
                 pin = self._publish(wanted, manifests, what)
             landed.append(wanted)
@@ -612,8 +801,7 @@ class BucketStore:
             # This write's batches were answered: a file they wrote that is gone or other now is a race.
             raise FinalizeRefused(f"{exc}: another writer changed {folder}/ after this write sent its files;"
                                   " write again once it is done") from exc
-        written = self._batch([Put(f"{folder}/{MANIFEST_NAME}", data=data)], f"{what}: writing the manifest")
-        self._sha[written[self.path(f"{folder}/{MANIFEST_NAME}")]] = hashlib.sha256(data).hexdigest()
+        self._batch([Put(f"{folder}/{MANIFEST_NAME}", data=data)], f"{what}: writing the manifest")
         pin = manifest_pin(data)
         # A writer that changed a file between the finalize and the manifest: ours goes again.
         try:
@@ -627,10 +815,13 @@ class BucketStore:
         self._last_read = data
         return pin
 
-    def _finalize(self, final: Final, folder: str, data: bytes) -> None:
-        """The one finalize of the manifest ``data`` against what ``folder`` holds now."""
-        finalize(final.identity, data, contributors=final.contributors, publishing=self._publishing(folder),
+    def _finalize(self, final: Final, folder: str, data: bytes) -> dict[str, RemoteFile]:
+        """The one finalize of the manifest ``data`` against what ``folder`` holds now (a
+        fresh listing, answered)."""
+        listed = self.files(LIVE, folder)
+        finalize(final.identity, data, contributors=final.contributors, publishing=self._publishing(listed),
                  who=final.who)
+        return listed
 
     def _outlive_unanswered(self, final: Final, folder: str, data: bytes, what: str) -> None:
         """A batch of this push that touched a manifest and got no answer may be carried out

@@ -45,6 +45,25 @@ def _paths(api, prefix=None):
     return sorted(f.path for f in api.list_bucket_tree(BUCKET, prefix, recursive=True))
 
 
+def test_a_push_sends_files_and_manifest_in_one_xet_session_and_each_byte_once(cli, env, api, hub, tmp_path):
+    """The manifest's bytes go in the files' own upload session (one write token, one
+    shard), still published last and alone; the big file's sha256 is taken beside the upload
+    (hf_xet is not asked for it) and is the manifest's."""
+    big = os.urandom(21 * 2**20)  # above the size a git id is kept for: hashed beside the upload
+    out, _files = _push(cli, env, tmp_path, 4, {"model.safetensors": big, "config.json": b"{}"})
+    log = hub.log_entries()
+    tokens = [e for e in log if "/xet-write-token" in e["path"]]
+    shards = [e for e in log if e["listener"] == "cas" and e["path"].endswith("/v1/shards") and e["status"] == 200]
+    assert len(tokens) == 1 and len(shards) == 1, [e["path"] for e in log]
+    batches = [e for e in log if e["method"] == "POST" and e["path"].endswith(f"/buckets/{BUCKET}/batch")]
+    assert len(batches) == 2  # the files, then the manifest alone
+    dest = tmp_path / "m.json"
+    api.download_bucket_files(BUCKET, [(f"checkpoint-4/{MANIFEST}", dest)])
+    listed = json.loads(dest.read_bytes())["files"]
+    assert listed["model.safetensors"]["sha256"] == hashlib.sha256(big).hexdigest()
+    assert out["revision"] == "sha256:" + hashlib.sha256(dest.read_bytes()).hexdigest()
+
+
 def test_push_creates_a_private_bucket_writes_the_manifest_last_and_alone_and_pins_it(cli, env, api, hub, tmp_path):
     out, files = _push(cli, env, tmp_path, 3)
     assert api.bucket_info(BUCKET).private is True

@@ -379,12 +379,12 @@ def test_a_resume_in_a_fresh_process_imports_no_more_than_it_reads_with(hub, cli
     env = env_for(hub, tmp_path)
     src = write_checkpoint(tmp_path / "c", ckpt_files(4))
     assert cli("push", "--repo", "o/r", "--local-dir", str(src), "--step", "4", env=env).code == 0
-    probe = (
-        "import json, sys, runpy; sys.argv = ['entrypoint.py', 'pull', '--repo', 'o/r', '--latest',"
+    probe = (  # printed by an exit handler: the process ends without tearing Python down, after them
+        "import atexit, json, sys, runpy; sys.argv = ['entrypoint.py', 'pull', '--repo', 'o/r', '--latest',"
         f" '--local-dir', {str(tmp_path / 'd')!r}, '--json']"
-        f"\ntry:\n    runpy.run_path({str(Path(__file__).parents[2] / 'entrypoint.py')!r}, run_name='__main__')"
-        "\nexcept SystemExit:\n    pass\n"
-        "print(json.dumps(sorted(m for m in sys.modules if m in ('huggingface_hub.hf_api', 'tqdm'))))"
+        "\natexit.register(lambda: print(json.dumps(sorted(m for m in sys.modules"
+        " if m in ('huggingface_hub.hf_api', 'tqdm')))))"
+        f"\nrunpy.run_path({str(Path(__file__).parents[2] / 'entrypoint.py')!r}, run_name='__main__')"
     )
     proc = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -160,13 +160,15 @@ def test_memory_stays_bounded_whatever_the_source(puller, tmp_path):
                       commit_message="big")
     # The peak RSS of this process image: VmHWM starts anew at exec, whereas getrusage's
     # ru_maxrss carries over the parent's peak (a test worker that trained a model is big).
-    wrapper = ("import os, runpy, sys\n"
+    # Printed by an exit handler: the process ends without tearing Python down, after them.
+    wrapper = ("import atexit, os, runpy, sys\n"
                "sys.argv = sys.argv[1:]\n"
                "sys.path.insert(0, os.path.dirname(sys.argv[0]))\n"
-               "try:\n    runpy.run_path(sys.argv[0], run_name='__main__')\n"
-               "finally:\n"
+               "def peak():\n"
                "    hwm = next(l for l in open('/proc/self/status') if l.startswith('VmHWM:')).split()[1]\n"
-               "    print('peak-rss-kib', hwm, file=sys.stderr)\n")
+               "    print('peak-rss-kib', hwm, file=sys.stderr)\n"
+               "atexit.register(peak)\n"
+               "runpy.run_path(sys.argv[0], run_name='__main__')\n")
 
     def peak(dest, *extra):
         proc = subprocess.run([sys.executable, "-c", wrapper, str(ENTRYPOINT), "pull", "--repo", "o/r", "--subfolder",

@@ -79,10 +79,11 @@ def test_a_failing_wandb_leaves_the_push_reported(hub, cli, tmp_path):
 @pytest.mark.process("which modules a fresh process imports")
 def test_wandb_is_not_imported_unless_used(hub, tmp_path):
     env = clean_env(tmp_path, HF_ENDPOINT=hub.url)
-    probe = (
-        "import sys, runpy; sys.argv = ['entrypoint.py', 'latest', '--repo', 'o/r', '--json'];"
-        f"\ntry:\n    runpy.run_path({str(ENTRYPOINT)!r}, run_name='__main__')\nexcept SystemExit:\n    pass\n"
-        "print(json.dumps(sorted(m for m in sys.modules if m == 'wandb' or m.startswith('wandb.'))))"
+    probe = (  # printed by an exit handler: the process ends without tearing Python down, after them
+        "import atexit, sys, runpy; sys.argv = ['entrypoint.py', 'latest', '--repo', 'o/r', '--json'];"
+        "\natexit.register(lambda: print(json.dumps(sorted(m for m in sys.modules"
+        " if m == 'wandb' or m.startswith('wandb.')))))"
+        f"\nrunpy.run_path({str(ENTRYPOINT)!r}, run_name='__main__')"
     )
     proc = subprocess.run([sys.executable, "-c", "import json\n" + probe], env=env, capture_output=True, text=True,
                           timeout=120)
