@@ -153,11 +153,13 @@ def _fresh_venv_demo(tmp_path: Path, dists: Path, extras: str) -> Path:
     # The server's wheel beside it: pip takes it for the demo extra's ckpt-action-localhub pin.
     # --no-compile: Python compiles what the run imports; pip would compile every module of
     # every package (a third of the install).
+    # Without this checkout on PYTHONPATH: pip would take its ckpt_action.egg-info (an editable
+    # install's) for the package installed already, and install no console script.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     install = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-compile",
                               f"{ckpt_wheel}[{extras}]", str(server_wheel)],
-                             capture_output=True, text=True, timeout=1200, cwd=tmp_path)
+                             env=env, capture_output=True, text=True, timeout=1200, cwd=tmp_path)
     assert install.returncode == 0, install.stderr[-3000:]
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     demo = subprocess.run([str(venv / "bin" / "ckpt-action"), "demo"], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=300)
     assert demo.returncode == 0, demo.stderr
