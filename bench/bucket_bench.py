@@ -62,7 +62,7 @@ def _throughput(ctx: Context, sec: Section, size: int) -> None:
     bucket = "bench/throughput"
     ctx.api().create_bucket(bucket, private=True, exist_ok=True)
     uri = f"hf://buckets/{bucket}"
-    reps = 1 if ctx.quick else 3
+    reps = 1 if ctx.quick else 5
     times: dict[str, list[float]] = {}
     moved: dict[str, Requests] = {}
     same = True
