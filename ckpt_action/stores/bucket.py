@@ -133,20 +133,26 @@ def _digest_sent(local: str, rel: str, sent: Read) -> FileDigest:
 class _IdleHash:
     """The sha256 and size of each source, taken in a thread of its own that runs, until
     :meth:`hurry`, at the idle CPU policy (Linux): on what the upload's chunking leaves of
-    the cores. Hurried, it runs at the policy it started with: on a machine another process
-    keeps busy (a trainer), an idle thread could wait for a core for good."""
+    the cores. Hurried, it runs at the policy it started with (the caller's): on a machine
+    another process keeps busy (a trainer), an idle thread could wait for a core for good."""
 
     def __init__(self, sources: dict[str, str | bytes]) -> None:
         self.future: Future[dict[str, tuple[str, int]]] = Future()
         self._lock = threading.Lock()
         self._tid: int | None = None
         self._hurried = False
+        self._started_with: int | None = None
+        """The policy the thread inherited: a process that yields already (watch's uploader,
+        at the idle policy) keeps its hashing there when it is hurried."""
         self._sources = sources
         threading.Thread(target=self._run, name="ckpt-hash", daemon=True).start()
 
     def _run(self) -> None:
         with self._lock:
             self._tid = threading.get_native_id()
+            if hasattr(os, "sched_getscheduler"):
+                with contextlib.suppress(OSError):
+                    self._started_with = os.sched_getscheduler(0)
             if not self._hurried:
                 self._policy(os.SCHED_IDLE if hasattr(os, "SCHED_IDLE") else None)
         try:
@@ -174,8 +180,8 @@ class _IdleHash:
         """Back to the usual policy, and the result once the thread has it."""
         with self._lock:
             self._hurried = True
-            if self._tid is not None and hasattr(os, "SCHED_OTHER"):
-                self._policy(os.SCHED_OTHER, self._tid)
+            if self._tid is not None:
+                self._policy(self._started_with, self._tid)
         return self.future.result()
 
 
