@@ -45,7 +45,7 @@ def _paths(api, prefix=None):
     return sorted(f.path for f in api.list_bucket_tree(BUCKET, prefix, recursive=True))
 
 
-def test_a_push_sends_files_and_manifest_in_one_xet_session_and_each_byte_once(cli, env, api, hub, tmp_path):
+def test_a_push_sends_files_and_manifest_in_one_xet_session(cli, env, api, hub, tmp_path):
     """The manifest's bytes go in the files' own upload session (one write token, one
     shard), still published last and alone; the big file's sha256 is taken beside the upload
     (hf_xet is not asked for it) and is the manifest's."""
