@@ -130,11 +130,38 @@ def _digest_sent(local: str, rel: str, sent: Read) -> FileDigest:
     return digest
 
 
+def can_leave_idle(euid: int | None = None, nice_limit: int | None = None, nice: int | None = None) -> bool:
+    """Whether a thread of this process put at the idle CPU policy may go back to the usual
+    one (Linux): root may, and so may a user whose ``RLIMIT_NICE`` allows its nice value
+    (the default limit, 0, does not). A thread that could not come back is not put there,
+    so that it never waits for a core for good.
+
+    >>> can_leave_idle(euid=0, nice_limit=0, nice=0), can_leave_idle(euid=1000, nice_limit=0, nice=0)
+    (True, False)
+    >>> can_leave_idle(euid=1000, nice_limit=20, nice=0)
+    True
+    """
+    if euid is None:
+        euid = os.geteuid() if hasattr(os, "geteuid") else 0
+    if euid == 0:
+        return True
+    if nice_limit is None or nice is None:
+        try:
+            import resource
+
+            nice_limit = resource.getrlimit(resource.RLIMIT_NICE)[0]
+            nice = os.getpriority(os.PRIO_PROCESS, 0)
+        except (ImportError, AttributeError, OSError):
+            return False
+    return nice_limit == -1 or 20 - nice <= nice_limit  # -1: no limit
+
+
 class _IdleHash:
     """The sha256 and size of each source, taken in a thread of its own that runs, until
     :meth:`hurry`, at the idle CPU policy (Linux): on what the upload's chunking leaves of
     the cores. Hurried, it runs at the policy it started with (the caller's): on a machine
-    another process keeps busy (a trainer), an idle thread could wait for a core for good."""
+    another process keeps busy (a trainer), an idle thread could wait for a core for good;
+    where it could not be brought back (:func:`can_leave_idle`), it runs at the caller's."""
 
     def __init__(self, sources: dict[str, str | bytes]) -> None:
         self.future: Future[dict[str, tuple[str, int]]] = Future()
@@ -153,7 +180,7 @@ class _IdleHash:
             if hasattr(os, "sched_getscheduler"):
                 with contextlib.suppress(OSError):
                     self._started_with = os.sched_getscheduler(0)
-            if not self._hurried:
+            if not self._hurried and can_leave_idle():
                 self._policy(os.SCHED_IDLE if hasattr(os, "SCHED_IDLE") else None)
         try:
             self.future.set_result({name: self._hash(source) for name, source in self._sources.items()})
