@@ -204,7 +204,8 @@ class _IdleHash:
                 os.sched_setscheduler(tid, policy, os.sched_param(0))
 
     def hurry(self) -> dict[str, tuple[str, int]]:
-        """Back to the usual policy, and the result once the thread has it."""
+        """Back to the policy the thread started with (its caller's), and the result once
+        the thread has it."""
         with self._lock:
             self._hurried = True
             if self._tid is not None:
