@@ -54,6 +54,7 @@ from ckpt_action.checkpoint.manifest import (
     Hasher,
     Manifest,
     RemoteFile,
+    digest_bytes,
     predict_lfs,
 )
 from ckpt_action.checkpoint.signing import SIGNATURE_NAME
@@ -112,19 +113,24 @@ class _Pending:
     what: str
 
 
-def _digest_sent(local: str, rel: str, sent: Read) -> FileDigest:
-    """The digest of a file uploaded without one: the sha256 and size of what the upload
-    read; a file small enough for a git blob id in the manifest is read again for it. The
-    file is often the push's own open file, ``/proc/self/fd/N``, which reopens that very
-    inode: followed, not refused as a link."""
+def _digest_opened(local: str, rel: str) -> FileDigest:
+    """The digest of a file the push handed over as checked (often its own open file,
+    ``/proc/self/fd/N``, which reopens that very inode: followed, not refused as a link)."""
     with open(local, "rb", buffering=0) as fh:
-        if sent.size > GIT_OID_LIMIT:
-            sample = fh.read(512)
-            return FileDigest(sent.size, sent.sha256, None, predict_lfs(rel, sent.size, sample))
         hasher = Hasher(os.fstat(fh.fileno()).st_size)
         while chunk := fh.read(8 * 2**20):
             hasher.update(chunk)
-    digest = hasher.digest(rel)
+    return hasher.digest(rel)
+
+
+def _digest_sent(local: str, rel: str, sent: Read) -> FileDigest:
+    """The digest of a file uploaded without one: the sha256 and size of what the upload
+    read; a file small enough for a git blob id in the manifest is read again for it."""
+    if sent.size > GIT_OID_LIMIT:
+        with open(local, "rb", buffering=0) as fh:
+            sample = fh.read(512)
+        return FileDigest(sent.size, sent.sha256, None, predict_lfs(rel, sent.size, sample))
+    digest = _digest_opened(local, rel)
     if digest.sha256 != sent.sha256:
         raise IntegrityError(f"{rel} changed while it was uploaded: stop writing to it before pushing it")
     return digest
@@ -157,14 +163,15 @@ def can_leave_idle(euid: int | None = None, nice_limit: int | None = None, nice:
 
 
 class _IdleHash:
-    """The sha256 and size of each source, taken in a thread of its own that runs, until
+    """The digest of each source (:func:`_digest_opened`), taken in a thread of its own that runs, until
     :meth:`hurry`, at the idle CPU policy (Linux): on what the upload's chunking leaves of
     the cores. Hurried, it runs at the policy it started with (the caller's): on a machine
     another process keeps busy (a trainer), an idle thread could wait for a core for good;
     where it could not be brought back (:func:`can_leave_idle`), it runs at the caller's."""
 
-    def __init__(self, sources: dict[str, str | bytes]) -> None:
-        self.future: Future[dict[str, tuple[str, int]]] = Future()
+    def __init__(self, sources: dict[str, tuple[str | bytes, str]]) -> None:
+        """``sources``: by name, a path to open (or bytes) and the path in the checkpoint."""
+        self.future: Future[dict[str, FileDigest]] = Future()
         self._lock = threading.Lock()
         self._tid: int | None = None
         self._hurried = False
@@ -183,27 +190,17 @@ class _IdleHash:
             if not self._hurried and can_leave_idle():
                 self._policy(os.SCHED_IDLE if hasattr(os, "SCHED_IDLE") else None)
         try:
-            self.future.set_result({name: self._hash(source) for name, source in self._sources.items()})
+            self.future.set_result({name: digest_bytes(rel, source) if isinstance(source, bytes)
+                                    else _digest_opened(source, rel) for name, (source, rel) in self._sources.items()})
         except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread as the result
             self.future.set_exception(exc)
-
-    @staticmethod
-    def _hash(source: str | bytes) -> tuple[str, int]:
-        if isinstance(source, bytes):
-            return hashlib.sha256(source).hexdigest(), len(source)
-        sha, done = hashlib.sha256(), 0
-        with open(source, "rb", buffering=0) as fh:
-            while chunk := fh.read(8 * 2**20):
-                sha.update(chunk)
-                done += len(chunk)
-        return sha.hexdigest(), done
 
     def _policy(self, policy: int | None, tid: int = 0) -> None:
         if policy is not None and hasattr(os, "sched_setscheduler"):
             with contextlib.suppress(OSError):  # on Linux a thread's own policy (tid 0: the caller)
                 os.sched_setscheduler(tid, policy, os.sched_param(0))
 
-    def hurry(self) -> dict[str, tuple[str, int]]:
+    def hurry(self) -> dict[str, FileDigest]:
         """Back to the policy the thread started with (its caller's), and the result once
         the thread has it."""
         with self._lock:
@@ -637,12 +634,15 @@ class BucketStore:
             out[add.destination] = Read(str(add.xet_hash), sha, int(add.size))
         return out
 
-    def _start_pending(self, puts: list[Put], what: str) -> dict[str, Read] | None:
-        """Start the last batch of an upload inside a write and answer what hf_xet read of
-        each file, leaving its session open (its bytes on their way) for the manifest the
-        write plans from them (:meth:`_settle_pending`). None when the session could not be
-        started: the batch then goes the usual way, retried."""
+    def _start_pending(self, puts: list[Put], what: str,
+                       folder: str) -> tuple[dict[str, Read], dict[str, FileDigest]] | None:
+        """Start the last batch of an upload into ``folder`` inside a write and answer what
+        hf_xet read of each file, and the digest of each file given without one, leaving the
+        session open (its bytes on their way) for the manifest the write plans from them
+        (:meth:`_settle_pending`). None when the session could not be started: the batch
+        then goes the usual way, retried."""
         adds, known = self._adds(puts)
+        rel_of = {self.path(op.path): op.path[len(folder) + 1:] for op in puts}
         _XET_UPLOADS.acquire()
         try:
             cas = CasUpload(self.api, self.bucket_id)
@@ -651,7 +651,8 @@ class BucketStore:
             return None
         # The files' sha256 is taken beside the upload, on what CPU it leaves (hf_xet's own,
         # as it chunks, slowed the chunking on two cores): the manifest needs it, not the upload.
-        hashing = _IdleHash({a.destination: a.source for a in adds if not known.get(a.destination)})
+        hashing = _IdleHash({a.destination: (a.source, rel_of[a.destination]) for a in adds
+                             if not known.get(a.destination)})
         try:
             cas.start(adds, known, compute=False)
             read = cas.read()
@@ -662,13 +663,14 @@ class BucketStore:
                 return None
             raise
         self._pending = _Pending(cas, adds, known, what)
-        for dest, (sha, size) in hashing.hurry().items():
-            if size != read[dest].size:
-                raise IntegrityError(f"{dest} changed while it was uploaded ({size} bytes hashed, {read[dest].size}"
-                                     " sent): stop writing to it before pushing it")
-            known[dest] = sha
-            read[dest] = replace(read[dest], sha256=sha)
-        return read
+        hashed = hashing.hurry()
+        for dest, digest in hashed.items():
+            if digest.size != read[dest].size:
+                raise IntegrityError(f"{dest} changed while it was uploaded ({digest.size} bytes hashed,"
+                                     f" {read[dest].size} sent): stop writing to it before pushing it")
+            known[dest] = digest.sha256
+            read[dest] = replace(read[dest], sha256=digest.sha256)
+        return read, hashed
 
     def _drop_pending(self) -> None:
         """Give the open session up, nothing registered (an interrupted write)."""
@@ -726,17 +728,19 @@ class BucketStore:
         label = what or f"uploading {len(files)} file(s) of {folder}"
 
         # A file not hashed yet is hashed by the upload's own read (hf_xet computes its
-        # sha256 as it chunks, see .hub.cas): each byte is read once.
+        # sha256 as it chunks, see .hub.cas), or, in the last batch inside a write, beside it.
         for n, batch in enumerate(batches):
             puts = [Put(f"{folder}/{rel}", files[rel][1], local=files[rel][0]) for rel in batch]
             what_batch = label if len(batches) == 1 else f"{label} ({', '.join(batch)[:200]})"
             # Inside a write, the last batch's session stays open for the manifest planned next.
-            read = self._start_pending(puts, what_batch) if self._writing and n == len(batches) - 1 else None
-            sent = read if read is not None else self._batch(puts, what_batch)
+            pending = (self._start_pending(puts, what_batch, folder) if self._writing and n == len(batches) - 1
+                       else None)
+            sent, hashed = pending if pending is not None else (self._batch(puts, what_batch), {})
             for rel in batch:
                 local, given = files[rel]
-                got = sent[self.path(f"{folder}/{rel}")]
-                digest = given or _digest_sent(local, rel, got)
+                dest = self.path(f"{folder}/{rel}")
+                got = sent[dest]
+                digest = given or hashed.get(dest) or _digest_sent(local, rel, got)
                 out[rel] = Uploaded(replace(digest, xet=got.xet), got.xet)  # the manifest records it
         return out
 
@@ -849,13 +853,11 @@ class BucketStore:
         self._last_read = data
         return pin
 
-    def _finalize(self, final: Final, folder: str, data: bytes) -> dict[str, RemoteFile]:
+    def _finalize(self, final: Final, folder: str, data: bytes) -> None:
         """The one finalize of the manifest ``data`` against what ``folder`` holds now (a
-        fresh listing, answered)."""
-        listed = self.files(LIVE, folder)
-        finalize(final.identity, data, contributors=final.contributors, publishing=self._publishing(listed),
-                 who=final.who)
-        return listed
+        fresh listing)."""
+        finalize(final.identity, data, contributors=final.contributors,
+                 publishing=self._publishing(self.files(LIVE, folder)), who=final.who)
 
     def _outlive_unanswered(self, final: Final, folder: str, data: bytes, what: str) -> None:
         """A batch of this push that touched a manifest and got no answer may be carried out

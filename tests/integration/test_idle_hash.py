@@ -25,7 +25,7 @@ if {caller_idle}:
     os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # as watch's uploader runs
 fifo = {fifo!r}
 os.mkfifo(fifo)
-hashing = _IdleHash({{"f": fifo}})  # blocks reading until the FIFO is written
+hashing = _IdleHash({{"f": (fifo, "f")}})  # blocks reading until the FIFO is written
 while hashing._tid is None:
     time.sleep(0.01)
 time.sleep(0.1)
@@ -39,7 +39,7 @@ with open(fifo, "wb") as w:
 hurried.join()
 print(before == (os.SCHED_IDLE if {caller_idle} or idle_first else os.SCHED_OTHER),
       after == (os.SCHED_IDLE if {caller_idle} else os.SCHED_OTHER),
-      hashing.future.result()["f"][1])
+      hashing.future.result()["f"].size)
 """
 
 
