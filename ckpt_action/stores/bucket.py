@@ -63,7 +63,6 @@ from ckpt_action.checkpoint.verdict import confirmed, file_problem, overwritten_
 from ckpt_action.errors import (
     InputError,
     IntegrityError,
-    LimitError,
     NotFoundError,
     UnreadableManifest,
     param,
@@ -73,11 +72,12 @@ from ckpt_action.handle import BUCKET_PIN_RE, SHA256_RE
 from ckpt_action.stores.base import Uploaded
 from ckpt_action.stores.catalog import group_checkpoints
 from ckpt_action.stores.finalize import FinalizeRefused, Identity, finalize
+from ckpt_action.stores.hub.bucketreads import bucket_info, get_bucket_paths_info, list_bucket_tree
 from ckpt_action.stores.hub.cas import CasUpload, Read, send_to_cas
 from ckpt_action.stores.hub.failures import status_of
 from ckpt_action.stores.hub.fetch import fetch_file
 from ckpt_action.stores.hub.repo import folder_problem, skip_name, small_file_reader
-from ckpt_action.stores.hub.transport import call, make_api, translate
+from ckpt_action.stores.hub.transport import bind_shared_client, call, client_headers, make_api, translate
 from ckpt_action.stores.inflight import upload_batches
 from ckpt_action.stores.writes import LIVE, Copy, Delete, Final, Pin, Put, Write, WriteOutcome
 
@@ -252,7 +252,11 @@ class BucketStore:
         self.settings = settings
         self.name = self.repo = uri
         self.bucket_id, self.prefix = parsed
-        self.api = api or make_api(settings)
+        self._api = api
+        """huggingface_hub's client, made when a write first needs it (:attr:`api`): the reads
+        go without it (:mod:`~ckpt_action.stores.hub.bucketreads`)."""
+        if api is None:
+            bind_shared_client()
         self._sha: dict[str, str] = {}
         """Xet hash -> sha256 of the bytes this store uploaded or verified."""
         self._last_read: bytes | None = None
@@ -282,7 +286,23 @@ class BucketStore:
         try:
             return call(self.settings, what, fn, *args, repo=self.name, **kwargs)
         except Exception as exc:
-            raise self.error(exc, what) from exc
+            error = self.error(exc, what)
+            if error is exc:  # ours already: its cause stays the client's error
+                raise
+            raise error from exc
+
+    @property
+    def api(self) -> HfApi:
+        """huggingface_hub's client for this store's endpoint and token, made on first use."""
+        if self._api is None:
+            self._api = make_api(self.settings)
+        return self._api
+
+    def _headers(self) -> dict[str, str]:
+        """The headers of a read: the client's own where there is one, the same without it."""
+        if self._api is not None:
+            return self._api._build_hf_headers()
+        return client_headers(self.settings.endpoint, self.settings.token or None)
 
     def error(self, exc: BaseException, what: str) -> Exception:
         from huggingface_hub.errors import BucketNotFoundError
@@ -297,7 +317,7 @@ class BucketStore:
         return f"{self.settings.endpoint}/buckets/{self.bucket_id}/resolve/{quote(self.path(path))}"
 
     def headers(self) -> dict[str, str]:
-        headers = self.api._build_hf_headers()
+        headers = self._headers()
         headers["Accept-Encoding"] = "identity"
         return headers
 
@@ -311,17 +331,9 @@ class BucketStore:
 
         under = self.path(rel) if rel else self.prefix
         prefix = under + "/" if under else None
-        limit = self.settings.max_listing_entries
-
-        def read() -> list[Any]:
-            out = []
-            for entry in self.api.list_bucket_tree(self.bucket_id, prefix, recursive=recursive):
-                out.append(entry)
-                if len(out) > limit:
-                    raise LimitError(f"{what}: more than {limit} entries (CKPT_MAX_LISTING_ENTRIES)")
-            return out
-
-        entries = self._call(what, read)
+        # Each page is retried on its own (read_pages); _call words what still fails for a bucket.
+        entries = self._call(what, lambda: list_bucket_tree(self.settings, self._headers(), self.bucket_id, prefix,
+                                                            recursive=recursive, what=what))
         root = self.prefix + "/" if self.prefix else ""
         checked = []
         for entry in entries:
@@ -381,7 +393,8 @@ class BucketStore:
                          param="branch")
 
     def info(self) -> Any:
-        return self._call(f"reading bucket {self.bucket_id}", self.api.bucket_info, self.bucket_id)
+        return self._call(f"reading bucket {self.bucket_id}", bucket_info, self.settings.endpoint, self._headers(),
+                          self.bucket_id)
 
     def folders(self, pin: Pin) -> dict[str, str]:
         """The top-level folders, one non-recursive listing; each one's id is its manifest path."""
@@ -433,9 +446,12 @@ class BucketStore:
         if not paths:
             return set()
         found = self._call(f"reading {len(paths)} path(s)",
-                           lambda: list(self.api.get_bucket_paths_info(self.bucket_id, [self.path(p) for p in paths])))
+                           lambda: list(self._paths_info([self.path(p) for p in paths])))
         wanted = {self.path(p): p for p in paths}
         return {wanted[str(e.path)] for e in found if str(e.path) in wanted}
+
+    def _paths_info(self, paths: list[str]) -> Any:
+        return get_bucket_paths_info(self.settings.endpoint, self._headers(), self.bucket_id, paths)
 
     def folder_id(self, pin: Pin, folder: str) -> str | None:
         return None  # a bucket has no tree ids: readers list the folder
@@ -531,7 +547,7 @@ class BucketStore:
             return []
         sources = [self.path(o.src) for o in ops]
         found = self._call(f"reading {len(ops)} path(s) to copy",
-                           lambda: list(self.api.get_bucket_paths_info(self.bucket_id, sources)))
+                           lambda: list(self._paths_info(sources)))
         by_path = {str(e.path): e for e in found}
         out = []
         for op in ops:
@@ -563,7 +579,7 @@ class BucketStore:
                 raise IntegrityError(f"{op.src}: its bytes are not the pinned manifest's, read to check them because"
                                      f" the manifest records no Xet hash ({exc}); nothing copied") from exc
         again = self._call(f"reading {op.src}",
-                           lambda: list(self.api.get_bucket_paths_info(self.bucket_id, [self.path(op.src)])))
+                           lambda: list(self._paths_info([self.path(op.src)])))
         if [str(e.xet_hash) for e in again] != [xet]:
             raise IntegrityError(f"{op.src} changed while it was read to check it ({op.pin[:19]}…): nothing copied")
 
@@ -613,7 +629,8 @@ class BucketStore:
                     # The bytes first, hashed as they are read; the batch names them by Xet hash.
                     unsent = [a for a in adds if a.xet_hash is None]
                     if unsent:
-                        for dest, read in send_to_cas(self.api, self.bucket_id, unsent, known).items():
+                        sent = send_to_cas(self.settings.endpoint, self._headers(), self.bucket_id, unsent, known)
+                        for dest, read in sent.items():
                             known[dest] = read.sha256
                     started = time.monotonic()
                     try:
@@ -645,7 +662,7 @@ class BucketStore:
         rel_of = {self.path(op.path): op.path[len(folder) + 1:] for op in puts}
         _XET_UPLOADS.acquire()
         try:
-            cas = CasUpload(self.api, self.bucket_id)
+            cas = CasUpload(self.settings.endpoint, self._headers(), self.bucket_id)
         except Exception:  # noqa: BLE001 - the usual path retries it, and words what fails again
             _XET_UPLOADS.release()
             return None
@@ -691,6 +708,7 @@ class BucketStore:
         extra, _known = self._adds(manifests)
         try:
             pending.cas.start(extra, {})
+            self.api  # noqa: B018 - made (HfApi imported) while hf_xet sends the bytes: the batch needs it next
             read = pending.cas.finish()
         except Exception:  # noqa: BLE001 - the usual path below retries it, and words what fails again
             pending.cas.abort()

@@ -19,13 +19,10 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ckpt_action.errors import IntegrityError, quoted
 from ckpt_action.handle import SHA256_RE
-
-if TYPE_CHECKING:
-    from huggingface_hub import HfApi
 
 
 @dataclass(frozen=True)
@@ -40,10 +37,10 @@ class Read:
 
 class CasUpload:
     """One Xet upload session into ``bucket_id``'s CAS; the Xet token is fetched from
-    ``api``'s endpoint with its token, as huggingface_hub does. No progress bar: the caller
-    draws its own line."""
+    ``endpoint`` with ``headers`` (the client's, with its token), as huggingface_hub does.
+    No progress bar: the caller draws its own line."""
 
-    def __init__(self, api: HfApi, bucket_id: str) -> None:
+    def __init__(self, endpoint: str, headers: dict[str, str], bucket_id: str) -> None:
         from huggingface_hub.utils._xet import (
             XetTokenType,
             get_xet_session,
@@ -51,9 +48,8 @@ class CasUpload:
             xet_headers_without_auth,
         )
 
-        headers = api._build_hf_headers()
         refresh = xet_connection_info_refresh_url(token_type=XetTokenType.WRITE, repo_id=bucket_id,
-                                                  repo_type="bucket", endpoint=api.endpoint)
+                                                  repo_type="bucket", endpoint=endpoint)
         self._handles: list[tuple[Any, Any, str | None, bool]] = []
         self._commit = get_xet_session().new_upload_commit(
             token_refresh_url=refresh, token_refresh_headers=headers,
@@ -111,10 +107,11 @@ class CasUpload:
             self._commit.abort()
 
 
-def send_to_cas(api: HfApi, bucket_id: str, adds: list[Any], sha256s: Mapping[str, str | None]) -> dict[str, Read]:
+def send_to_cas(endpoint: str, headers: dict[str, str], bucket_id: str, adds: list[Any],
+                sha256s: Mapping[str, str | None]) -> dict[str, Read]:
     """Upload the bytes of ``adds`` in one session (:class:`CasUpload`) and set each one's
     Xet hash and size; what was read of each, by destination."""
-    upload = CasUpload(api, bucket_id)
+    upload = CasUpload(endpoint, headers, bucket_id)
     try:
         upload.start(adds, sha256s)
         return upload.finish()

@@ -1,6 +1,6 @@
-"""Tree listings of a Hub repo, read page by page under bounds, every entry checked.
+"""Tree listings of a Hub repo or bucket, read page by page under bounds, every entry checked.
 
-huggingface_hub's ``list_repo_tree`` follows ``Link: rel="next"`` wherever it points
+huggingface_hub's ``list_repo_tree`` (and ``list_bucket_tree``) follows ``Link: rel="next"`` wherever it points
 (with the token), for as long as the server sends one, keeps every page, and sleeps as
 long as a rate-limited answer asks. Here each page is one bounded GET (wall-clock
 deadline, bytes) retried on its own; a listing's pages, entries and bytes are capped;
@@ -75,15 +75,17 @@ def parse_json(data: bytes, what: str) -> Any:
         raise IntegrityError(f"{what}: the Hub answered something that is not JSON") from None
 
 
-def read_tree(settings: Settings, repo: str, url: str, headers: dict[str, str], *, recursive: bool,
-              what: str, missing_ok: bool = False) -> Listing | None:
-    """Every page of one listing, within the listing bounds of ``settings``; None when
-    the folder does not exist and ``missing_ok``."""
+def read_pages(settings: Settings, repo: str, url: str, headers: dict[str, str], *, params: dict[str, str],
+               what: str, noun: str = "repo", missing_ok: bool = False) -> list[list[Any]] | None:
+    """Every page of one listing (a repo's tree, a bucket's), each a JSON list as the Hub
+    sent it, within the listing bounds of ``settings``: pages, bytes and entries; each page
+    one bounded GET retried on its own, every next page on the configured endpoint. None
+    when the folder does not exist and ``missing_ok``."""
     from huggingface_hub.errors import RemoteEntryNotFoundError
 
     def too_big() -> LimitError:
         return LimitError(f"{what}: the Hub's listing is larger than {settings.max_listing_bytes} bytes"
-                          " (CKPT_MAX_LISTING_BYTES): raise it if the repo is really that big")
+                          f" (CKPT_MAX_LISTING_BYTES): raise it if the {noun} is really that big")
 
     def get(url: str, params: dict[str, str] | None, limit: int, first: bool) -> Any:
         try:
@@ -93,17 +95,16 @@ def read_tree(settings: Settings, repo: str, url: str, headers: dict[str, str], 
                 return None
             raise
 
-    out = Listing()
-    pages = count = size = 0
+    out: list[list[Any]] = []
+    count = size = 0
     next_url: str | None = url
-    params: dict[str, str] | None = {"recursive": str(recursive).lower(), "expand": "false"}
+    query: dict[str, str] | None = params
     while next_url is not None:
-        pages += 1
-        if pages > settings.max_listing_pages:
+        if len(out) >= settings.max_listing_pages:
             raise LimitError(f"{what}: the Hub's listing runs past {settings.max_listing_pages} pages"
-                             " (CKPT_MAX_LISTING_PAGES): raise it if the repo is really that big")
+                             f" (CKPT_MAX_LISTING_PAGES): raise it if the {noun} is really that big")
         # Each page is retried on its own; the byte cap is what the listing has left.
-        response = call(settings, what, get, next_url, params, settings.max_listing_bytes - size, pages == 1,
+        response = call(settings, what, get, next_url, query, settings.max_listing_bytes - size, not out,
                         repo=repo)
         if response is None:
             return None
@@ -114,7 +115,28 @@ def read_tree(settings: Settings, repo: str, url: str, headers: dict[str, str], 
         count += len(page)
         if count > settings.max_listing_entries:
             raise LimitError(f"{what}: the Hub's listing holds more than {settings.max_listing_entries} entries"
-                             " (CKPT_MAX_LISTING_ENTRIES): raise it if the repo is really that big")
+                             f" (CKPT_MAX_LISTING_ENTRIES): raise it if the {noun} is really that big")
+        out.append(page)
+        link = response.links.get("next", {}).get("url")
+        next_url = urljoin(next_url, link) if link else None
+        if next_url is not None and not on_endpoint(next_url, settings.endpoint):
+            # The request would carry the token: never to a host the user did not name.
+            raise IntegrityError(f"{what}: the Hub's next page is at another origin"
+                                 f" ({quoted(urlsplit(next_url).netloc, 60)}): refusing to follow it")
+        query = None  # the next link carries its own query
+    return out
+
+
+def read_tree(settings: Settings, repo: str, url: str, headers: dict[str, str], *, recursive: bool,
+              what: str, missing_ok: bool = False) -> Listing | None:
+    """A repo tree's entries, every page (:func:`read_pages`), each entry checked; None when
+    the folder does not exist and ``missing_ok``."""
+    pages = read_pages(settings, repo, url, headers, params={"recursive": str(recursive).lower(), "expand": "false"},
+                       what=what, missing_ok=missing_ok)
+    if pages is None:
+        return None
+    out = Listing()
+    for page in pages:
         for item in page:
             entry = _entry(item, what)
             if entry is None:
@@ -124,13 +146,6 @@ def read_tree(settings: Settings, repo: str, url: str, headers: dict[str, str], 
                 out.entries.append(entry)
             else:
                 out.unusable.append((entry, why))
-        link = response.links.get("next", {}).get("url")
-        next_url = urljoin(next_url, link) if link else None
-        if next_url is not None and not on_endpoint(next_url, settings.endpoint):
-            # The request would carry the token: never to a host the user did not name.
-            raise IntegrityError(f"{what}: the Hub's next page is at another origin"
-                                 f" ({quoted(urlsplit(next_url).netloc, 60)}): refusing to follow it")
-        params = None  # the next link carries its own query
     return out
 
 

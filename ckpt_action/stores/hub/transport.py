@@ -296,7 +296,10 @@ def call(settings: Settings, what: str, fn: Callable[..., T], *args: object, rep
                 return fn(*args, **kwargs)
         except Exception as exc:
             if attempt >= retry_budget(settings, exc) or not is_transient(exc):
-                raise translate(exc, what, settings, repo) from exc
+                error = translate(exc, what, settings, repo)
+                if error is exc:  # ours already (a nested call's): its cause stays the client's error
+                    raise
+                raise error from exc
             time.sleep(retry_wait(settings, exc, attempt, what))
             attempt += 1
 
