@@ -72,7 +72,8 @@ from ckpt_action.handle import BUCKET_PIN_RE, SHA256_RE
 from ckpt_action.stores.base import Uploaded
 from ckpt_action.stores.catalog import group_checkpoints
 from ckpt_action.stores.finalize import FinalizeRefused, Identity, finalize
-from ckpt_action.stores.hub.bucketreads import bucket_info, get_bucket_paths_info, list_bucket_tree
+from ckpt_action.stores.hub.bucketbatch import Add, post_batch
+from ckpt_action.stores.hub.bucketreads import Listed, bucket_info, get_bucket_paths_info, list_bucket_tree
 from ckpt_action.stores.hub.cas import CasUpload, Read, send_to_cas
 from ckpt_action.stores.hub.failures import status_of
 from ckpt_action.stores.hub.fetch import fetch_file
@@ -108,7 +109,7 @@ class _Pending:
     """The last batch of an upload inside a write, its Xet session still open."""
 
     cas: CasUpload
-    adds: list[Any]
+    adds: list[Add]
     known: dict[str, str | None]
     what: str
 
@@ -134,6 +135,15 @@ def _digest_sent(local: str, rel: str, sent: Read) -> FileDigest:
     if digest.sha256 != sent.sha256:
         raise IntegrityError(f"{rel} changed while it was uploaded: stop writing to it before pushing it")
     return digest
+
+
+def _check_listed(entry: Listed) -> None:
+    """A listed file's size and Xet hash as the store reads them: data from outside, and
+    the Xet hash may end up in a message."""
+    if not isinstance(entry.size, int) or isinstance(entry.size, bool) or entry.size < 0:
+        raise IntegrityError(f"the Hub listed {quoted(entry.path)} with a malformed size")
+    if entry.xet_hash is not None and not (isinstance(entry.xet_hash, str) and SHA256_RE.match(entry.xet_hash)):
+        raise IntegrityError(f"the Hub listed {quoted(entry.path)} with a malformed Xet hash")
 
 
 def can_leave_idle(euid: int | None = None, nice_limit: int | None = None, nice: int | None = None) -> bool:
@@ -253,8 +263,9 @@ class BucketStore:
         self.name = self.repo = uri
         self.bucket_id, self.prefix = parsed
         self._api = api
-        """huggingface_hub's client, made when a write first needs it (:attr:`api`): the reads
-        go without it (:mod:`~ckpt_action.stores.hub.bucketreads`)."""
+        """huggingface_hub's client, made when first needed (:attr:`api`: creating a bucket);
+        the reads and the batch go without it (:mod:`~ckpt_action.stores.hub.bucketreads`,
+        :mod:`~ckpt_action.stores.hub.bucketbatch`)."""
         if api is None:
             bind_shared_client()
         self._sha: dict[str, str] = {}
@@ -268,7 +279,7 @@ class BucketStore:
         self._writing = False
         """Inside :meth:`write`: an upload's last batch waits for the manifest (:meth:`_start_pending`)."""
         self._pending: _Pending | None = None
-        self._staged: dict[str, Any] = {}
+        self._staged: dict[str, Add] = {}
         """Manifests whose bytes are in the CAS already, by path, until their write."""
         self._cleared: set[str] = set()
         """Folders whose manifest an upload inside the current write took away."""
@@ -324,11 +335,9 @@ class BucketStore:
     def identity(self, folder: str, step: int | None) -> Identity:
         return Identity(f"{self.settings.endpoint}/{self.name}", folder, step)
 
-    def _list(self, rel: str | None, *, recursive: bool, what: str) -> list[Any]:
+    def _list(self, rel: str | None, *, recursive: bool, what: str) -> list[tuple[str, Listed]]:
         """Entries under ``rel`` (from the store's root; None: the root), every page, within
         the listing bounds; each path checked to lie under it and made relative to the root."""
-        from huggingface_hub import BucketFile
-
         under = self.path(rel) if rel else self.prefix
         prefix = under + "/" if under else None
         # Each page is retried on its own (read_pages); _call words what still fails for a bucket.
@@ -342,15 +351,11 @@ class BucketStore:
                 raise IntegrityError(f"the Hub listed {quoted(path)} under {prefix or '/'}: refusing a listing that"
                                      " escapes the folder")
             rel_path = path[len(root):]
-            if isinstance(entry, BucketFile):
+            if not entry.folder:
                 if not names.safe_relative(rel_path) or names.file_name_problem(rel_path):
                     raise IntegrityError(f"the Hub listed {quoted(path)} in {self.name}, which is not a usable"
                                          " path: refusing the listing")
-                if not isinstance(entry.size, int) or entry.size < 0:
-                    raise IntegrityError(f"the Hub listed {quoted(path)} with a malformed size")
-                if entry.xet_hash is not None and not (isinstance(entry.xet_hash, str)
-                                                       and SHA256_RE.match(entry.xet_hash)):
-                    raise IntegrityError(f"the Hub listed {quoted(path)} with a malformed Xet hash")
+                _check_listed(entry)
             checked.append((rel_path, entry))
         return checked
 
@@ -398,11 +403,9 @@ class BucketStore:
 
     def folders(self, pin: Pin) -> dict[str, str]:
         """The top-level folders, one non-recursive listing; each one's id is its manifest path."""
-        from huggingface_hub import BucketFolder
-
         out: dict[str, str] = {}
         for rel, entry in self._list(None, recursive=False, what=f"listing {self.name}"):
-            if isinstance(entry, BucketFolder):
+            if entry.folder:
                 why = folder_problem(rel)
                 if why is None:
                     out[rel] = f"{rel}/{MANIFEST_NAME}"
@@ -410,18 +413,16 @@ class BucketStore:
                     skip_name(rel, why)
         return out
 
-    def _remote_file(self, entry: Any) -> RemoteFile:
-        """A listed file: its size, its Xet hash (compared with the manifest's), and its
-        sha256 where this store uploaded or verified those very bytes."""
+    def _remote_file(self, entry: Listed) -> RemoteFile:
+        """A listed file (checked, :func:`_check_listed`): its size, its Xet hash (compared
+        with the manifest's), and its sha256 where this store uploaded or verified those very bytes."""
         xet = entry.xet_hash if isinstance(entry.xet_hash, str) else None
-        return RemoteFile(int(entry.size), None, self._sha.get(xet) if xet else None, xet)
+        return RemoteFile(cast(int, entry.size), None, self._sha.get(xet) if xet else None, xet)
 
     def files(self, pin: Pin, folder: str) -> dict[str, RemoteFile]:
-        from huggingface_hub import BucketFile
-
         out: dict[str, RemoteFile] = {}
         for rel, entry in self._list(folder, recursive=True, what=f"listing {folder}/"):
-            if isinstance(entry, BucketFile):
+            if not entry.folder:
                 out[rel[len(folder) + 1:]] = self._remote_file(entry)
         if self._writing:
             (self._bare.add if MANIFEST_NAME not in out else self._bare.discard)(folder)
@@ -429,18 +430,13 @@ class BucketStore:
 
     def xet_hashes(self, folder: str) -> dict[str, tuple[int, str]]:
         """The folder's files (relative) with their size and Xet hash, from one fresh listing."""
-        from huggingface_hub import BucketFile
-
         listing = self._list(folder, recursive=True, what=f"listing {folder}/")
-        return {rel[len(folder) + 1:]: (int(e.size), str(e.xet_hash))
-                for rel, e in listing if isinstance(e, BucketFile)}
+        return {rel[len(folder) + 1:]: (cast(int, e.size), str(e.xet_hash)) for rel, e in listing if not e.folder}
 
     def catalog(self, pin: Pin) -> tuple[dict[str, dict[str, RemoteFile]], dict[str, str]]:
-        from huggingface_hub import BucketFile
-
         return group_checkpoints((rel, self._remote_file(e)) for rel, e in
                                  self._list(None, recursive=True, what=f"listing {self.name}")
-                                 if isinstance(e, BucketFile)), {}
+                                 if not e.folder), {}
 
     def existing(self, pin: Pin, paths: list[str]) -> set[str]:
         if not paths:
@@ -450,8 +446,12 @@ class BucketStore:
         wanted = {self.path(p): p for p in paths}
         return {wanted[str(e.path)] for e in found if str(e.path) in wanted}
 
-    def _paths_info(self, paths: list[str]) -> Any:
-        return get_bucket_paths_info(self.settings.endpoint, self._headers(), self.bucket_id, paths)
+    def _paths_info(self, paths: list[str]) -> list[Listed]:
+        """The files of ``paths`` that exist, each checked as a listed one."""
+        found = list(get_bucket_paths_info(self.settings.endpoint, self._headers(), self.bucket_id, paths))
+        for entry in found:
+            _check_listed(entry)
+        return found
 
     def folder_id(self, pin: Pin, folder: str) -> str | None:
         return None  # a bucket has no tree ids: readers list the folder
@@ -513,7 +513,7 @@ class BucketStore:
             raise
 
     def usage(self) -> int | None:
-        size = getattr(self.info(), "size", None)
+        size = self.info().get("size")
         return size if isinstance(size, int) else None
 
     # ------------------------------------------------------------------ writing
@@ -590,12 +590,10 @@ class BucketStore:
         deletes = [self.path(op.path) for op in ops if isinstance(op, Delete)]
         return self._send(adds, known, copies, deletes, what)
 
-    def _adds(self, ops: Sequence[Put | Delete | Copy]) -> tuple[list[Any], dict[str, str | None]]:
-        """huggingface_hub's adds for the files of ``ops``, and the sha256 known of each; a
-        manifest whose bytes are in the CAS already (:meth:`_settle_pending`) is not sent again."""
-        from huggingface_hub._buckets import _BucketAddFile
-
-        adds: list[Any] = []
+    def _adds(self, ops: Sequence[Put | Delete | Copy]) -> tuple[list[Add], dict[str, str | None]]:
+        """The adds for the files of ``ops``, and the sha256 known of each; a manifest whose
+        bytes are in the CAS already (:meth:`_settle_pending`) is not sent again."""
+        adds: list[Add] = []
         known: dict[str, str | None] = {}
         for op in ops:
             if not isinstance(op, Put) or op.uploaded is not None:
@@ -606,14 +604,14 @@ class BucketStore:
                 adds.append(staged)
                 known[dest] = hashlib.sha256(op.data).hexdigest()
             elif (source := op.data if op.data is not None else op.local) is not None:
-                adds.append(_BucketAddFile(source=source, destination=dest))
+                adds.append(Add(source if isinstance(source, bytes) else str(source), dest))
                 known[dest] = op.digest.sha256 if op.digest is not None else None
             else:
                 raise IntegrityError(f"{op.path}: a bucket write needs the file's bytes (uploaded by another"
                                      " writer is not supported here)")
         return adds, known
 
-    def _send(self, adds: list[Any], known: dict[str, str | None], copies: list[Any], deletes: list[str],
+    def _send(self, adds: list[Add], known: dict[str, str | None], copies: list[Any], deletes: list[str],
               what: str) -> dict[str, Read]:
         """Send the bytes of ``adds`` that are not in the CAS yet, then the batch; retried
         whole as any call (a retry sends only the bytes that have no Xet hash yet)."""
@@ -634,7 +632,8 @@ class BucketStore:
                             known[dest] = read.sha256
                     started = time.monotonic()
                     try:
-                        self.api.batch_bucket_files(self.bucket_id, add=adds, copy=copies, delete=deletes)
+                        post_batch(self.settings.endpoint, self._headers(), self.bucket_id, adds=adds,
+                                   copies=copies, deletes=deletes)
                     except Exception as exc:
                         if manifest and status_of(exc) is None:  # no answer: it may still be carried out
                             self._unanswered = time.monotonic()
@@ -646,9 +645,9 @@ class BucketStore:
         out = {}
         for add in adds:
             sha = known[add.destination]
-            assert sha is not None  # the session answered every add's
-            self._sha[str(add.xet_hash)] = sha
-            out[add.destination] = Read(str(add.xet_hash), sha, int(add.size))
+            assert sha is not None and add.xet_hash is not None and add.size is not None  # the session answered each
+            self._sha[add.xet_hash] = sha
+            out[add.destination] = Read(add.xet_hash, sha, add.size)
         return out
 
     def _start_pending(self, puts: list[Put], what: str,
@@ -708,7 +707,6 @@ class BucketStore:
         extra, _known = self._adds(manifests)
         try:
             pending.cas.start(extra, {})
-            self.api  # noqa: B018 - made (HfApi imported) while hf_xet sends the bytes: the batch needs it next
             read = pending.cas.finish()
         except Exception:  # noqa: BLE001 - the usual path below retries it, and words what fails again
             pending.cas.abort()

@@ -8,8 +8,7 @@ beside the upload, :class:`~ckpt_action.stores.bucket.BucketStore`), and each fi
 hash as soon as hf_xet has read it, while its bytes are still on their way: the push plans
 its manifest from them meanwhile and adds the manifest's bytes to the same session, instead
 of opening a second one for them (its token, its dedupe query, its xorb and shard: about
-0.05 s). The batch is then handed each file's Xet hash, and huggingface_hub uploads no file
-that has one.
+0.05 s). The batch then names each file by its Xet hash (:mod:`.bucketbatch`).
 
 What hf_xet answers is checked like any answer: a Xet hash and a sha256 of 64 hex each.
 """
@@ -23,6 +22,7 @@ from typing import Any
 
 from ckpt_action.errors import IntegrityError, quoted
 from ckpt_action.handle import SHA256_RE
+from ckpt_action.stores.hub.bucketbatch import Add
 
 
 @dataclass(frozen=True)
@@ -50,13 +50,13 @@ class CasUpload:
 
         refresh = xet_connection_info_refresh_url(token_type=XetTokenType.WRITE, repo_id=bucket_id,
                                                   repo_type="bucket", endpoint=endpoint)
-        self._handles: list[tuple[Any, Any, str | None, bool]] = []
+        self._handles: list[tuple[Add, Any, str | None, bool]] = []
         self._commit = get_xet_session().new_upload_commit(
             token_refresh_url=refresh, token_refresh_headers=headers,
             custom_headers=xet_headers_without_auth(headers), progress_callback=None)
 
-    def start(self, adds: list[Any], sha256s: Mapping[str, str | None], *, compute: bool = True) -> None:
-        """Start sending ``adds`` (huggingface_hub's bucket adds); ``sha256s``: the digests
+    def start(self, adds: list[Add], sha256s: Mapping[str, str | None], *, compute: bool = True) -> None:
+        """Start sending ``adds``; ``sha256s``: the digests
         known already, by destination; hf_xet computes the others, unless not ``compute``
         (the caller hashes them itself, later)."""
         from hf_xet import COMPUTE_SHA256, SKIP_SHA256
@@ -88,7 +88,7 @@ class CasUpload:
 
     def finish(self) -> dict[str, Read]:
         """Wait until every byte and the shard naming them are stored; then each add carries
-        its Xet hash and size (huggingface_hub's batch sends no bytes for it)."""
+        its Xet hash and size, for the batch that names it."""
         from huggingface_hub.utils._xet import abort_xet_session
 
         try:
@@ -107,7 +107,7 @@ class CasUpload:
             self._commit.abort()
 
 
-def send_to_cas(endpoint: str, headers: dict[str, str], bucket_id: str, adds: list[Any],
+def send_to_cas(endpoint: str, headers: dict[str, str], bucket_id: str, adds: list[Add],
                 sha256s: Mapping[str, str | None]) -> dict[str, Read]:
     """Upload the bytes of ``adds`` in one session (:class:`CasUpload`) and set each one's
     Xet hash and size; what was read of each, by destination."""
