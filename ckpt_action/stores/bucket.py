@@ -398,7 +398,7 @@ class BucketStore:
                          param="branch")
 
     def info(self) -> Any:
-        return self._call(f"reading bucket {self.bucket_id}", bucket_info, self.settings.endpoint, self._headers(),
+        return self._call(f"reading bucket {self.bucket_id}", bucket_info, self.settings, self._headers(),
                           self.bucket_id)
 
     def folders(self, pin: Pin) -> dict[str, str]:
@@ -448,7 +448,7 @@ class BucketStore:
 
     def _paths_info(self, paths: list[str]) -> list[Listed]:
         """The files of ``paths`` that exist, each checked as a listed one."""
-        found = list(get_bucket_paths_info(self.settings.endpoint, self._headers(), self.bucket_id, paths))
+        found = list(get_bucket_paths_info(self.settings, self._headers(), self.bucket_id, paths))
         for entry in found:
             _check_listed(entry)
         return found

@@ -65,6 +65,21 @@ def test_a_bucket_listings_next_page_on_another_origin_never_gets_the_token(buck
     assert TOKEN not in run.stdout + run.stderr
 
 
+@pytest.mark.parametrize("route", [rf"^/api/buckets/{BUCKET}$", rf"^/api/buckets/{BUCKET}/paths-info$"],
+                         ids=["info", "paths-info"])
+def test_a_bucket_answer_past_its_bound_is_cut(route, bucket_hub, hostile, cli, tmp_path):
+    """The bucket's info (read by a push) and paths-info (by a push, to take an old manifest
+    away) are bounded in bytes like a listing page: one line naming the setting."""
+    proxy = hostile(bucket_hub)
+    proxy.set_rules([{"path": route, "body": json.dumps([{"pad": "x" * 5000}]), "times": -1}])
+    src = write_checkpoint(tmp_path / "again", ckpt(1))
+    run = cli("push", "--repo", URI, "--local-dir", str(src), "--subfolder", "checkpoint-1", "--step", "1",
+              env=_env(proxy.url, tmp_path, CKPT_MAX_LISTING_BYTES="3000"), timeout=HANG)
+    assert run.code == 1 and run.stdout == "", run.stdout + run.stderr
+    assert "CKPT_MAX_LISTING_BYTES" in one_line_error(run.stderr), run.stderr
+    assert proxy.fired() >= 1
+
+
 @pytest.mark.parametrize("xet", ["\x1b[31m" + "a" * 59, "A" * 64, "a" * 63, 7])
 def test_a_bucket_listing_with_a_malformed_xet_hash_is_refused(xet, bucket_hub, hostile, cli, tmp_path):
     """The listing's Xet hash is compared with the manifest's and may end up in a message:
@@ -145,13 +160,13 @@ def test_the_bucket_reads_answer_what_hfapi_answers(bucket_hub, tmp_path):
     for prefix, recursive in ((None, True), (None, False), ("checkpoint-1/", True), ("checkpoint-1/nested/", False)):
         ours = bucketreads.list_bucket_tree(settings, headers, BUCKET, prefix, recursive=recursive, what="listing")
         assert ours and seen(ours) == seen(api.list_bucket_tree(BUCKET, prefix, recursive=recursive)), prefix
-    info, theirs = bucketreads.bucket_info(bucket_hub.url, headers, BUCKET), api.bucket_info(BUCKET)
+    info, theirs = bucketreads.bucket_info(settings, headers, BUCKET), api.bucket_info(BUCKET)
     assert (info["id"], info["private"], info["size"], info["totalFiles"]) == \
         (theirs.id, theirs.private, theirs.size, theirs.total_files)
     paths = [f"checkpoint-1/{name}" for name in ("model.safetensors", "config.json", "missing.bin")]
-    assert seen(bucketreads.get_bucket_paths_info(bucket_hub.url, headers, BUCKET, paths)) == \
+    assert seen(bucketreads.get_bucket_paths_info(settings, headers, BUCKET, paths)) == \
         seen(api.get_bucket_paths_info(BUCKET, paths))
-    for read in (lambda: bucketreads.bucket_info(bucket_hub.url, headers, "o/missing"),
+    for read in (lambda: bucketreads.bucket_info(settings, headers, "o/missing"),
                  lambda: api.bucket_info("o/missing")):
         with pytest.raises(BucketNotFoundError):
             read()

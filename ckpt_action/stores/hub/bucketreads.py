@@ -2,23 +2,25 @@
 
 Importing huggingface_hub's ``HfApi`` module costs a fresh process about 0.09 s, more than
 a bucket read takes on a near Hub. These are its three bucket reads, made as its methods
-make them (the shared client, the same routes and answer types, huggingface_hub's own
-errors), so a bucket command imports ``HfApi`` only to create a bucket (its batch is
-:mod:`.bucketbatch`). The listing is read as a
-repo's is (:func:`~ckpt_action.stores.hub.listing.read_pages`): pages, bytes and entries
-bounded, each page retried on its own, a next page only on the configured endpoint
-(huggingface_hub follows ``Link: rel="next"`` wherever it points, with the token).
+make them (the shared client, the same routes, huggingface_hub's own errors), so a bucket
+command imports ``HfApi`` only to create a bucket (its batch is :mod:`.bucketbatch`). Each
+is bounded as a repo's reads are: the info and each paths-info request are one bounded
+request (:func:`~ckpt_action.stores.hub.transport.get_bounded`: bytes, wall clock), and the
+listing is read as a repo's (:func:`~ckpt_action.stores.hub.listing.read_pages`): pages,
+bytes and entries bounded, each page retried on its own, a next page only on the configured
+endpoint (huggingface_hub follows ``Link: rel="next"`` wherever it points, with the token).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from ckpt_action.errors import IntegrityError, quoted
-from ckpt_action.stores.hub.listing import read_pages
+from ckpt_action.errors import IntegrityError, LimitError, quoted
+from ckpt_action.stores.hub.listing import parse_json, read_pages
+from ckpt_action.stores.hub.transport import get_bounded
 
 if TYPE_CHECKING:
     from ckpt_action.settings import Settings
@@ -52,15 +54,20 @@ def _listed(item: object, what: str) -> Listed | None:
     return Listed(item["path"], False, item["size"], item["xetHash"])
 
 
-def bucket_info(endpoint: str, headers: dict[str, str], bucket_id: str) -> dict[str, Any]:
-    """``HfApi.bucket_info``: the bucket's info as the Hub sent it (``BucketNotFoundError`` if missing)."""
-    from huggingface_hub.utils import get_session, hf_raise_for_status
+def _too_big(settings: Settings, what: str) -> Callable[[], LimitError]:
+    return lambda: LimitError(f"{what}: the Hub's answer is larger than {settings.max_listing_bytes} bytes"
+                              " (CKPT_MAX_LISTING_BYTES): raise it if the bucket is really that big")
 
-    response = get_session().get(f"{endpoint}/api/buckets/{bucket_id}", headers=headers)
-    hf_raise_for_status(response)
-    info = response.json()
+
+def bucket_info(settings: Settings, headers: dict[str, str], bucket_id: str) -> dict[str, Any]:
+    """``HfApi.bucket_info``: the bucket's info as the Hub sent it (``BucketNotFoundError`` if
+    missing), one bounded GET (:func:`~ckpt_action.stores.hub.transport.get_bounded`)."""
+    what = f"reading bucket {bucket_id}"
+    response = get_bounded(settings, f"{settings.endpoint}/api/buckets/{bucket_id}", headers,
+                           limit=settings.max_listing_bytes, too_big=_too_big(settings, what))
+    info = parse_json(response.content, what)
     if not isinstance(info, dict):
-        raise IntegrityError(f"reading bucket {bucket_id}: the Hub answered something other than an object")
+        raise IntegrityError(f"{what}: the Hub answered something other than an object")
     return info
 
 
@@ -75,18 +82,18 @@ def list_bucket_tree(settings: Settings, headers: dict[str, str], bucket_id: str
     return [entry for page in pages or [] for item in page if (entry := _listed(item, what)) is not None]
 
 
-def get_bucket_paths_info(endpoint: str, headers: dict[str, str], bucket_id: str,
+def get_bucket_paths_info(settings: Settings, headers: dict[str, str], bucket_id: str,
                           paths: Iterable[str]) -> Iterator[Listed]:
-    """``HfApi.get_bucket_paths_info``: each of ``paths`` that exists."""
-    from huggingface_hub.utils import hf_raise_for_status, http_backoff
-
+    """``HfApi.get_bucket_paths_info``: each of ``paths`` that exists; each request bounded
+    as a listing page is."""
     wanted = list(paths)
+    what = f"reading {len(wanted)} path(s) of {bucket_id}"
     for start in range(0, len(wanted), PATHS_INFO_BATCH):
-        response = http_backoff("POST", f"{endpoint}/api/buckets/{bucket_id}/paths-info",
-                                json={"paths": wanted[start:start + PATHS_INFO_BATCH]}, headers=headers)
-        hf_raise_for_status(response)
-        answer = response.json()
+        response = get_bounded(settings, f"{settings.endpoint}/api/buckets/{bucket_id}/paths-info", headers,
+                               limit=settings.max_listing_bytes, too_big=_too_big(settings, what), method="POST",
+                               json={"paths": wanted[start:start + PATHS_INFO_BATCH]})
+        answer = parse_json(response.content, what)
         for item in answer if isinstance(answer, list) else [answer]:
-            entry = _listed(item, f"reading {len(wanted)} path(s) of {bucket_id}")
+            entry = _listed(item, what)
             if entry is not None and not entry.folder:
                 yield entry

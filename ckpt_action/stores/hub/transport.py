@@ -305,8 +305,10 @@ def call(settings: Settings, what: str, fn: Callable[..., T], *args: object, rep
 
 
 def get_bounded(settings: Settings, url: str, headers: dict[str, str], *, limit: int,
-                too_big: Callable[[], CkptError], params: dict[str, str] | None = None) -> httpx2.Response:
-    """One GET of a small answer (refs, a listing page, a manifest), read whole.
+                too_big: Callable[[], CkptError], params: dict[str, str] | None = None,
+                method: str = "GET", json: object = None) -> httpx2.Response:
+    """One request for a small answer (refs, a listing page, a manifest, a bucket's info or
+    paths-info: a POST of ``json``), read whole.
 
     Bounded in wall clock by ``request_deadline`` (headers and body) and in size by
     ``limit`` bytes; past it, ``too_big()`` is raised (a message naming the bound and the
@@ -317,7 +319,7 @@ def get_bounded(settings: Settings, url: str, headers: dict[str, str], *, limit:
     from huggingface_hub.utils import get_session, hf_raise_for_status
 
     with deadline(settings.request_deadline), stall(settings.timeout), \
-            get_session().stream("GET", url, headers=headers, params=params) as response:
+            get_session().stream(method, url, headers=headers, params=params, json=json) as response:
         body = bytearray()
         for chunk in response.iter_bytes():
             body += chunk
