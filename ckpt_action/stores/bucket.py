@@ -68,7 +68,7 @@ from ckpt_action.errors import (
     param,
     quoted,
 )
-from ckpt_action.handle import BUCKET_PIN_RE, SHA256_RE
+from ckpt_action.handle import BUCKET_PIN_RE
 from ckpt_action.stores.base import Uploaded
 from ckpt_action.stores.catalog import group_checkpoints
 from ckpt_action.stores.finalize import FinalizeRefused, Identity, finalize
@@ -135,15 +135,6 @@ def _digest_sent(local: str, rel: str, sent: Read) -> FileDigest:
     if digest.sha256 != sent.sha256:
         raise IntegrityError(f"{rel} changed while it was uploaded: stop writing to it before pushing it")
     return digest
-
-
-def _check_listed(entry: Listed) -> None:
-    """A listed file's size and Xet hash as the store reads them: data from outside, and
-    the Xet hash may end up in a message."""
-    if not isinstance(entry.size, int) or isinstance(entry.size, bool) or entry.size < 0:
-        raise IntegrityError(f"the Hub listed {quoted(entry.path)} with a malformed size")
-    if entry.xet_hash is not None and not (isinstance(entry.xet_hash, str) and SHA256_RE.match(entry.xet_hash)):
-        raise IntegrityError(f"the Hub listed {quoted(entry.path)} with a malformed Xet hash")
 
 
 def can_leave_idle(euid: int | None = None, nice_limit: int | None = None, nice: int | None = None) -> bool:
@@ -351,11 +342,9 @@ class BucketStore:
                 raise IntegrityError(f"the Hub listed {quoted(path)} under {prefix or '/'}: refusing a listing that"
                                      " escapes the folder")
             rel_path = path[len(root):]
-            if not entry.folder:
-                if not names.safe_relative(rel_path) or names.file_name_problem(rel_path):
-                    raise IntegrityError(f"the Hub listed {quoted(path)} in {self.name}, which is not a usable"
-                                         " path: refusing the listing")
-                _check_listed(entry)
+            if not entry.folder and (not names.safe_relative(rel_path) or names.file_name_problem(rel_path)):
+                raise IntegrityError(f"the Hub listed {quoted(path)} in {self.name}, which is not a usable"
+                                     " path: refusing the listing")
             checked.append((rel_path, entry))
         return checked
 
@@ -414,10 +403,11 @@ class BucketStore:
         return out
 
     def _remote_file(self, entry: Listed) -> RemoteFile:
-        """A listed file (checked, :func:`_check_listed`): its size, its Xet hash (compared
-        with the manifest's), and its sha256 where this store uploaded or verified those very bytes."""
-        xet = entry.xet_hash if isinstance(entry.xet_hash, str) else None
-        return RemoteFile(cast(int, entry.size), None, self._sha.get(xet) if xet else None, xet)
+        """A listed file: its size, its Xet hash (compared with the manifest's), and its
+        sha256 where this store uploaded or verified those very bytes."""
+        assert entry.size is not None  # a file's, checked by the listing (bucketreads._listed)
+        xet = entry.xet_hash
+        return RemoteFile(entry.size, None, self._sha.get(xet) if xet else None, xet)
 
     def files(self, pin: Pin, folder: str) -> dict[str, RemoteFile]:
         out: dict[str, RemoteFile] = {}
@@ -431,7 +421,8 @@ class BucketStore:
     def xet_hashes(self, folder: str) -> dict[str, tuple[int, str]]:
         """The folder's files (relative) with their size and Xet hash, from one fresh listing."""
         listing = self._list(folder, recursive=True, what=f"listing {folder}/")
-        return {rel[len(folder) + 1:]: (cast(int, e.size), str(e.xet_hash)) for rel, e in listing if not e.folder}
+        return {rel[len(folder) + 1:]: (self._remote_file(e).size, str(e.xet_hash)) for rel, e in listing
+                if not e.folder}
 
     def catalog(self, pin: Pin) -> tuple[dict[str, dict[str, RemoteFile]], dict[str, str]]:
         return group_checkpoints((rel, self._remote_file(e)) for rel, e in
@@ -447,11 +438,8 @@ class BucketStore:
         return {wanted[str(e.path)] for e in found if str(e.path) in wanted}
 
     def _paths_info(self, paths: list[str]) -> list[Listed]:
-        """The files of ``paths`` that exist, each checked as a listed one."""
-        found = list(get_bucket_paths_info(self.settings, self._headers(), self.bucket_id, paths))
-        for entry in found:
-            _check_listed(entry)
-        return found
+        """The files of ``paths`` that exist."""
+        return list(get_bucket_paths_info(self.settings, self._headers(), self.bucket_id, paths))
 
     def folder_id(self, pin: Pin, folder: str) -> str | None:
         return None  # a bucket has no tree ids: readers list the folder

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from ckpt_action.errors import IntegrityError, LimitError, quoted
+from ckpt_action.handle import SHA256_RE
 from ckpt_action.stores.hub.listing import parse_json, read_pages
 from ckpt_action.stores.hub.transport import get_bounded
 
@@ -33,25 +34,32 @@ PATHS_INFO_BATCH = 1000
 class Listed:
     """A file or folder of a bucket as the Hub listed it (huggingface_hub's ``BucketFile``
     and ``BucketFolder``, without importing their module: its import costs more than the
-    read). The path is a string; the size and Xet hash are as sent, for the store to check."""
+    read), checked (:func:`_listed`): a file's size is an int, a folder has none."""
 
     path: str
     folder: bool
-    size: object = None
-    xet_hash: object = None
+    size: int | None = None
+    xet_hash: str | None = None
 
 
 def _listed(item: object, what: str) -> Listed | None:
-    """One answer entry; None for a kind this store does not read (as huggingface_hub skips it)."""
+    """One answer entry, checked: data from outside, and its path and Xet hash may end up in
+    a message. None for a kind this store does not read (as huggingface_hub skips it)."""
     if not isinstance(item, dict) or not isinstance(item.get("path"), str):
         raise IntegrityError(f"{what}: the Hub listed a malformed entry {quoted(str(item), 120)}")
+    path = item["path"]
     if item.get("type") == "directory":
-        return Listed(item["path"], True)
+        return Listed(path, True)
     if item.get("type") != "file":
         return None
     if "size" not in item or "xetHash" not in item:
         raise IntegrityError(f"{what}: the Hub listed a malformed entry {quoted(str(item), 120)}")
-    return Listed(item["path"], False, item["size"], item["xetHash"])
+    size, xet = item["size"], item["xetHash"]
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise IntegrityError(f"the Hub listed {quoted(path)} with a malformed size")
+    if xet is not None and not (isinstance(xet, str) and SHA256_RE.match(xet)):
+        raise IntegrityError(f"the Hub listed {quoted(path)} with a malformed Xet hash")
+    return Listed(path, False, size, xet)
 
 
 def _too_big(settings: Settings, what: str) -> Callable[[], LimitError]:
