@@ -101,7 +101,9 @@ def get_bucket_paths_info(settings: Settings, headers: dict[str, str], bucket_id
                                limit=settings.max_listing_bytes, too_big=_too_big(settings, what), method="POST",
                                json={"paths": wanted[start:start + PATHS_INFO_BATCH]})
         answer = parse_json(response.content, what)
-        for item in answer if isinstance(answer, list) else [answer]:
+        if not isinstance(answer, list):  # as a listing page that is not a list (listing.read_pages)
+            raise IntegrityError(f"{what}: the Hub answered a listing that is not a list")
+        for item in answer:
             entry = _listed(item, what)
             if entry is not None and not entry.folder:
                 yield entry
